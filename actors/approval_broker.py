@@ -1,0 +1,88 @@
+"""The ApprovalBroker: gets a decision for every recorded approval request.
+
+Policy ``allow`` and ``deny`` answer at once. Policy ``ask`` hands the
+request to the session's approval provider on a worker thread, never on
+the broker's own: a provider may answer by returning a decision, may
+return None and answer later through ``session.approve(...)``, or may
+resolve the request from inside ``decide()`` itself; none of these can
+deadlock, because the broker never waits for the provider and the session
+never waits for the broker.
+
+Decisions go to the SessionActor as ``Decide`` messages; the session is the
+single writer and records the first decision, refusing any later one.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+from typing import Any
+
+import pykka
+from turnlog.actors.messages import (
+    ApprovalSettled,
+    AskApproval,
+    Decide,
+    ProviderAnswered,
+)
+from turnlog.domain.approval import ApprovalDecision
+
+logger = logging.getLogger(__name__)
+
+
+class ApprovalBrokerActor(pykka.ThreadingActor):
+    """Routes approval requests to policies and providers."""
+
+    def __init__(self, max_provider_threads: int = 8) -> None:
+        super().__init__()
+        self._pool = concurrent.futures.ThreadPoolExecutor(
+            max_workers=max_provider_threads, thread_name_prefix="turnlog-approval"
+        )
+        self._pending: dict[str, AskApproval] = {}
+
+    def on_receive(self, message: Any) -> Any:
+        match message:
+            case AskApproval(request=request, policy=policy, provider=provider):
+                if policy in ("allow", "deny"):
+                    message.session.tell(Decide(request.request_id, policy, "policy"))
+                    return None
+                self._pending[request.request_id] = message
+                if provider is not None:
+                    me = self.actor_ref
+                    request_id = request.request_id
+                    future = self._pool.submit(provider.decide, request)
+                    future.add_done_callback(
+                        lambda f: me.tell(ProviderAnswered(request_id, f))
+                    )
+            case ProviderAnswered(request_id=request_id, future=future):
+                ask = self._pending.get(request_id)
+                if ask is not None:
+                    self._provider_answered(ask, future)
+            case ApprovalSettled(request_id=request_id):
+                self._pending.pop(request_id, None)
+            case _:
+                msg = f"ApprovalBroker got an unknown message: {message!r}"
+                raise TypeError(msg)
+        return None
+
+    def _provider_answered(
+        self, ask: AskApproval, future: concurrent.futures.Future[Any]
+    ) -> None:
+        request_id = ask.request.request_id
+        error = future.exception()
+        if error is not None:
+            logger.warning("approval provider failed on %s: %s", request_id, error)
+            ask.session.tell(Decide(request_id, "deny", f"provider error: {error}"))
+            return
+        decision = future.result()
+        if decision is None:
+            return  # the provider answers later, through session.approve()
+        if not isinstance(decision, ApprovalDecision):
+            ask.session.tell(
+                Decide(request_id, "deny", f"provider returned {decision!r}")
+            )
+            return
+        ask.session.tell(Decide(request_id, decision.kind, "provider"))
+
+    def on_stop(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)

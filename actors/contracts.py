@@ -1,0 +1,79 @@
+"""What the actors need from the objects users configure.
+
+The actors depend on these protocols, not on the concrete ``Agent`` and
+``FunctionTool`` classes of the public package, so that ``turnlog.actors``
+imports nothing but the domain.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from turnlog.domain.model import ModelProvider, ToolSpec
+
+
+class ToolOutcome(Protocol):
+    """What running a tool produced."""
+
+    output: str
+    is_error: bool
+
+
+class RunnableTool(Protocol):
+    """A tool the ToolExecutor can run."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def spec(self) -> ToolSpec: ...
+
+    @property
+    def timeout(self) -> float | None: ...
+
+    @property
+    def idempotent(self) -> bool: ...
+
+    @property
+    def is_async(self) -> bool: ...
+
+    def requires_approval(self, arguments: str) -> bool:
+        """Whether this call needs a decision before it runs."""
+        ...
+
+    def run_sync(self, arguments: str, context: Mapping[str, Any]) -> ToolOutcome:
+        """Runs a sync handler (on a worker thread); never raises."""
+        ...
+
+    async def run_async(
+        self, arguments: str, context: Mapping[str, Any]
+    ) -> ToolOutcome:
+        """Runs an async handler (on the I/O loop); never raises."""
+        ...
+
+
+class AgentDefinition(Protocol):
+    """An agent as the actors see it."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def instructions(self) -> str: ...
+
+    @property
+    def model(self) -> ModelProvider: ...
+
+    @property
+    def model_route(self) -> str: ...
+
+    @property
+    def tools_by_name(self) -> Mapping[str, RunnableTool]: ...
+
+    @property
+    def max_steps(self) -> int: ...
+
+    def digest(self) -> str:
+        """A stable digest of the configuration, recorded in the log."""
+        ...

@@ -1,0 +1,86 @@
+"""One asyncio loop on its own thread, for every coroutine the actors start.
+
+Actor handlers must never block, so model calls and async tools run here
+and report back by telling an actor. pykka futures are never awaited on
+this loop (their ``__await__`` blocks it); results cross through
+``concurrent.futures.Future`` callbacks instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import threading
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class IoLoop:
+    """A running event loop on a dedicated daemon thread."""
+
+    def __init__(self, name: str = "turnlog-io") -> None:
+        self._loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+        self._ready.wait()
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        self._loop.call_soon(self._ready.set)
+        self._loop.run_forever()
+
+    def submit(self, coroutine: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        """Schedules ``coroutine``; cancelling the future cancels the task."""
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+
+    def call_later(self, delay: float, callback: Callable[[], None]) -> Any:
+        """Runs ``callback`` on the loop after ``delay`` seconds; cancellable."""
+        handle: list[asyncio.TimerHandle] = []
+
+        def schedule() -> None:
+            handle.append(self._loop.call_later(delay, callback))
+
+        self._loop.call_soon_threadsafe(schedule)
+        return _LaterHandle(self._loop, handle)
+
+    def close(self) -> None:
+        """Cancels what still runs and stops the loop thread."""
+        if not self._loop.is_running():
+            return
+
+        async def _shutdown() -> None:
+            tasks = [
+                task
+                for task in asyncio.all_tasks(self._loop)
+                if task is not asyncio.current_task()
+            ]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        with contextlib.suppress(concurrent.futures.TimeoutError, RuntimeError):
+            asyncio.run_coroutine_threadsafe(_shutdown(), self._loop).result(timeout=5)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=5)
+        if not self._thread.is_alive():
+            self._loop.close()
+
+
+class _LaterHandle:
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, handle: list[asyncio.TimerHandle]
+    ) -> None:
+        self._loop = loop
+        self._handle = handle
+
+    def cancel(self) -> None:
+        def _cancel() -> None:
+            for handle in self._handle:
+                handle.cancel()
+
+        if not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(_cancel)

@@ -1,0 +1,173 @@
+"""Typed messages between turnlog's actors.
+
+Untyped pykka proxies would leak ``Any`` across modules, so actors talk in
+these structs and dispatch with ``match``. Fields holding live objects
+(actor refs, futures, tools) are never serialised: these messages stay in
+the process.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+from typing import Any
+
+import msgspec
+from turnlog.domain.model import ModelRequest, ModelResponse
+from turnlog.domain.protocol import Op
+
+# --- asks to the SessionActor (from handles, on caller threads) ---------------
+
+
+class Submit(msgspec.Struct, frozen=True):
+    """Submit an op; a busy session queues user input. Replies submission id."""
+
+    op: Op
+    waiter: concurrent.futures.Future[Any] | None = None
+
+
+class StartPrompt(msgspec.Struct, frozen=True):
+    """Start a run now; raises SessionBusyError if one runs. Replies id."""
+
+    text: str
+    attachments: tuple[Any, ...]
+    waiter: concurrent.futures.Future[Any]
+
+
+class FollowUp(msgspec.Struct, frozen=True):
+    """Queue input to run after the current (or next) run's turn. Replies id."""
+
+    text: str
+    attachments: tuple[Any, ...] = ()
+
+
+class Query(msgspec.Struct, frozen=True):
+    """Read in-memory session state: ``what`` names the field."""
+
+    what: str
+
+
+class Subscribe(msgspec.Struct, frozen=True):
+    """Register a subscriber (``subscriber`` is an actors.Subscriber)."""
+
+    subscriber: Any
+
+
+class Unsubscribe(msgspec.Struct, frozen=True):
+    subscriber: Any
+
+
+class UpdateSharedState(msgspec.Struct, frozen=True):
+    changes: dict[str, Any]
+
+
+class Decide(msgspec.Struct, frozen=True):
+    """Decide a pending approval (from the caller or the broker)."""
+
+    request_id: str
+    decision: str
+    decided_by: str
+
+
+# --- facts from the TurnActor -------------------------------------------------
+
+
+class StepSucceeded(msgspec.Struct, frozen=True):
+    turn: int
+    step: int
+    response: ModelResponse
+
+
+class StepFailed(msgspec.Struct, frozen=True):
+    turn: int
+    step: int
+    error_type: str
+    message: str
+
+
+class ToolFinished(msgspec.Struct, frozen=True):
+    turn: int
+    call_id: str
+    output: str
+    is_error: bool
+
+
+# --- orders to the TurnActor --------------------------------------------------
+
+
+class CallModel(msgspec.Struct, frozen=True):
+    """Model step ``request.step`` is recorded as started: call the model."""
+
+    request: ModelRequest
+
+
+class RunCalls(msgspec.Struct, frozen=True):
+    """These tool calls are recorded as started: run them."""
+
+    calls: tuple[dict[str, Any], ...]
+
+
+class CancelTurn(msgspec.Struct, frozen=True):
+    """The turn ended: cancel whatever is in flight and stop."""
+
+
+class ModelReturned(msgspec.Struct, frozen=True):
+    step: int
+    future: concurrent.futures.Future[ModelResponse]
+
+
+# --- the ToolExecutor ---------------------------------------------------------
+
+
+class RunTool(msgspec.Struct, frozen=True):
+    """Run one tool call and tell ``reply_to`` a ToolReturned."""
+
+    key: str
+    call_id: str
+    tool: Any
+    arguments: str
+    context: dict[str, Any]
+    reply_to: Any
+
+
+class ToolReturned(msgspec.Struct, frozen=True):
+    call_id: str
+    output: str
+    is_error: bool
+
+
+class CancelTools(msgspec.Struct, frozen=True):
+    """Forget (and cancel where possible) every call made under ``key``."""
+
+    key: str
+
+
+class ToolDone(msgspec.Struct, frozen=True):
+    token: int
+    future: concurrent.futures.Future[Any]
+
+
+class ToolTimedOut(msgspec.Struct, frozen=True):
+    token: int
+
+
+# --- the ApprovalBroker -------------------------------------------------------
+
+
+class AskApproval(msgspec.Struct, frozen=True):
+    """A recorded ApprovalRequested: get a decision and tell ``session``."""
+
+    request: Any
+    policy: str
+    provider: Any
+    session: Any
+
+
+class ApprovalSettled(msgspec.Struct, frozen=True):
+    """The session recorded a decision for ``request_id``: forget it."""
+
+    request_id: str
+
+
+class ProviderAnswered(msgspec.Struct, frozen=True):
+    request_id: str
+    future: concurrent.futures.Future[Any]

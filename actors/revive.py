@@ -1,0 +1,62 @@
+"""Opening a session from the log, and closing what a crash left open.
+
+Runs on the caller's thread before the session's actor starts, so the
+actor begins with a consistent Session, its running Turn (if any) and the
+model context folded from the turns' events.
+
+Crash semantics: a turn still running in the log when its session is
+opened was cut off by a crash. Each of its tool calls that started and
+never finished is closed as an error output ("interrupted; outcome
+unknown") and is not run again, because running it twice may do harm;
+calls that never started are answered as not run; then the turn is
+recorded as aborted (failed). The context stays valid for the next turn:
+every function call has its output.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from turnlog.domain.context import fold_context
+from turnlog.domain.ids import turn_uuid
+from turnlog.domain.model import Item
+from turnlog.domain.session import Session
+from turnlog.domain.turn import Turn
+
+INTERRUPTED_OUTPUT = "interrupted; outcome unknown"
+NOT_RUN_OUTPUT = "not run: the session stopped before this call started"
+CRASH_REASON = "the process stopped while this turn was running"
+
+
+def load_context(store: Any, session: Session) -> list[Item]:
+    """The model context: every turn's events folded in order."""
+    items: list[Item] = []
+    for number in range(1, session.turn_count + 1):
+        fold_context(store.events(turn_uuid(session.session_id, number)), items)
+    return items
+
+
+def load_turn(store: Any, session: Session) -> Turn | None:
+    """The running turn's aggregate, if the session has one."""
+    turn_id = session.active_turn_id()
+    return None if turn_id is None else store.get(turn_id)
+
+
+def close_crashed_turn(store: Any, session: Session, turn: Turn | None) -> bool:
+    """Records the end of a turn a crash cut off; returns whether it did."""
+    if session.active_turn is None:
+        return False
+    number = session.active_turn
+    if turn is None:
+        turn = Turn.open(session.session_id, number, "recovered")
+    for request_id in list(turn.pending_approvals):
+        turn.decide_approval(request_id, "abort", "recovery")
+    for call_id in list(turn.open_calls):
+        turn.finish_tool_call(call_id, INTERRUPTED_OUTPUT, is_error=True)
+    for call_id in list(turn.unanswered_calls()):
+        turn.finish_tool_call(call_id, NOT_RUN_OUTPUT, is_error=True)
+    if turn.step_open:
+        turn.fail_step(turn.steps, "Interrupted", CRASH_REASON)
+    session.abort_turn(number, CRASH_REASON, failed=True)
+    store.save(session, turn)
+    return True

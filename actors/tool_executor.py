@@ -1,0 +1,132 @@
+"""The ToolExecutor: runs tool calls off every actor's thread.
+
+Sync handlers run on a bounded thread pool, async handlers on the I/O
+loop; at most ``max_concurrency`` calls run at once and the rest wait in
+FIFO order. Each call has an optional timeout. A handler that raises, a
+timeout or a cancelled call becomes an error output: a tool never crashes
+the turn. The actor's own handlers only schedule work, so it never blocks.
+
+A sync handler cannot be stopped once it runs; after a timeout its thread
+finishes in the background and its result is dropped.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import itertools
+from collections import deque
+from typing import Any
+
+import pykka
+from turnlog.actors.io_loop import IoLoop
+from turnlog.actors.messages import (
+    CancelTools,
+    RunTool,
+    ToolDone,
+    ToolReturned,
+    ToolTimedOut,
+)
+
+DEFAULT_MAX_CONCURRENCY = 16
+
+
+class _Call:
+    __slots__ = ("future", "request", "timer", "token")
+
+    def __init__(self, token: int, request: RunTool) -> None:
+        self.token = token
+        self.request = request
+        self.future: concurrent.futures.Future[Any] | None = None
+        self.timer: Any = None
+
+
+class ToolExecutorActor(pykka.ThreadingActor):
+    """Runs tool calls concurrently, up to a limit, with timeouts."""
+
+    def __init__(
+        self, io_loop: IoLoop, max_concurrency: int = DEFAULT_MAX_CONCURRENCY
+    ) -> None:
+        super().__init__()
+        self._io_loop = io_loop
+        self._max = max_concurrency
+        self._pool = concurrent.futures.ThreadPoolExecutor(
+            max_workers=max_concurrency, thread_name_prefix="turnlog-tool"
+        )
+        self._tokens = itertools.count(1)
+        self._waiting: deque[_Call] = deque()
+        self._running: dict[int, _Call] = {}
+
+    def on_receive(self, message: Any) -> Any:
+        match message:
+            case RunTool():
+                self._waiting.append(_Call(next(self._tokens), message))
+                self._pump()
+            case ToolDone(token=token, future=future):
+                call = self._running.pop(token, None)
+                if call is not None:
+                    self._finish(call, *_outcome(future))
+                self._pump()
+            case ToolTimedOut(token=token):
+                call = self._running.pop(token, None)
+                if call is not None:
+                    timeout = call.request.tool.timeout
+                    self._finish(call, f"tool timed out after {timeout:g} s", True)
+                    if call.future is not None:
+                        call.future.cancel()
+                self._pump()
+            case CancelTools(key=key):
+                self._waiting = deque(c for c in self._waiting if c.request.key != key)
+                for token, call in list(self._running.items()):
+                    if call.request.key == key:
+                        del self._running[token]
+                        if call.future is not None:
+                            call.future.cancel()
+                        if call.timer is not None:
+                            call.timer.cancel()
+                self._pump()
+            case _:
+                msg = f"ToolExecutor got an unknown message: {message!r}"
+                raise TypeError(msg)
+
+    def _pump(self) -> None:
+        while self._waiting and len(self._running) < self._max:
+            call = self._waiting.popleft()
+            self._start(call)
+
+    def _start(self, call: _Call) -> None:
+        request = call.request
+        tool = request.tool
+        me = self.actor_ref
+        if tool.is_async:
+            call.future = self._io_loop.submit(
+                tool.run_async(request.arguments, request.context)
+            )
+        else:
+            call.future = self._pool.submit(
+                tool.run_sync, request.arguments, request.context
+            )
+        self._running[call.token] = call
+        token = call.token
+        call.future.add_done_callback(lambda f: me.tell(ToolDone(token, f)))
+        if tool.timeout is not None:
+            call.timer = self._io_loop.call_later(
+                tool.timeout, lambda: me.tell(ToolTimedOut(token))
+            )
+
+    def _finish(self, call: _Call, output: str, is_error: bool) -> None:
+        if call.timer is not None:
+            call.timer.cancel()
+        call.request.reply_to.tell(ToolReturned(call.request.call_id, output, is_error))
+
+    def on_stop(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _outcome(future: concurrent.futures.Future[Any]) -> tuple[str, bool]:
+    if future.cancelled():
+        return "tool call was cancelled", True
+    error = future.exception()
+    if error is not None:
+        return f"tool failed: {type(error).__name__}: {error}", True
+    result = future.result()
+    return str(result.output), bool(result.is_error)

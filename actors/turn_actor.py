@@ -1,0 +1,111 @@
+"""The TurnActor: the slow work of one turn, kept off the session's thread.
+
+It calls the model on the I/O loop and hands tool calls to the
+ToolExecutor; every result comes back as a message and is reported to the
+SessionActor as a fact. It never writes to the log and never waits: an
+interrupt (``CancelTurn``) is handled at once, cancelling the in-flight
+model call (which closes its HTTP stream) and the turn's tool calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+from typing import Any
+
+import pykka
+from turnlog.actors.contracts import AgentDefinition
+from turnlog.actors.io_loop import IoLoop
+from turnlog.actors.messages import (
+    CallModel,
+    CancelTools,
+    CancelTurn,
+    ModelReturned,
+    RunCalls,
+    RunTool,
+    StepFailed,
+    StepSucceeded,
+    ToolFinished,
+    ToolReturned,
+)
+from turnlog.domain.errors import ProviderError
+from turnlog.domain.model import ModelResponse, check_response
+
+
+class TurnActor(pykka.ThreadingActor):
+    """Drives the model calls and tool calls of one running turn."""
+
+    def __init__(
+        self,
+        *,
+        session: pykka.ActorRef[Any],
+        session_id: str,
+        turn: int,
+        turn_id: str,
+        agent: AgentDefinition,
+        io_loop: IoLoop,
+        tool_executor: pykka.ActorRef[Any],
+    ) -> None:
+        super().__init__()
+        self._session = session
+        self._session_id = session_id
+        self._turn = turn
+        self._turn_id = turn_id
+        self._agent = agent
+        self._io_loop = io_loop
+        self._tools = tool_executor
+        self._model_call: concurrent.futures.Future[ModelResponse] | None = None
+
+    def on_receive(self, message: Any) -> Any:
+        match message:
+            case CallModel(request=request):
+                me = self.actor_ref
+                step = request.step
+                future = self._io_loop.submit(self._agent.model.respond(request))
+                self._model_call = future
+                future.add_done_callback(lambda f: me.tell(ModelReturned(step, f)))
+            case ModelReturned(step=step, future=future):
+                self._model_call = None
+                self._session.tell(self._step_fact(step, future))
+            case RunCalls(calls=calls):
+                for call in calls:
+                    self._tools.tell(
+                        RunTool(
+                            key=self._turn_id,
+                            call_id=call["call_id"],
+                            tool=self._agent.tools_by_name[call["name"]],
+                            arguments=call["arguments"],
+                            context={
+                                "session_id": self._session_id,
+                                "turn_id": self._turn_id,
+                                "call_id": call["call_id"],
+                            },
+                            reply_to=self.actor_ref,
+                        )
+                    )
+            case ToolReturned(call_id=call_id, output=output, is_error=is_error):
+                self._session.tell(ToolFinished(self._turn, call_id, output, is_error))
+            case CancelTurn():
+                if self._model_call is not None:
+                    self._model_call.cancel()
+                self._tools.tell(CancelTools(self._turn_id))
+                self.stop()
+            case _:
+                msg = f"TurnActor got an unknown message: {message!r}"
+                raise TypeError(msg)
+
+    def _step_fact(
+        self, step: int, future: concurrent.futures.Future[ModelResponse]
+    ) -> StepSucceeded | StepFailed:
+        if future.cancelled():
+            return StepFailed(self._turn, step, "Cancelled", "model call was cancelled")
+        error = future.exception()
+        if isinstance(error, asyncio.CancelledError):
+            return StepFailed(self._turn, step, "Cancelled", "model call was cancelled")
+        if error is not None:
+            return StepFailed(self._turn, step, type(error).__name__, str(error))
+        try:
+            response = check_response(future.result())
+        except ProviderError as bad:
+            return StepFailed(self._turn, step, "ProviderError", str(bad))
+        return StepSucceeded(self._turn, step, response)

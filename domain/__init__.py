@@ -1,0 +1,1 @@
+"""The pure domain model: aggregates, events, protocol. No threads, no I/O."""

@@ -1,0 +1,90 @@
+"""The model context as a pure function of Turn events.
+
+The SessionActor folds events into the context as it records them, the
+checkpoint projection folds the same events from the log, and a revived
+session folds them again: one function, so the three always agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import msgspec
+from turnlog.domain.model import Item, function_call_output, user_message
+from turnlog.domain.turn import (
+    HookContextAdded,
+    InputAccepted,
+    ModelStepCompleted,
+    ToolCallFinished,
+)
+
+MESSAGE_INPUT_KINDS = frozenset({"prompt", "follow_up", "steer"})
+
+
+class Message(msgspec.Struct, frozen=True):
+    """A user or assistant message of the conversation."""
+
+    role: str
+    content: str
+
+    @classmethod
+    def user(cls, content: str) -> Message:
+        """A user message."""
+        return cls("user", content)
+
+    @classmethod
+    def assistant(cls, content: str) -> Message:
+        """An assistant message."""
+        return cls("assistant", content)
+
+
+def context_items(event: object) -> list[Item]:
+    """The context items one Turn event adds (most add none)."""
+    match event:
+        case InputAccepted(kind=kind, text=text, attachments=attachments):
+            item = user_message(text)
+            if kind not in MESSAGE_INPUT_KINDS:
+                item["role"] = "developer"
+                item["input_kind"] = kind
+            if attachments:
+                item["attachments"] = [dict(a) for a in attachments]
+            return [item]
+        case ModelStepCompleted(output=output):
+            return [dict(item) for item in output]
+        case ToolCallFinished(call_id=call_id, output=output):
+            return [function_call_output(call_id, output)]
+        case HookContextAdded(hook=hook, text=text):
+            return [
+                {
+                    "type": "message",
+                    "role": "developer",
+                    "content": text,
+                    "turnlog_kind": hook,
+                }
+            ]
+        case _:
+            return []
+
+
+def fold_context(
+    events: Iterable[object], into: list[Item] | None = None
+) -> list[Item]:
+    """Appends the context items of ``events`` to ``into`` (or a new list)."""
+    items = [] if into is None else into
+    for event in events:
+        items.extend(context_items(event))
+    return items
+
+
+def messages_of(items: Sequence[Item]) -> list[Message]:
+    """The user and assistant messages among context items, in order."""
+    messages = []
+    for item in items:
+        if item.get("type") != "message":
+            continue
+        role = item.get("role")
+        content: Any = item.get("content")
+        if role in ("user", "assistant") and isinstance(content, str):
+            messages.append(Message(role, content))
+    return messages

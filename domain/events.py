@@ -1,0 +1,112 @@
+"""Base classes for turnlog's domain events.
+
+Every event is a frozen dataclass (eventsourcing makes it so) registered
+under a stable topic ``turnlog:<ClassName>``: the topic is what the log
+stores, so moving a class between modules never breaks a stored history.
+Payloads hold primitives only (str, int, float, bool, None, lists, dicts).
+
+Schema evolution uses eventsourcing's mechanism: raise ``class_version`` on
+the event class and add a static ``upcast_vN_vN+1(state)`` method that
+rewrites the stored dict in place. A stored history never stops loading.
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import datetime, timedelta
+from typing import Any, ClassVar
+
+from eventsourcing.domain import AggregateCreated, AggregateEvent
+from eventsourcing.utils import register_topic
+
+TOPIC_PREFIX = "turnlog:"
+"""Prefix of every stored event and aggregate topic."""
+
+_REGISTERED: dict[str, type[Any]] = {}
+
+
+def register_stable_topic(cls: type[Any]) -> None:
+    """Gives ``cls`` the topic ``turnlog:<name>`` and registers it."""
+    topic = TOPIC_PREFIX + cls.__name__
+    existing = _REGISTERED.get(topic)
+    if existing is not None and existing.__qualname__ != cls.__qualname__:
+        msg = f"two turnlog classes claim the topic {topic!r}"
+        raise TypeError(msg)
+    cls.TOPIC = topic
+    _REGISTERED[topic] = cls
+    register_topic(topic, cls)
+
+
+def in_decision_order(aggregates: Any) -> list[Any]:
+    """The pending events of ``aggregates``, collected, in decision order."""
+    events = [event for aggregate in aggregates for event in aggregate.collect_events()]
+    events.sort(key=lambda event: event.timestamp)
+    return events
+
+
+def event_class_for(name: str) -> type[Any] | None:
+    """Returns the event class stored under ``turnlog:<name>``, if any."""
+    return _REGISTERED.get(TOPIC_PREFIX + name)
+
+
+def event_name(topic: str) -> str:
+    """The short event name of a stored topic (``turnlog:X`` -> ``X``)."""
+    return topic.removeprefix(TOPIC_PREFIX)
+
+
+_clock_lock = threading.Lock()
+_last_timestamp: list[datetime] = []
+_TICK = timedelta(microseconds=1)
+
+
+def strictly_increasing_timestamp(now: datetime) -> datetime:
+    """``now``, nudged past the last timestamp this process handed out.
+
+    Events of one decision may belong to two aggregates (a Session and a
+    Turn); their timestamps give the order they were decided in, which is
+    the order they are saved, replayed and audited in.
+    """
+    with _clock_lock:
+        if _last_timestamp and now <= _last_timestamp[0]:
+            now = _last_timestamp[0] + _TICK
+        _last_timestamp[:] = [now]
+        return now
+
+
+class TurnlogEvent(AggregateEvent):
+    """An event that changes an existing turnlog aggregate.
+
+    Every event names its session, so a follower can file it without
+    knowing which aggregate belongs to which session.
+    """
+
+    TOPIC: ClassVar[str]
+    class_version: ClassVar[int] = 1
+
+    session_id: str
+    """The caller's id of the session the event belongs to."""
+
+    @staticmethod
+    def create_timestamp() -> datetime:
+        """A timestamp later than any this process gave an event before."""
+        return strictly_increasing_timestamp(AggregateEvent.create_timestamp())
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        register_stable_topic(cls)
+
+
+class TurnlogCreated(AggregateCreated):
+    """The event that creates a turnlog aggregate."""
+
+    TOPIC: ClassVar[str]
+    class_version: ClassVar[int] = 1
+
+    @staticmethod
+    def create_timestamp() -> datetime:
+        """A timestamp later than any this process gave an event before."""
+        return strictly_increasing_timestamp(AggregateCreated.create_timestamp())
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        register_stable_topic(cls)

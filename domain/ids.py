@@ -1,0 +1,46 @@
+"""Aggregate identities derived from the ids users see.
+
+A session id is any short printable string chosen by the caller; the log
+keys aggregates by UUID, so both ids are derived deterministically and a
+session can be found again from its id alone.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from turnlog.domain.errors import InvalidInputError
+
+NAMESPACE = uuid.UUID("6f1c7e0a-3b7e-4c55-9a51-2f4d2c1b9e10")
+"""Fixed namespace for turnlog's name-based UUIDs; never change it."""
+
+MAX_SESSION_ID_LENGTH = 200
+
+
+def check_session_id(session_id: object) -> str:
+    """Returns ``session_id`` if it is a usable session id, else raises."""
+    if not isinstance(session_id, str):
+        msg = f"session_id must be a str, not {type(session_id).__name__}"
+        raise InvalidInputError(msg)
+    if not session_id or len(session_id) > MAX_SESSION_ID_LENGTH:
+        msg = f"session_id must have 1 to {MAX_SESSION_ID_LENGTH} characters"
+        raise InvalidInputError(msg)
+    if not session_id.isprintable():
+        msg = "session_id must be printable (no control characters)"
+        raise InvalidInputError(msg)
+    return session_id
+
+
+def session_uuid(session_id: str) -> uuid.UUID:
+    """The id of the Session aggregate of ``session_id``."""
+    return uuid.uuid5(NAMESPACE, "session:" + session_id)
+
+
+def turn_uuid(session_id: str, number: int) -> uuid.UUID:
+    """The id of turn ``number`` (1-based) of ``session_id``."""
+    return uuid.uuid5(session_uuid(session_id), f"turn:{number}")
+
+
+def new_submission_id() -> str:
+    """A fresh submission id (what ``submit`` returns to the caller)."""
+    return uuid.uuid4().hex

@@ -1,0 +1,149 @@
+"""What a model step asks for and what it returns, as plain data.
+
+Context and output items follow the shape of the OpenAI Responses API
+(``{"type": "message", ...}``, ``{"type": "function_call", ...}``,
+``{"type": "function_call_output", ...}``) because that is the richest
+common format; providers for other dialects translate at their edge.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import msgspec
+from turnlog.domain.errors import ProviderError
+
+Item = dict[str, Any]
+"""One context or output item (Responses-API shaped, primitives only)."""
+
+USAGE_FIELDS = (
+    "input_tokens",
+    "cached_input_tokens",
+    "output_tokens",
+    "reasoning_tokens",
+    "total_tokens",
+)
+"""Token counters that usage records may carry, all non-negative ints."""
+
+
+class ToolSpec(msgspec.Struct, frozen=True):
+    """A tool as the model sees it."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+class ModelRequest(msgspec.Struct, frozen=True):
+    """Everything a provider needs for one model step."""
+
+    instructions: str
+    items: tuple[Item, ...]
+    tools: tuple[ToolSpec, ...]
+    route: str
+    session_id: str
+    turn_id: str
+    step: int
+
+
+class ModelResponse(msgspec.Struct, frozen=True):
+    """A completed model step.
+
+    ``usage`` is None when the provider did not report it: unknown usage is
+    recorded as unknown, never as zero.
+    """
+
+    output: tuple[Item, ...]
+    usage: dict[str, int] | None = None
+
+
+@runtime_checkable
+class ModelProvider(Protocol):
+    """A source of model steps; called on the runtime's I/O loop."""
+
+    async def respond(self, request: ModelRequest) -> ModelResponse:
+        """Returns the model's output for ``request`` or raises."""
+        ...
+
+
+def assistant_message(text: str) -> Item:
+    """An assistant message output item."""
+    return {"type": "message", "role": "assistant", "content": text}
+
+
+def user_message(text: str) -> Item:
+    """A user message context item."""
+    return {"type": "message", "role": "user", "content": text}
+
+
+def function_call(call_id: str, name: str, arguments: str) -> Item:
+    """A function-call output item; ``arguments`` is a JSON string."""
+    return {
+        "type": "function_call",
+        "call_id": call_id,
+        "name": name,
+        "arguments": arguments,
+    }
+
+
+def function_call_output(call_id: str, output: str) -> Item:
+    """The answer to a function call, as the next request lists it."""
+    return {"type": "function_call_output", "call_id": call_id, "output": output}
+
+
+def tool_calls_in(output: Sequence[Mapping[str, Any]]) -> list[Item]:
+    """The function-call items of a model step's output, in order."""
+    return [dict(item) for item in output if item.get("type") == "function_call"]
+
+
+def final_text(output: Sequence[Mapping[str, Any]]) -> str | None:
+    """The text of the last assistant message in ``output``, if any."""
+    for item in reversed(output):
+        if item.get("type") == "message" and item.get("role") == "assistant":
+            content = item.get("content")
+            return content if isinstance(content, str) else None
+    return None
+
+
+def check_response(response: object) -> ModelResponse:
+    """``response`` if it is a well-formed model step, else ProviderError.
+
+    The boundary where a provider's output enters the log: anything that is
+    not primitives-only and Responses-shaped is refused here, not stored.
+    """
+    if not isinstance(response, ModelResponse):
+        msg = f"model returned {type(response).__name__}, not a ModelResponse"
+        raise ProviderError(msg)
+    for index, item in enumerate(response.output):
+        if not isinstance(item, dict):
+            msg = f"output item {index} is {type(item).__name__}, not a dict"
+            raise ProviderError(msg)
+        kind = item.get("type")
+        if kind == "function_call":
+            for key in ("call_id", "name", "arguments"):
+                if not isinstance(item.get(key), str):
+                    msg = f"function_call output item {index} needs a string {key!r}"
+                    raise ProviderError(msg)
+        elif kind == "message":
+            if not isinstance(item.get("content"), str):
+                msg = f"message output item {index} needs string content"
+                raise ProviderError(msg)
+        elif not isinstance(kind, str):
+            msg = f"output item {index} has no type"
+            raise ProviderError(msg)
+    try:
+        msgspec.json.encode(response.output)
+    except (TypeError, msgspec.EncodeError) as error:
+        msg = f"model output is not plain JSON data: {error}"
+        raise ProviderError(msg) from error
+    call_ids = [item["call_id"] for item in tool_calls_in(response.output)]
+    if len(call_ids) != len(set(call_ids)):
+        msg = "model output repeats a function call id"
+        raise ProviderError(msg)
+    if response.usage is not None:
+        for key, value in response.usage.items():
+            if key not in USAGE_FIELDS or not isinstance(value, int) or value < 0:
+                msg = f"bad usage counter {key!r}={value!r}"
+                raise ProviderError(msg)
+    return response

@@ -1,0 +1,293 @@
+"""The Session aggregate: the small, durable core of one agent session.
+
+It holds identity, the agent config digest, shared state, the running turn,
+usage totals and the model route. Transcripts and model context are kept
+out of it on purpose (they are rebuilt from Turn events): loading a Session
+must stay cheap however long the conversation grows.
+
+Invariants (a violation raises and records nothing):
+- at most one running turn;
+- usage totals only grow;
+- a closed session accepts no further commands.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from eventsourcing.domain import Aggregate
+from turnlog.domain.errors import (
+    InvalidInputError,
+    InvariantViolation,
+    SessionBusyError,
+    SessionClosedError,
+)
+from turnlog.domain.events import TurnlogCreated, TurnlogEvent, register_stable_topic
+from turnlog.domain.ids import session_uuid, turn_uuid
+from turnlog.domain.model import USAGE_FIELDS
+
+
+class SessionCreated(TurnlogCreated):
+    """A session came into being."""
+
+    session_id: str
+    """The caller's id for the session."""
+    agent_name: str
+    agent_digest: str
+    """Digest of the agent configuration the session was created with."""
+    shared_state: dict[str, Any]
+    model_route: str
+
+    def apply(self, aggregate: Session) -> None:
+        aggregate.session_id = self.session_id
+        aggregate.agent_name = self.agent_name
+        aggregate.agent_digest = self.agent_digest
+        aggregate.shared_state = dict(self.shared_state)
+        aggregate.model_route = self.model_route
+
+
+class TurnStarted(TurnlogEvent):
+    """A turn began; it is the session's only running turn until it ends."""
+
+    turn_id: str
+    number: int
+    submission_id: str
+
+    def apply(self, aggregate: Session) -> None:
+        aggregate.active_turn = self.number
+        aggregate.turn_count = self.number
+
+
+class TurnCompleted(TurnlogEvent):
+    """The running turn ended normally."""
+
+    turn_id: str
+    number: int
+    final_output: str | None
+
+    def apply(self, aggregate: Session) -> None:
+        aggregate.active_turn = None
+
+
+class TurnAborted(TurnlogEvent):
+    """The running turn ended early.
+
+    ``failed`` separates a failure (provider error, crash) from an abort
+    that someone asked for (interrupt, rejected input, a stopping hook).
+    """
+
+    turn_id: str
+    number: int
+    reason: str
+    failed: bool
+
+    def apply(self, aggregate: Session) -> None:
+        aggregate.active_turn = None
+
+
+class UsageRecorded(TurnlogEvent):
+    """Tokens spent by one model step; ``usage`` None means unreported."""
+
+    turn_id: str
+    step: int
+    route: str
+    usage: dict[str, int] | None
+
+    def apply(self, aggregate: Session) -> None:
+        if self.usage is None:
+            return
+        totals = dict(aggregate.usage_totals)
+        for key, value in self.usage.items():
+            totals[key] = totals.get(key, 0) + value
+        aggregate.usage_totals = totals
+        aggregate.last_usage = dict(self.usage)
+
+
+class SharedStateUpdated(TurnlogEvent):
+    """Keys of the shared state were set (a shallow merge)."""
+
+    changes: dict[str, Any]
+
+    def apply(self, aggregate: Session) -> None:
+        aggregate.shared_state = {**aggregate.shared_state, **self.changes}
+
+
+class ModelRouteChanged(TurnlogEvent):
+    """Later model calls go to another named route."""
+
+    route: str
+
+    def apply(self, aggregate: Session) -> None:
+        aggregate.model_route = self.route
+
+
+class SessionClosed(TurnlogEvent):
+    """The session was closed; it accepts nothing further."""
+
+    def apply(self, aggregate: Session) -> None:
+        aggregate.closed = True
+
+
+def check_usage(usage: object) -> dict[str, int] | None:
+    """Validates a usage record: known counters, non-negative ints."""
+    if usage is None:
+        return None
+    if not isinstance(usage, dict):
+        msg = f"usage must be a dict or None, not {type(usage).__name__}"
+        raise InvalidInputError(msg)
+    checked: dict[str, int] = {}
+    for key, value in usage.items():
+        if key not in USAGE_FIELDS:
+            msg = f"unknown usage counter {key!r}"
+            raise InvalidInputError(msg)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            msg = f"usage counter {key!r} must be a non-negative int"
+            raise InvariantViolation(msg)
+        checked[key] = value
+    return checked
+
+
+class Session(Aggregate):
+    """One agent session's durable state. Create with :meth:`create`."""
+
+    session_id: str
+    agent_name: str
+    agent_digest: str
+    shared_state: dict[str, Any]
+    model_route: str
+
+    def trigger_event(self, event_class: type[Any], **kwargs: Any) -> None:
+        """Triggers ``event_class`` stamped with this session's id."""
+        super().trigger_event(event_class, session_id=self.session_id, **kwargs)
+
+    def __init__(self) -> None:
+        self.turn_count = 0
+        self.active_turn: int | None = None
+        self.usage_totals: dict[str, int] = {}
+        self.last_usage: dict[str, int] | None = None
+        self.closed = False
+
+    @classmethod
+    def create(
+        cls,
+        session_id: str,
+        *,
+        agent_name: str,
+        agent_digest: str,
+        shared_state: dict[str, Any],
+        model_route: str,
+    ) -> Session:
+        """A new session with ``session_id``; the caller checks it is new."""
+        return cls._create(
+            SessionCreated,
+            id=session_uuid(session_id),
+            session_id=session_id,
+            agent_name=agent_name,
+            agent_digest=agent_digest,
+            shared_state=shared_state,
+            model_route=model_route,
+        )
+
+    @property
+    def running(self) -> bool:
+        """Whether a turn is running."""
+        return self.active_turn is not None
+
+    def active_turn_id(self) -> uuid.UUID | None:
+        """The aggregate id of the running turn, if one runs."""
+        if self.active_turn is None:
+            return None
+        return turn_uuid(self.session_id, self.active_turn)
+
+    def _check_open(self) -> None:
+        if self.closed:
+            msg = f"session {self.session_id!r} is closed"
+            raise SessionClosedError(msg)
+
+    def start_turn(self, submission_id: str) -> int:
+        """Starts the next turn and returns its number."""
+        self._check_open()
+        if self.active_turn is not None:
+            msg = (
+                f"session {self.session_id!r} is running turn "
+                f"{self.active_turn}; wait for it or queue a follow-up"
+            )
+            raise SessionBusyError(msg)
+        number = self.turn_count + 1
+        self.trigger_event(
+            TurnStarted,
+            turn_id=str(turn_uuid(self.session_id, number)),
+            number=number,
+            submission_id=submission_id,
+        )
+        return number
+
+    def _check_running(self, number: int) -> None:
+        if self.active_turn != number:
+            msg = f"turn {number} is not running in session {self.session_id!r}"
+            raise InvariantViolation(msg)
+
+    def complete_turn(self, number: int, final_output: str | None) -> None:
+        """Ends the running turn normally."""
+        self._check_running(number)
+        self.trigger_event(
+            TurnCompleted,
+            turn_id=str(turn_uuid(self.session_id, number)),
+            number=number,
+            final_output=final_output,
+        )
+
+    def abort_turn(self, number: int, reason: str, *, failed: bool) -> None:
+        """Ends the running turn early, as a failure or an abort."""
+        self._check_running(number)
+        self.trigger_event(
+            TurnAborted,
+            turn_id=str(turn_uuid(self.session_id, number)),
+            number=number,
+            reason=reason,
+            failed=failed,
+        )
+
+    def record_usage(
+        self, number: int, step: int, route: str, usage: dict[str, int] | None
+    ) -> None:
+        """Adds one model step's usage to the totals."""
+        self._check_running(number)
+        self.trigger_event(
+            UsageRecorded,
+            turn_id=str(turn_uuid(self.session_id, number)),
+            step=step,
+            route=route,
+            usage=check_usage(usage),
+        )
+
+    def update_shared_state(self, changes: dict[str, Any]) -> None:
+        """Sets keys of the shared state; records nothing if none change."""
+        self._check_open()
+        changed = {
+            key: value
+            for key, value in changes.items()
+            if self.shared_state.get(key, _MISSING) != value
+        }
+        if changed:
+            self.trigger_event(SharedStateUpdated, changes=changed)
+
+    def change_route(self, route: str) -> None:
+        """Sends later model calls to ``route``."""
+        self._check_open()
+        if route != self.model_route:
+            self.trigger_event(ModelRouteChanged, route=route)
+
+    def close(self) -> None:
+        """Closes the session for good; a running turn must end first."""
+        self._check_open()
+        if self.active_turn is not None:
+            msg = "cannot close a session while a turn is running"
+            raise SessionBusyError(msg)
+        self.trigger_event(SessionClosed)
+
+
+_MISSING = object()
+
+register_stable_topic(Session)

@@ -1,0 +1,345 @@
+"""The Turn aggregate: what happened inside one turn.
+
+A turn holds its input, its model steps, the tool calls those steps asked
+for, and approvals. Its lifecycle markers (started, completed, aborted)
+are Session events, saved in the same transaction as the turn's own.
+
+Invariants (a violation raises and records nothing):
+- model steps run one at a time, numbered 1, 2, ...;
+- a tool call starts once and finishes once, and only after it started;
+- an approval is decided once, and only after it was requested.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from eventsourcing.domain import Aggregate
+from turnlog.domain.errors import InvalidInputError, InvariantViolation
+from turnlog.domain.events import TurnlogCreated, TurnlogEvent, register_stable_topic
+from turnlog.domain.ids import turn_uuid
+from turnlog.domain.model import Item
+
+INPUT_KINDS = frozenset({"prompt", "follow_up", "steer", "peer", "system"})
+"""Kinds of input; only prompt, follow-up and steer become user messages."""
+
+APPROVAL_DECISIONS = frozenset({"allow", "allow_session", "deny", "abort", "timeout"})
+
+
+class TurnOpened(TurnlogCreated):
+    """A turn's record was opened (its Session records ``TurnStarted``)."""
+
+    session_id: str
+    number: int
+    submission_id: str
+
+    def apply(self, aggregate: Turn) -> None:
+        aggregate.session_id = self.session_id
+        aggregate.number = self.number
+        aggregate.submission_id = self.submission_id
+
+
+class InputAccepted(TurnlogEvent):
+    """Input entered the turn: the prompt that opened it, or a steer."""
+
+    submission_id: str
+    kind: str
+    text: str
+    attachments: list[dict[str, Any]]
+
+
+class InputRejected(TurnlogEvent):
+    """Input was refused; its content is deliberately not recorded."""
+
+    submission_id: str
+    reason: str
+
+
+class ModelStepStarted(TurnlogEvent):
+    """A model call began."""
+
+    step: int
+    route: str
+
+    def apply(self, aggregate: Turn) -> None:
+        aggregate.steps = self.step
+        aggregate.step_open = True
+
+
+class ModelStepCompleted(TurnlogEvent):
+    """A model call returned ``output`` items."""
+
+    step: int
+    output: list[Item]
+    usage: dict[str, int] | None
+    diagnostics: dict[str, Any]
+
+    def apply(self, aggregate: Turn) -> None:
+        aggregate.step_open = False
+        aggregate.requested_calls = {
+            item["call_id"]: item["name"]
+            for item in self.output
+            if item.get("type") == "function_call"
+        }
+
+
+class ModelStepFailed(TurnlogEvent):
+    """A model call failed."""
+
+    step: int
+    error_type: str
+    message: str
+
+    def apply(self, aggregate: Turn) -> None:
+        aggregate.step_open = False
+
+
+class ToolCallStarted(TurnlogEvent):
+    """A tool began to run; durable before the tool is called."""
+
+    call_id: str
+    name: str
+    arguments: str
+    step: int
+
+    def apply(self, aggregate: Turn) -> None:
+        aggregate.open_calls = {**aggregate.open_calls, self.call_id: self.name}
+
+
+class ToolCallFinished(TurnlogEvent):
+    """A tool call produced an output (an error output if ``is_error``)."""
+
+    call_id: str
+    name: str
+    output: str
+    is_error: bool
+
+    def apply(self, aggregate: Turn) -> None:
+        open_calls = dict(aggregate.open_calls)
+        open_calls.pop(self.call_id, None)
+        aggregate.open_calls = open_calls
+        aggregate.finished_calls = aggregate.finished_calls | {self.call_id}
+
+
+class ApprovalRequested(TurnlogEvent):
+    """A tool call waits for a decision."""
+
+    request_id: str
+    call_id: str
+    name: str
+    arguments: str
+
+    def apply(self, aggregate: Turn) -> None:
+        aggregate.pending_approvals = {
+            **aggregate.pending_approvals,
+            self.request_id: self.call_id,
+        }
+
+
+class ApprovalDecided(TurnlogEvent):
+    """A pending approval was decided (or timed out)."""
+
+    request_id: str
+    call_id: str
+    decision: str
+    decided_by: str
+
+    def apply(self, aggregate: Turn) -> None:
+        pending = dict(aggregate.pending_approvals)
+        pending.pop(self.request_id, None)
+        aggregate.pending_approvals = pending
+
+
+class HookContextAdded(TurnlogEvent):
+    """A middleware hook added context for the model (``hook`` names it)."""
+
+    hook: str
+    text: str
+
+
+class WarningRaised(TurnlogEvent):
+    """Something the user should know, that did not fail the turn."""
+
+    message: str
+
+
+class Turn(Aggregate):
+    """One turn of a session. Create with :meth:`open`."""
+
+    session_id: str
+    number: int
+    submission_id: str
+
+    def trigger_event(self, event_class: type[Any], **kwargs: Any) -> None:
+        """Triggers ``event_class`` stamped with this session's id."""
+        super().trigger_event(event_class, session_id=self.session_id, **kwargs)
+
+    def __init__(self) -> None:
+        self.steps = 0
+        self.step_open = False
+        self.open_calls: dict[str, str] = {}
+        self.finished_calls: frozenset[str] = frozenset()
+        self.pending_approvals: dict[str, str] = {}
+        self.requested_calls: dict[str, str] = {}
+
+    def unanswered_calls(self) -> dict[str, str]:
+        """Calls of the last step without an output yet (id -> tool name)."""
+        return {
+            call_id: name
+            for call_id, name in self.requested_calls.items()
+            if call_id not in self.finished_calls
+        }
+
+    @classmethod
+    def open(cls, session_id: str, number: int, submission_id: str) -> Turn:
+        """Opens the record of turn ``number`` of ``session_id``."""
+        return cls._create(
+            TurnOpened,
+            id=turn_uuid(session_id, number),
+            session_id=session_id,
+            number=number,
+            submission_id=submission_id,
+        )
+
+    def accept_input(
+        self,
+        submission_id: str,
+        kind: str,
+        text: str,
+        attachments: list[dict[str, Any]] | None = None,
+    ) -> None:
+        """Records input that enters this turn."""
+        if kind not in INPUT_KINDS:
+            msg = f"unknown input kind {kind!r}"
+            raise InvalidInputError(msg)
+        if not isinstance(text, str):
+            msg = f"input text must be a str, not {type(text).__name__}"
+            raise InvalidInputError(msg)
+        self.trigger_event(
+            InputAccepted,
+            submission_id=submission_id,
+            kind=kind,
+            text=text,
+            attachments=list(attachments or []),
+        )
+
+    def reject_input(self, submission_id: str, reason: str) -> None:
+        """Records that input was refused, without its content."""
+        self.trigger_event(InputRejected, submission_id=submission_id, reason=reason)
+
+    def start_step(self, route: str) -> int:
+        """Starts the next model step and returns its number."""
+        if self.step_open:
+            msg = f"model step {self.steps} is still running"
+            raise InvariantViolation(msg)
+        if self.unanswered_calls():
+            msg = "every tool call of the last step needs an output first"
+            raise InvariantViolation(msg)
+        step = self.steps + 1
+        self.trigger_event(ModelStepStarted, step=step, route=route)
+        return step
+
+    def _check_step_open(self, step: int) -> None:
+        if not self.step_open or step != self.steps:
+            msg = f"model step {step} is not running"
+            raise InvariantViolation(msg)
+
+    def complete_step(
+        self,
+        step: int,
+        output: list[Item],
+        usage: dict[str, int] | None,
+        diagnostics: dict[str, Any] | None = None,
+    ) -> None:
+        """Records the output of the running model step."""
+        self._check_step_open(step)
+        self.trigger_event(
+            ModelStepCompleted,
+            step=step,
+            output=output,
+            usage=usage,
+            diagnostics=dict(diagnostics or {}),
+        )
+
+    def fail_step(self, step: int, error_type: str, message: str) -> None:
+        """Records that the running model step failed."""
+        self._check_step_open(step)
+        self.trigger_event(
+            ModelStepFailed, step=step, error_type=error_type, message=message
+        )
+
+    def start_tool_call(self, call_id: str, name: str, arguments: str) -> None:
+        """Records that a tool call is about to run."""
+        if call_id not in self.requested_calls:
+            msg = f"tool call {call_id!r} was never requested by the model"
+            raise InvariantViolation(msg)
+        if call_id in self.open_calls or call_id in self.finished_calls:
+            msg = f"tool call {call_id!r} was already started"
+            raise InvariantViolation(msg)
+        self.trigger_event(
+            ToolCallStarted,
+            call_id=call_id,
+            name=name,
+            arguments=arguments,
+            step=self.steps,
+        )
+
+    def finish_tool_call(self, call_id: str, output: str, *, is_error: bool) -> None:
+        """Records a tool call's output.
+
+        A requested call may be answered without having started (an unknown
+        tool, a denied approval); every call is answered exactly once.
+        """
+        if call_id in self.finished_calls:
+            msg = f"tool call {call_id!r} already finished"
+            raise InvariantViolation(msg)
+        name = self.open_calls.get(call_id) or self.requested_calls.get(call_id)
+        if name is None:
+            msg = f"tool call {call_id!r} was never requested by the model"
+            raise InvariantViolation(msg)
+        self.trigger_event(
+            ToolCallFinished,
+            call_id=call_id,
+            name=name,
+            output=output,
+            is_error=is_error,
+        )
+
+    def request_approval(
+        self, request_id: str, call_id: str, name: str, arguments: str
+    ) -> None:
+        """Records that a tool call waits for a decision."""
+        if request_id in self.pending_approvals:
+            msg = f"approval {request_id!r} was already requested"
+            raise InvariantViolation(msg)
+        self.trigger_event(
+            ApprovalRequested,
+            request_id=request_id,
+            call_id=call_id,
+            name=name,
+            arguments=arguments,
+        )
+
+    def decide_approval(self, request_id: str, decision: str, decided_by: str) -> None:
+        """Records the decision on a pending approval."""
+        if decision not in APPROVAL_DECISIONS:
+            msg = f"unknown approval decision {decision!r}"
+            raise InvalidInputError(msg)
+        call_id = self.pending_approvals.get(request_id)
+        if call_id is None:
+            msg = f"approval {request_id!r} is not pending"
+            raise InvariantViolation(msg)
+        self.trigger_event(
+            ApprovalDecided,
+            request_id=request_id,
+            call_id=call_id,
+            decision=decision,
+            decided_by=decided_by,
+        )
+
+    def warn(self, message: str) -> None:
+        """Records a warning."""
+        self.trigger_event(WarningRaised, message=message)
+
+
+register_stable_topic(Turn)

@@ -1,0 +1,98 @@
+"""The checkpoint view: each session's current state as one document.
+
+The document holds what is small (usage, route, pending approval, turn
+bookkeeping); the context is not copied into it on every change but read
+from the transcript from ``context_start`` on, so a checkpoint update costs
+the same at turn 2,000 as at turn 2.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from eventsourcing.persistence import Notification
+from turnlog.domain import session as s
+from turnlog.domain import turn as t
+from turnlog.projections.rows import Rows
+
+
+class CheckpointState(msgspec.Struct):
+    """The stored part of a checkpoint."""
+
+    session_id: str
+    agent_name: str = ""
+    model_route: str = ""
+    shared_state: dict[str, Any] = msgspec.field(default_factory=dict)
+    turn_count: int = 0
+    running_turn: str | None = None
+    pending_approval: dict[str, Any] | None = None
+    compaction_count: int = 0
+    context_epoch: int = 0
+    context_start: int = 0
+    last_context_rewrite: dict[str, Any] | None = None
+    last_usage: dict[str, int] | None = None
+    total_usage: dict[str, int] = msgspec.field(default_factory=dict)
+    closed: bool = False
+    updated_sequence: int = 0
+
+
+def _apply(state: CheckpointState, event: object) -> bool:
+    """Folds ``event`` into ``state``; returns whether anything changed."""
+    match event:
+        case s.SessionCreated(agent_name=name, model_route=route, shared_state=shared):
+            state.agent_name, state.model_route = name, route
+            state.shared_state = dict(shared)
+        case s.TurnStarted(turn_id=turn_id, number=number):
+            state.turn_count, state.running_turn = number, turn_id
+        case s.TurnCompleted() | s.TurnAborted():
+            state.running_turn = None
+            state.pending_approval = None
+        case s.UsageRecorded(usage=usage):
+            if usage is not None:
+                state.last_usage = dict(usage)
+                totals = dict(state.total_usage)
+                for key, value in usage.items():
+                    totals[key] = totals.get(key, 0) + value
+                state.total_usage = totals
+        case s.SharedStateUpdated(changes=changes):
+            state.shared_state = {**state.shared_state, **changes}
+        case s.ModelRouteChanged(route=route):
+            state.model_route = route
+        case s.SessionClosed():
+            state.closed = True
+        case t.ApprovalRequested(request_id=r, call_id=c, name=n, arguments=a):
+            state.pending_approval = {
+                "request_id": r,
+                "call_id": c,
+                "name": n,
+                "arguments": a,
+                "turn_id": str(getattr(event, "originator_id", "")),
+            }
+        case t.ApprovalDecided(request_id=r):
+            if state.pending_approval and state.pending_approval["request_id"] == r:
+                state.pending_approval = None
+        case _:
+            return False
+    return True
+
+
+class CheckpointProjection:
+    """Keeps one checkpoint document per session."""
+
+    name = "checkpoints"
+    version = 1
+
+    def fold(self, rows: Rows, notification: Notification, event: object) -> None:
+        session_id: Any = getattr(event, "session_id", None)
+        if not isinstance(session_id, str):
+            return
+        doc = rows.get(session_id, 0)
+        state = (
+            CheckpointState(session_id=session_id)
+            if doc is None
+            else msgspec.convert(doc, CheckpointState)
+        )
+        if _apply(state, event) or doc is None:
+            state.updated_sequence = notification.id
+            rows.put(session_id, 0, msgspec.to_builtins(state))

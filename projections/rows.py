@@ -1,0 +1,40 @@
+"""What a projection folds into: documents addressed by (part, position).
+
+A view is a set of documents keyed by a partition (a session id) and a
+position within it. Folds read and write through :class:`Rows`; the runner
+that owns the SQL table and the tracking position decides when the rows
+and the position are written, always together in one transaction.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from eventsourcing.persistence import Notification
+
+
+class Rows(Protocol):
+    """The documents of one view, as a fold sees them."""
+
+    def get(self, part: str, position: int) -> dict[str, Any] | None:
+        """The document at (part, position), or None."""
+        ...
+
+    def put(self, part: str, position: int, doc: dict[str, Any]) -> None:
+        """Sets the document at (part, position)."""
+        ...
+
+
+class Projection(Protocol):
+    """A pure fold of log entries into a view.
+
+    ``version`` names the fold's logic: changing the fold means a new
+    version, and a view built by another version is rebuilt from the log.
+    """
+
+    name: str
+    version: int
+
+    def fold(self, rows: Rows, notification: Notification, event: object) -> None:
+        """Applies one log entry (and its decoded event) to the view."""
+        ...

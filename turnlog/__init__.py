@@ -1,0 +1,113 @@
+"""turnlog: an agent runtime for LLM sessions on an event-sourced log."""
+
+from turnlog.agent import Agent
+from turnlog.config import ApprovalProvider, RunConfig
+from turnlog.domain.approval import ApprovalDecision, ApprovalRequest
+from turnlog.domain.context import Message
+from turnlog.domain.errors import (
+    ConcurrencyConflictError,
+    DomainError,
+    InvalidInputError,
+    InvariantViolation,
+    NotATurnlogStoreError,
+    ProviderError,
+    ReplayError,
+    SessionBusyError,
+    SessionClosedError,
+    StoreError,
+    StoreURLError,
+    ToolError,
+    TurnlogError,
+    UnknownSessionError,
+    UsageError,
+)
+from turnlog.domain.model import ModelProvider, ModelRequest, ModelResponse, ToolSpec
+from turnlog.domain.protocol import (
+    ApprovalResponse,
+    Event,
+    EventMsg,
+    Interrupt,
+    Op,
+    SessionFileReference,
+    Shutdown,
+    UserInput,
+)
+from turnlog.domain.run import (
+    EventsMissed,
+    RunEvent,
+    RunFinished,
+    RunResult,
+    RunStarted,
+    SessionEvent,
+)
+from turnlog.readers import (
+    Checkpoint,
+    TranscriptItem,
+    TranscriptPage,
+    replay_events,
+)
+from turnlog.runtime import Runtime
+from turnlog.scripted import ScriptedModel, calls, reply, tool_call
+from turnlog.session import AgentHandle, AgentSession, RunHandle, Subscription
+from turnlog.tools import FunctionTool, ToolContext, ToolResult, function_tool
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Agent",
+    "AgentHandle",
+    "AgentSession",
+    "ApprovalDecision",
+    "ApprovalProvider",
+    "ApprovalRequest",
+    "ApprovalResponse",
+    "Checkpoint",
+    "ConcurrencyConflictError",
+    "DomainError",
+    "Event",
+    "EventMsg",
+    "EventsMissed",
+    "FunctionTool",
+    "Interrupt",
+    "InvalidInputError",
+    "InvariantViolation",
+    "Message",
+    "ModelProvider",
+    "ModelRequest",
+    "ModelResponse",
+    "NotATurnlogStoreError",
+    "Op",
+    "ProviderError",
+    "ReplayError",
+    "RunConfig",
+    "RunEvent",
+    "RunFinished",
+    "RunHandle",
+    "RunResult",
+    "RunStarted",
+    "Runtime",
+    "ScriptedModel",
+    "SessionBusyError",
+    "SessionClosedError",
+    "SessionEvent",
+    "SessionFileReference",
+    "Shutdown",
+    "StoreError",
+    "StoreURLError",
+    "Subscription",
+    "ToolContext",
+    "ToolError",
+    "ToolResult",
+    "ToolSpec",
+    "TranscriptItem",
+    "TranscriptPage",
+    "TurnlogError",
+    "UnknownSessionError",
+    "UsageError",
+    "UserInput",
+    "calls",
+    "function_tool",
+    "replay_events",
+    "reply",
+    "tool_call",
+]

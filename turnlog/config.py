@@ -1,0 +1,52 @@
+"""User-facing run configuration (pydantic: validated at the boundary)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Protocol, runtime_checkable
+
+import pydantic
+
+from turnlog.domain.approval import ApprovalDecision, ApprovalRequest
+
+
+@runtime_checkable
+class ApprovalProvider(Protocol):
+    """Decides approval requests for a session.
+
+    ``decide`` runs on a worker thread. It may return a decision now, return
+    None and answer later with ``session.approve(request.request_id, ...)``,
+    or call ``session.approve`` itself before returning None.
+    """
+
+    def decide(self, request: ApprovalRequest) -> ApprovalDecision | None:
+        """A decision now, or None to answer later."""
+        ...
+
+
+class RunConfig(pydantic.BaseModel):
+    """How a session runs, when the per-session options say nothing else.
+
+    Args:
+        session_id: the session to open when ``create_session`` names none.
+        approval_policy: ``ask`` (default: tools that need approval wait for
+            a decision), ``allow`` (run them) or ``deny`` (refuse them).
+        approval_provider: who decides when the policy is ``ask``; without
+            one, decisions come from ``session.approve(...)``.
+        event_buffer: events buffered per subscriber before a slow one
+            starts missing events.
+    """
+
+    model_config = pydantic.ConfigDict(arbitrary_types_allowed=True, frozen=True)
+
+    session_id: str | None = None
+    approval_policy: Literal["allow", "deny", "ask"] = "ask"
+    approval_provider: Any = None
+    event_buffer: int = pydantic.Field(default=10_000, ge=1)
+
+    @pydantic.field_validator("approval_provider")
+    @classmethod
+    def _provider_decides(cls, value: Any) -> Any:
+        if value is not None and not isinstance(value, ApprovalProvider):
+            msg = "approval_provider must have a decide(request) method"
+            raise ValueError(msg)
+        return value

@@ -1,0 +1,185 @@
+"""Read models: checkpoints, transcript pages and replay, from the views.
+
+Every read first brings the views up to the log's current end, so a read
+made after the session reported an event sees at least that event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+from uuid import UUID
+
+import msgspec
+from eventsourcing.persistence import Mapper, StoredEvent
+
+from turnlog.domain.context import fold_context, messages_of
+from turnlog.domain.errors import InvalidInputError
+from turnlog.domain.ids import check_session_id
+from turnlog.domain.model import Item
+from turnlog.domain.protocol import Event, replay
+from turnlog.projections.checkpoints import CheckpointProjection, CheckpointState
+from turnlog.projections.transcript import TranscriptProjection, TranscriptRow
+from turnlog.transcoder import MsgspecTranscoder
+from turnlog.views import ProjectionRunner
+
+_mapper: Mapper[UUID] = Mapper(transcoder=MsgspecTranscoder())
+_row_decoder = msgspec.json.Decoder(TranscriptRow)
+
+
+class TranscriptItem(msgspec.Struct, frozen=True):
+    """One positioned item of a session's transcript: a stored event."""
+
+    sequence: int
+    topic: str
+    originator_id: str
+    originator_version: int
+    state: bytes
+
+    @property
+    def name(self) -> str:
+        """The event's name, e.g. ``ToolCallFinished``."""
+        return self.topic.removeprefix("turnlog:")
+
+    def event(self) -> Any:
+        """The domain event, decoded (and upcast) as the log would."""
+        return _mapper.to_domain_event(
+            StoredEvent(
+                originator_id=UUID(self.originator_id),
+                originator_version=self.originator_version,
+                topic=self.topic,
+                state=self.state,
+            )
+        )
+
+
+class TranscriptPage(msgspec.Struct, frozen=True):
+    """Items before a position, oldest first, and whether older ones exist."""
+
+    items: tuple[TranscriptItem, ...]
+    has_more: bool
+
+    @property
+    def next_before(self) -> int | None:
+        """The ``before_sequence`` for the next older page, if there is one."""
+        return self.items[0].sequence if self.items and self.has_more else None
+
+
+class Checkpoint(msgspec.Struct, frozen=True):
+    """A session's current state, from the checkpoint and transcript views."""
+
+    session_id: str
+    agent_name: str
+    model_route: str
+    shared_state: dict[str, Any]
+    turn_count: int
+    running_turn: str | None
+    pending_approval: dict[str, Any] | None
+    compaction_count: int
+    context_epoch: int
+    last_context_rewrite: dict[str, Any] | None
+    last_usage: dict[str, int] | None
+    total_usage: dict[str, int]
+    closed: bool
+    updated_sequence: int
+    context: tuple[Item, ...]
+
+    def messages(self) -> list[Any]:
+        """The user and assistant messages of the context."""
+        return messages_of(self.context)
+
+
+def _item(position: int, raw: bytes) -> TranscriptItem:
+    row = _row_decoder.decode(raw)
+    return TranscriptItem(
+        row.sequence,
+        row.topic,
+        row.originator_id,
+        row.originator_version,
+        bytes(row.state),
+    )
+
+
+def replay_events(transcript: Iterable[TranscriptItem], session_id: str) -> list[Event]:
+    """The durable EventMsg stream regenerated from transcript items."""
+    return replay(session_id, ((item.sequence, item.event()) for item in transcript))
+
+
+class Transcripts:
+    """``rt.transcript``: pages of each session's positioned items."""
+
+    def __init__(self, runner: ProjectionRunner) -> None:
+        self._runner = runner
+
+    def page(
+        self,
+        session_id: str,
+        before_sequence: int | None = None,
+        max_batches: int = 100,
+    ) -> TranscriptPage:
+        """Up to ``max_batches`` items before ``before_sequence``, oldest first."""
+        check_session_id(session_id)
+        if not isinstance(max_batches, int) or max_batches < 1:
+            msg = "max_batches must be a positive int"
+            raise InvalidInputError(msg)
+        self._runner.catch_up()
+        rows = self._runner.tables.range(
+            TranscriptProjection.name,
+            session_id,
+            before=before_sequence,
+            limit=max_batches + 1,
+            newest_first=True,
+        )
+        has_more = len(rows) > max_batches
+        items = [_item(p, raw) for p, raw in rows[:max_batches]]
+        items.reverse()
+        return TranscriptPage(tuple(items), has_more)
+
+    def all(self, session_id: str, from_sequence: int = 0) -> list[TranscriptItem]:
+        """Every item of a session from ``from_sequence`` on, oldest first."""
+        self._runner.catch_up()
+        return [
+            _item(p, raw)
+            for p, raw in self._runner.tables.range(
+                TranscriptProjection.name, session_id, from_position=from_sequence
+            )
+        ]
+
+    def sessions(self) -> list[str]:
+        """Every session id with a transcript."""
+        self._runner.catch_up()
+        return self._runner.tables.parts(TranscriptProjection.name)
+
+
+class Checkpoints:
+    """``rt.checkpoints``: each session's current state."""
+
+    def __init__(self, runner: ProjectionRunner, transcripts: Transcripts) -> None:
+        self._runner = runner
+        self._transcripts = transcripts
+
+    def load(self, session_id: str) -> Checkpoint | None:
+        """The session's checkpoint, or None if the log has no such session."""
+        check_session_id(session_id)
+        self._runner.catch_up()
+        doc = self._runner.tables.get(CheckpointProjection.name, session_id, 0)
+        if doc is None:
+            return None
+        state = msgspec.convert(doc, CheckpointState)
+        items = self._transcripts.all(session_id, state.context_start)
+        context = fold_context(item.event() for item in items)
+        fields = msgspec.structs.asdict(state)
+        del fields["context_start"]
+        return Checkpoint(**fields, context=tuple(context))
+
+
+def replay_session(transcripts: Transcripts, session_id: str) -> list[Event]:
+    """``rt.replay_events``: a session's durable EventMsg stream from the log."""
+    check_session_id(session_id)
+    return replay_events(transcripts.all(session_id), session_id)
+
+
+def items_of(pages: Sequence[TranscriptPage]) -> list[TranscriptItem]:
+    """The items of several pages, oldest first (pages in any order)."""
+    items = [item for page in pages for item in page.items]
+    return sorted(items, key=lambda item: item.sequence)

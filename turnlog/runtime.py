@@ -1,0 +1,233 @@
+"""The Runtime: one store, its views, and the actors of every live session.
+
+``Runtime.open()`` starts the shared actors (ToolExecutor, ApprovalBroker),
+the I/O loop and the projection follower; ``close()`` (or leaving a
+``with`` block) stops every actor it started, sessions included. pykka's
+actor threads are not daemons, so a runtime that is not closed keeps its
+process alive.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pykka
+
+from turnlog.actors.approval_broker import ApprovalBrokerActor
+from turnlog.actors.io_loop import IoLoop
+from turnlog.actors.revive import close_crashed_turn, load_turn
+from turnlog.actors.session_actor import SessionActor, SessionServices, SessionSettings
+from turnlog.actors.tool_executor import DEFAULT_MAX_CONCURRENCY, ToolExecutorActor
+from turnlog.agent import Agent
+from turnlog.config import RunConfig
+from turnlog.domain.errors import InvalidInputError, SessionClosedError, UsageError
+from turnlog.domain.ids import check_session_id, new_submission_id, session_uuid
+from turnlog.domain.protocol import Event
+from turnlog.domain.session import Session
+from turnlog.projections.checkpoints import CheckpointProjection
+from turnlog.projections.transcript import TranscriptProjection
+from turnlog.readers import Checkpoints, Transcripts, replay_session
+from turnlog.session import AgentHandle, AgentSession
+from turnlog.store import Store
+from turnlog.views import ProjectionRunner
+
+
+class Runtime:
+    """Runs agent sessions on one event log. Open with :meth:`open`."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        run_config: RunConfig | None = None,
+        max_tool_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+        follow_projections: bool = True,
+    ) -> None:
+        self.store = store
+        self.run_config = run_config or RunConfig()
+        self._lock = threading.Lock()
+        self._closed = False
+        self._sessions: dict[str, tuple[pykka.ActorRef[Any], str]] = {}
+        self.projections = ProjectionRunner(
+            store, [CheckpointProjection(), TranscriptProjection()]
+        )
+        self.transcript = Transcripts(self.projections)
+        self.checkpoints = Checkpoints(self.projections, self.transcript)
+        self._io_loop = IoLoop()
+        self._tool_executor = ToolExecutorActor.start(
+            self._io_loop, max_tool_concurrency
+        )
+        self._broker = ApprovalBrokerActor.start()
+        self._services = SessionServices(
+            store=store,
+            io_loop=self._io_loop,
+            tool_executor=self._tool_executor,
+            approval_broker=self._broker,
+        )
+        if follow_projections:
+            store.add_listener(self.projections.notify)
+            self.projections.start()
+
+    @classmethod
+    def open(
+        cls,
+        url: str | None = None,
+        *,
+        run_config: RunConfig | None = None,
+        max_tool_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+    ) -> Runtime:
+        """Opens the log at ``url`` (default: ``.turnlog/turnlog.sqlite3``).
+
+        Raises StoreURLError for a bad URL and NotATurnlogStoreError for a
+        database that is not a turnlog log; nothing is written then.
+        """
+        if run_config is not None and not isinstance(run_config, RunConfig):
+            msg = "run_config must be a turnlog.RunConfig"
+            raise InvalidInputError(msg)
+        store = Store(url)
+        try:
+            return cls(
+                store, run_config=run_config, max_tool_concurrency=max_tool_concurrency
+            )
+        except BaseException:
+            store.close()
+            raise
+
+    @property
+    def location(self) -> str:
+        """Where the log lives (a path, ``memory`` or a PostgreSQL address)."""
+        return self.store.location
+
+    def _check_open(self) -> None:
+        if self._closed:
+            msg = "the runtime is closed"
+            raise SessionClosedError(msg)
+
+    def create_session(
+        self,
+        agent: Agent,
+        *,
+        session_id: str | None = None,
+        shared_state: dict[str, Any] | None = None,
+        run_config: RunConfig | None = None,
+    ) -> AgentSession:
+        """Opens the session ``session_id`` (created if the log has none).
+
+        The session id comes from ``session_id``, else from the run config,
+        else a new one is made. An existing session is hydrated from the log:
+        its messages, shared state and usage are what the log says, and a
+        turn a crash cut off is closed first. ``shared_state`` keys given
+        here are set (and recorded) on top of the stored state.
+        """
+        self._check_open()
+        if not isinstance(agent, Agent):
+            msg = f"agent must be a turnlog.Agent, not {type(agent).__name__}"
+            raise InvalidInputError(msg)
+        if run_config is not None and not isinstance(run_config, RunConfig):
+            msg = "run_config must be a turnlog.RunConfig"
+            raise InvalidInputError(msg)
+        config = run_config or self.run_config
+        chosen = (
+            session_id or config.session_id or f"session-{new_submission_id()[:12]}"
+        )
+        check_session_id(chosen)
+        if shared_state is not None and not isinstance(shared_state, dict):
+            msg = "shared_state must be a dict"
+            raise InvalidInputError(msg)
+        with self._lock:
+            self._check_open()
+            live = self._sessions.get(chosen)
+            if live is not None and live[0].is_alive():
+                if live[1] != agent.digest():
+                    msg = f"session {chosen!r} is already open here with another agent"
+                    raise UsageError(msg)
+                ref = live[0]
+            else:
+                ref = self._start_session(agent, chosen, shared_state, config)
+                self._sessions[chosen] = (ref, agent.digest())
+        handle = AgentSession(chosen, ref, config.event_buffer)
+        if shared_state and live is not None:
+            handle.update_shared_state(**shared_state)
+        return handle
+
+    def _start_session(
+        self,
+        agent: Agent,
+        session_id: str,
+        shared_state: dict[str, Any] | None,
+        config: RunConfig,
+    ) -> pykka.ActorRef[Any]:
+        session: Session | None = self.store.get(session_uuid(session_id))
+        if session is None:
+            session = Session.create(
+                session_id,
+                agent_name=agent.name,
+                agent_digest=agent.digest(),
+                shared_state={"todo_list": [], **(shared_state or {})},
+                model_route=agent.model_route,
+            )
+            self.store.save(session)
+        else:
+            if session.closed:
+                msg = f"session {session_id!r} was closed"
+                raise SessionClosedError(msg)
+            close_crashed_turn(self.store, session, load_turn(self.store, session))
+            if shared_state:
+                session.update_shared_state(shared_state)
+                self.store.save(session)
+        settings = SessionSettings(
+            approval_policy=config.approval_policy,
+            approval_provider=config.approval_provider,
+        )
+        ref: pykka.ActorRef[Any] = SessionActor.start(
+            services=self._services, agent=agent, session=session, settings=settings
+        )
+        return ref
+
+    def create_agent(
+        self,
+        agent: Agent,
+        *,
+        session_id: str | None = None,
+        shared_state: dict[str, Any] | None = None,
+        run_config: RunConfig | None = None,
+    ) -> AgentHandle:
+        """The protocol face of a session: ``submit(op)`` and ``next_event()``."""
+        session = self.create_session(
+            agent,
+            session_id=session_id,
+            shared_state=shared_state,
+            run_config=run_config,
+        )
+        return AgentHandle(session)
+
+    def replay_events(self, session_id: str) -> list[Event]:
+        """The session's durable EventMsg stream, regenerated from the log."""
+        return replay_session(self.transcript, session_id)
+
+    def sessions(self) -> list[str]:
+        """Every session id in the log."""
+        return self.transcript.sessions()
+
+    def close(self) -> None:
+        """Stops every actor this runtime started and closes the store."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            refs = [ref for ref, _ in self._sessions.values()]
+        for ref in refs:
+            if ref.is_alive():
+                ref.stop(block=True, timeout=10)
+        self._broker.stop(block=True, timeout=10)
+        self._tool_executor.stop(block=True, timeout=10)
+        self._io_loop.close()
+        self.projections.stop()
+        self.store.close()
+
+    def __enter__(self) -> Runtime:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()

@@ -1,0 +1,116 @@
+"""ScriptedModel: a model that plays back given responses, for tests and demos.
+
+It returns its responses in order and records every request it received,
+so a test can check both what the session did and what the model saw. A
+response may be an exception (raised as that step's failure) or a callable
+taking the request (to answer from what the model was sent).
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import msgspec
+
+from turnlog.domain.errors import ProviderError
+from turnlog.domain.model import (
+    Item,
+    ModelRequest,
+    ModelResponse,
+    assistant_message,
+    function_call,
+)
+
+Scripted = ModelResponse | str | BaseException | Callable[[ModelRequest], Any]
+
+_call_ids = itertools.count(1)
+
+
+def reply(text: str, *, usage: Mapping[str, int] | None = None) -> ModelResponse:
+    """A final answer: one assistant message."""
+    return ModelResponse((assistant_message(text),), _usage(usage))
+
+
+def tool_call(
+    name: str, arguments: Mapping[str, Any] | None = None, *, call_id: str | None = None
+) -> Item:
+    """A function-call output item (arguments given as a dict)."""
+    encoded = msgspec.json.encode(dict(arguments or {})).decode()
+    return function_call(call_id or f"call_{next(_call_ids)}", name, encoded)
+
+
+def calls(
+    *items: Item, text: str | None = None, usage: Mapping[str, int] | None = None
+) -> ModelResponse:
+    """A step that calls tools (optionally with a text preamble)."""
+    output: list[Item] = [assistant_message(text)] if text is not None else []
+    output.extend(items)
+    return ModelResponse(tuple(output), _usage(usage))
+
+
+def _usage(usage: Mapping[str, int] | None) -> dict[str, int] | None:
+    return None if usage is None else dict(usage)
+
+
+DEFAULT_USAGE = {"input_tokens": 1, "output_tokens": 1, "total_tokens": 2}
+
+
+class ScriptedModel:
+    """Returns the scripted responses in order; records every request.
+
+    Args:
+        responses: what each model step returns; a ``str`` is a final
+            answer, an exception is raised as the step's failure, a callable
+            gets the request and returns any of these.
+        usage: usage reported with ``str`` responses (None: unreported).
+    """
+
+    def __init__(
+        self,
+        responses: Iterable[Scripted] = (),
+        *,
+        usage: Mapping[str, int] | None = DEFAULT_USAGE,
+    ) -> None:
+        self._script: deque[Scripted] = deque(responses)
+        self._usage = None if usage is None else dict(usage)
+        self._lock = threading.Lock()
+        self.requests: list[ModelRequest] = []
+
+    def add(self, *responses: Scripted) -> None:
+        """Appends responses to the script."""
+        with self._lock:
+            self._script.extend(responses)
+
+    @property
+    def remaining(self) -> int:
+        """How many scripted responses are left."""
+        with self._lock:
+            return len(self._script)
+
+    async def respond(self, request: ModelRequest) -> ModelResponse:
+        """The next scripted response."""
+        with self._lock:
+            self.requests.append(request)
+            if not self._script:
+                msg = (
+                    f"the script is exhausted after {len(self.requests) - 1} responses"
+                )
+                raise ProviderError(msg)
+            scripted = self._script.popleft()
+        return self._resolve(scripted, request)
+
+    def _resolve(self, scripted: Any, request: ModelRequest) -> ModelResponse:
+        if isinstance(scripted, BaseException):
+            raise scripted
+        if isinstance(scripted, str):
+            return ModelResponse((assistant_message(scripted),), self._usage)
+        if isinstance(scripted, ModelResponse):
+            return scripted
+        if callable(scripted):
+            return self._resolve(scripted(request), request)
+        msg = f"cannot play back {scripted!r}"
+        raise ProviderError(msg)

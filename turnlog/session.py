@@ -1,0 +1,327 @@
+"""The handles callers hold: the interactive session and the protocol face.
+
+Both talk to the same SessionActor. Asks from these handles run on the
+caller's thread and wait only for the actor to take the message, never for
+a model or a tool; ``prompt`` then waits on a future that the actor
+resolves when the run ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import Any
+
+import pykka
+
+from turnlog.actors.messages import (
+    FollowUp,
+    Query,
+    StartPrompt,
+    Submit,
+    Subscribe,
+    Unsubscribe,
+    UpdateSharedState,
+)
+from turnlog.actors.subscribers import Subscriber, SubscriptionClosed
+from turnlog.domain.approval import ApprovalDecision, ApprovalRequest, check_decision
+from turnlog.domain.context import Message
+from turnlog.domain.errors import InvalidInputError, SessionClosedError
+from turnlog.domain.protocol import (
+    ApprovalResponse,
+    Event,
+    Interrupt,
+    Op,
+    SessionFileReference,
+    Shutdown,
+    UserInput,
+)
+from turnlog.domain.run import RunEvent, RunResult, SessionEvent
+
+ASK_TIMEOUT = 30.0
+"""Seconds to wait for a session actor to take a message (it never blocks)."""
+
+
+class Subscription:
+    """Events of one session, from when it subscribed on.
+
+    Iterate it (``for event in sub``, or ``async for``) to read events as
+    they come; iteration ends when the session closes. ``drain()`` takes
+    what is buffered without waiting; ``close()`` unsubscribes.
+    """
+
+    def __init__(self, handle: _ActorHandle, subscriber: Subscriber) -> None:
+        self._handle = handle
+        self._subscriber = subscriber
+
+    def get(self, timeout: float | None = None) -> Any:
+        """The next event; raises TimeoutError, or SessionClosedError at the end."""
+        try:
+            return self._subscriber.get(timeout)
+        except SubscriptionClosed as closed:
+            raise SessionClosedError(f"subscription to {closed} ended") from None
+
+    def drain(self) -> list[Any]:
+        """Every buffered event, without waiting."""
+        return self._subscriber.drain()
+
+    def close(self) -> None:
+        """Stops delivery to this subscription."""
+        self._subscriber.close()
+        if self._handle.alive():
+            self._handle.tell(Unsubscribe(self._subscriber))
+
+    def __iter__(self) -> Iterator[Any]:
+        while True:
+            try:
+                yield self._subscriber.get()
+            except SubscriptionClosed:
+                return
+
+    def __aiter__(self) -> AsyncIterator[Any]:
+        return self._aiter()
+
+    async def _aiter(self) -> AsyncIterator[Any]:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                yield await loop.run_in_executor(None, self._subscriber.get)
+            except SubscriptionClosed:
+                return
+
+    def __enter__(self) -> Subscription:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+
+class _ActorHandle:
+    """Typed asks and tells to one SessionActor."""
+
+    def __init__(self, session_id: str, ref: pykka.ActorRef[Any]) -> None:
+        self.session_id = session_id
+        self._ref = ref
+
+    def ask(self, message: Any) -> Any:
+        try:
+            return self._ref.ask(message, timeout=ASK_TIMEOUT)
+        except pykka.ActorDeadError:
+            msg = f"session {self.session_id!r} is closed"
+            raise SessionClosedError(msg) from None
+
+    def tell(self, message: Any) -> None:
+        try:
+            self._ref.tell(message)
+        except pykka.ActorDeadError:
+            msg = f"session {self.session_id!r} is closed"
+            raise SessionClosedError(msg) from None
+
+    def alive(self) -> bool:
+        return bool(self._ref.is_alive())
+
+    def subscribe(self, maxsize: int, only_events: bool = False) -> Subscriber:
+        accept = (lambda item: isinstance(item, RunEvent)) if only_events else None
+        subscriber = Subscriber(self.session_id, maxsize, accept)
+        self.ask(Subscribe(subscriber))
+        return subscriber
+
+
+def _attachments(values: Sequence[Any]) -> tuple[SessionFileReference, ...]:
+    if isinstance(values, str | bytes) or not isinstance(values, Sequence):
+        msg = "attachments must be a sequence of SessionFileReference"
+        raise InvalidInputError(msg)
+    for value in values:
+        if not isinstance(value, SessionFileReference):
+            msg = f"attachments must be SessionFileReference objects, not {value!r}"
+            raise InvalidInputError(msg)
+    return tuple(values)
+
+
+class RunHandle:
+    """The run in progress: which submission started it, and its turn."""
+
+    def __init__(self, session: AgentSession, submission_id: str, turn_id: str | None):
+        self.session = session
+        self.submission_id = submission_id
+        self.turn_id = turn_id
+
+    def interrupt(self) -> None:
+        """Aborts the running turn."""
+        self.session.interrupt()
+
+
+class AgentSession:
+    """One conversation with an agent: what a service embeds.
+
+    Made by ``Runtime.create_session``. Every method is thread-safe.
+    """
+
+    def __init__(self, session_id: str, ref: pykka.ActorRef[Any], event_buffer: int):
+        self._actor = _ActorHandle(session_id, ref)
+        self._event_buffer = event_buffer
+
+    @property
+    def session_id(self) -> str:
+        """The session's id."""
+        return self._actor.session_id
+
+    def _check_open(self) -> None:
+        if not self._actor.alive():
+            msg = f"session {self.session_id!r} is closed"
+            raise SessionClosedError(msg)
+
+    def _start(
+        self, text: str, attachments: Sequence[Any]
+    ) -> concurrent.futures.Future[RunResult]:
+        refs = _attachments(attachments)
+        waiter: concurrent.futures.Future[RunResult] = concurrent.futures.Future()
+        self._actor.ask(StartPrompt(text, refs, waiter))
+        return waiter
+
+    def prompt(
+        self,
+        text: str,
+        *,
+        attachments: Sequence[Any] = (),
+        timeout: float | None = None,
+    ) -> RunResult:
+        """Runs ``text`` (and any queued follow-ups); returns when the run ends.
+
+        Raises SessionBusyError, recording nothing, if a run is in progress.
+        """
+        return self._start(text, attachments).result(timeout)
+
+    async def prompt_async(
+        self, text: str, *, attachments: Sequence[Any] = ()
+    ) -> RunResult:
+        """``prompt`` for asyncio callers; never blocks the event loop."""
+        loop = asyncio.get_running_loop()
+        waiter = await loop.run_in_executor(None, self._start, text, attachments)
+        return await asyncio.wrap_future(waiter)
+
+    def follow_up(self, text: str, *, attachments: Sequence[Any] = ()) -> str:
+        """Queues ``text`` to run after the current (or next) run's turns.
+
+        Returns the submission id.
+        """
+        result: str = self._actor.ask(FollowUp(text, _attachments(attachments)))
+        return result
+
+    def interrupt(self) -> None:
+        """Aborts the running turn (queued follow-ups are kept)."""
+        self._actor.ask(Submit(Interrupt()))
+
+    def approve(self, request_id: str, decision: ApprovalDecision | str) -> None:
+        """Decides a pending approval request.
+
+        Raises UsageError, recording nothing, if ``request_id`` is not
+        pending (unknown, stale or already decided).
+        """
+        if not isinstance(request_id, str):
+            msg = f"request_id must be a str, not {type(request_id).__name__}"
+            raise InvalidInputError(msg)
+        kind = check_decision(decision).kind
+        self._actor.ask(Submit(ApprovalResponse(request_id, kind)))
+
+    def pending_approvals(self) -> list[ApprovalRequest]:
+        """Approval requests waiting for a decision."""
+        result: list[ApprovalRequest] = self._actor.ask(Query("pending_approvals"))
+        return result
+
+    def subscribe(self, *, buffer: int | None = None) -> Subscription:
+        """Events from now on: RunStarted, RunEvent..., RunFinished per run."""
+        subscriber = self._actor.subscribe(buffer or self._event_buffer)
+        return Subscription(self._actor, subscriber)
+
+    def messages(self) -> list[Message]:
+        """The conversation's user and assistant messages, oldest first."""
+        result: list[Message] = self._actor.ask(Query("messages"))
+        return result
+
+    def shared_state(self) -> dict[str, Any]:
+        """The session's shared state (a copy)."""
+        result: dict[str, Any] = self._actor.ask(Query("shared_state"))
+        return result
+
+    def update_shared_state(self, **changes: Any) -> dict[str, Any]:
+        """Sets keys of the shared state (recorded); returns the new state."""
+        result: dict[str, Any] = self._actor.ask(UpdateSharedState(changes))
+        return result
+
+    def latest_run(self) -> RunResult | None:
+        """How the last run ended, if one ran since the session was opened."""
+        result: RunResult | None = self._actor.ask(Query("latest_run"))
+        return result
+
+    def running(self) -> bool:
+        """Whether a run is in progress."""
+        return bool(self._actor.ask(Query("running")))
+
+    def active_run_handle(self) -> RunHandle | None:
+        """The run in progress, or None."""
+        active = self._actor.ask(Query("active_run"))
+        if active is None:
+            return None
+        submission_id, turn_id = active
+        return RunHandle(self, submission_id, turn_id)
+
+    def close(self) -> None:
+        """Closes the session for good (after the running turn, if any)."""
+        self._actor.ask(Submit(Shutdown()))
+
+    def __repr__(self) -> str:
+        return f"AgentSession({self.session_id!r})"
+
+
+class AgentHandle:
+    """The protocol face of a session: submit Ops, read Events."""
+
+    def __init__(self, session: AgentSession) -> None:
+        self.session = session
+        self._events = session._actor.subscribe(session._event_buffer, only_events=True)
+
+    @property
+    def session_id(self) -> str:
+        """The session's id."""
+        return self.session.session_id
+
+    def submit(self, op: Op) -> str:
+        """Submits ``op``; returns its submission id at once."""
+        if not isinstance(op, UserInput | Interrupt | ApprovalResponse | Shutdown):
+            msg = f"not an Op: {op!r}"
+            raise InvalidInputError(msg)
+        if isinstance(op, ApprovalResponse):
+            check_decision(op.decision)
+        result: str = self.session._actor.ask(Submit(op))
+        return result
+
+    def next_event(self, timeout: float | None = 30.0) -> Event:
+        """The next Event; raises TimeoutError if none comes in time."""
+        try:
+            item = self._events.get(timeout)
+        except SubscriptionClosed:
+            msg = f"session {self.session_id!r} is closed"
+            raise SessionClosedError(msg) from None
+        if isinstance(item, RunEvent):
+            return item.event
+        return self.next_event(timeout)  # an EventsMissed marker: skip it
+
+    async def next_event_async(self) -> Event:
+        """``next_event`` for asyncio callers."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(None, self.next_event, None)
+
+    def close(self) -> None:
+        """Stops reading events (the session stays open)."""
+        self._events.close()
+
+
+__all__ = [
+    "AgentHandle",
+    "AgentSession",
+    "RunHandle",
+    "SessionEvent",
+    "Subscription",
+]

@@ -1,0 +1,341 @@
+"""The event store: an eventsourcing Application chosen by one URL.
+
+=========================  ===============================================
+URL                        backend
+=========================  ===============================================
+(none)                     SQLite file ``.turnlog/turnlog.sqlite3`` under
+                           the working directory (the embedded default)
+``sqlite:///rel/path``     SQLite file, relative path (SQLAlchemy style)
+``sqlite:////abs/path``    SQLite file, absolute path
+``memory://``              SQLite in memory, private to this Store (tests)
+``postgresql://u@h:p/db``  PostgreSQL; ``?schema=NAME`` picks a schema
+=========================  ===============================================
+
+The store marks its database with a ``turnlog_meta`` table holding the
+schema version, so that a database of something else, or one written by a
+newer turnlog, is refused with a clear error before anything is written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import threading
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from eventsourcing.application import AggregateNotFoundError, Application
+from eventsourcing.persistence import (
+    IntegrityError,
+    Notification,
+    PersistenceError,
+    Recording,
+    Transcoder,
+)
+
+from turnlog.domain.errors import (
+    ConcurrencyConflictError,
+    NotATurnlogStoreError,
+    StoreError,
+    StoreURLError,
+)
+from turnlog.domain.events import in_decision_order
+from turnlog.transcoder import MsgspecTranscoder
+
+SCHEMA_VERSION = 1
+"""Version of turnlog's storage layout; raised with every breaking change."""
+
+DEFAULT_SQLITE_PATH = Path(".turnlog") / "turnlog.sqlite3"
+
+_META_TABLE = "turnlog_meta"
+
+
+class _TurnlogApplication(Application[uuid.UUID]):
+    """The eventsourcing application behind a Store."""
+
+    name = "turnlog"
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.listeners: list[Callable[[Sequence[Recording[uuid.UUID]]], None]] = []
+        super().__init__(env)
+
+    def construct_transcoder(self) -> Transcoder:
+        return MsgspecTranscoder()
+
+    def _notify(self, recordings: list[Recording[uuid.UUID]]) -> None:
+        for listener in self.listeners:
+            listener(recordings)
+
+
+def parse_store_url(url: str | None, *, cwd: Path | None = None) -> dict[str, str]:
+    """The eventsourcing environment that ``url`` names; raises StoreURLError."""
+    if url is None or url == "":
+        path = (cwd or Path.cwd()) / DEFAULT_SQLITE_PATH
+        return _sqlite_env(path)
+    if not isinstance(url, str):
+        msg = f"store URL must be a str, not {type(url).__name__}"
+        raise StoreURLError(msg)
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        msg = f"store URL {url!r} has no scheme; use sqlite:///PATH, memory:// or postgresql://..."
+        raise StoreURLError(msg)
+    if scheme == "memory":
+        if rest:
+            msg = f"memory:// takes nothing after the scheme, got {url!r}"
+            raise StoreURLError(msg)
+        name = f"file:turnlog-{uuid.uuid4().hex}?mode=memory&cache=shared"
+        return {"PERSISTENCE_MODULE": "eventsourcing.sqlite", "SQLITE_DBNAME": name}
+    if scheme == "sqlite":
+        if not rest.startswith("/") or rest == "/":
+            msg = f"SQLite URL {url!r} must look like sqlite:///relative/path or sqlite:////absolute/path"
+            raise StoreURLError(msg)
+        path = Path(unquote(rest[1:]))
+        if not path.is_absolute():
+            path = (cwd or Path.cwd()) / path
+        return _sqlite_env(path)
+    if scheme in ("postgresql", "postgres"):
+        return _postgres_env(url)
+    msg = (
+        f"unsupported store URL scheme {scheme!r} in {url!r}; "
+        "use sqlite, memory or postgresql"
+    )
+    raise StoreURLError(msg)
+
+
+def _sqlite_env(path: Path) -> dict[str, str]:
+    if path.is_dir():
+        msg = f"SQLite store path {path} is a directory"
+        raise StoreURLError(msg)
+    return {
+        "PERSISTENCE_MODULE": "eventsourcing.sqlite",
+        "SQLITE_DBNAME": str(path),
+        "SQLITE_LOCK_TIMEOUT": "30",
+    }
+
+
+def _postgres_env(url: str) -> dict[str, str]:
+    parts = urlsplit(url)
+    dbname = parts.path.lstrip("/")
+    if not parts.hostname or not dbname:
+        msg = f"PostgreSQL URL {url!r} must name a host and a database"
+        raise StoreURLError(msg)
+    try:
+        port = parts.port or 5432
+    except ValueError as error:
+        msg = f"PostgreSQL URL {url!r} has a bad port"
+        raise StoreURLError(msg) from error
+    query = parse_qs(parts.query)
+    unknown = set(query) - {"schema", "create_tables"}
+    if unknown:
+        msg = f"unknown PostgreSQL URL parameters: {', '.join(sorted(unknown))}"
+        raise StoreURLError(msg)
+    env = {
+        "PERSISTENCE_MODULE": "eventsourcing.postgres",
+        "POSTGRES_DBNAME": unquote(dbname),
+        "POSTGRES_HOST": parts.hostname,
+        "POSTGRES_PORT": str(port),
+        "POSTGRES_USER": unquote(parts.username or os.environ.get("USER", "postgres")),
+        "POSTGRES_PASSWORD": unquote(parts.password or ""),
+        "POSTGRES_CONNECT_TIMEOUT": "10",
+        "POSTGRES_POOL_SIZE": "5",
+        "POSTGRES_MAX_OVERFLOW": "10",
+    }
+    if "schema" in query:
+        env["POSTGRES_SCHEMA"] = query["schema"][0]
+    if query.get("create_tables", ["yes"])[0] in ("no", "false", "0"):
+        env["CREATE_TABLE"] = "no"
+    return env
+
+
+def describe_url(url: str | None, env: dict[str, str]) -> str:
+    """A human-readable location of the store (never shows passwords)."""
+    if env["PERSISTENCE_MODULE"].endswith("sqlite"):
+        name = env["SQLITE_DBNAME"]
+        return "memory" if name.startswith("file:") else name
+    return (
+        f"postgresql://{env['POSTGRES_HOST']}:{env['POSTGRES_PORT']}/"
+        f"{env['POSTGRES_DBNAME']}"
+    )
+
+
+class Store:
+    """The log: saves aggregates atomically, reads events and notifications.
+
+    Thread-safe; one Store is shared by all actors of a Runtime.
+    """
+
+    def __init__(self, url: str | None = None) -> None:
+        self.url = url
+        env = parse_store_url(url)
+        self.is_postgres = env["PERSISTENCE_MODULE"].endswith("postgres")
+        self.location = describe_url(url, env)
+        if not self.is_postgres:
+            _prepare_sqlite_file(env["SQLITE_DBNAME"])
+        try:
+            self._app = _TurnlogApplication(env)
+            self._check_meta()
+        except (PersistenceError, sqlite3.Error, OSError) as error:
+            raise _as_store_error(error, self.location) from error
+        self._closed = False
+        self._close_lock = threading.Lock()
+
+    # -- what the views need ------------------------------------------------
+
+    @property
+    def datastore(self) -> Any:
+        """The eventsourcing datastore (connection pool) of the log."""
+        return self._app.recorder.datastore  # type: ignore[attr-defined]
+
+    @property
+    def events_table(self) -> str:
+        """The (schema-qualified) name of the stored events table."""
+        recorder: Any = self._app.recorder
+        name: str = recorder.events_table_name
+        if self.is_postgres:
+            return f"{self.datastore.schema}.{name}"
+        return name
+
+    def add_listener(
+        self, listener: Callable[[Sequence[Recording[uuid.UUID]]], None]
+    ) -> None:
+        """Calls ``listener`` after every save in this process."""
+        self._app.listeners.append(listener)
+
+    # -- writing --------------------------------------------------------------
+
+    def save(self, *aggregates: Any) -> list[Recording[uuid.UUID]]:
+        """Saves the pending events of ``aggregates`` in one transaction.
+
+        Raises ConcurrencyConflictError if another writer got there first; in
+        that case nothing of this save is recorded.
+        """
+        try:
+            return self._app.save(*in_decision_order(aggregates))
+        except IntegrityError as error:
+            msg = f"another writer appended to the same aggregate first: {error}"
+            raise ConcurrencyConflictError(msg) from error
+        except PersistenceError as error:
+            raise _as_store_error(error, self.location) from error
+
+    # -- reading --------------------------------------------------------------
+
+    def get(self, aggregate_id: uuid.UUID) -> Any | None:
+        """The aggregate with ``aggregate_id`` rebuilt from the log, or None."""
+        try:
+            return self._app.repository.get(aggregate_id)
+        except AggregateNotFoundError:
+            return None
+        except PersistenceError as error:
+            raise _as_store_error(error, self.location) from error
+
+    def events(self, aggregate_id: uuid.UUID, *, gt: int | None = None) -> list[Any]:
+        """The domain events of one aggregate, in order."""
+        return list(self._app.events.get(aggregate_id, gt=gt))
+
+    def notifications(
+        self, start: int, limit: int, topics: Sequence[str] = ()
+    ) -> Sequence[Notification]:
+        """Up to ``limit`` log entries from position ``start`` on."""
+        return self._app.recorder.select_notifications(start, limit, topics=topics)
+
+    def max_position(self) -> int:
+        """The position of the newest log entry (0 if the log is empty)."""
+        return self._app.recorder.max_notification_id() or 0
+
+    def decode(self, notification: Notification) -> Any:
+        """The domain event a log entry holds."""
+        return self._app.mapper.to_domain_event(notification)
+
+    def encode(self, event: Any) -> bytes:
+        """The stored bytes of a domain event's state."""
+        return self._app.mapper.to_stored_event(event).state
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[Any]:
+        """A write transaction on the log's database (for views)."""
+        with self.datastore.transaction(commit=True) as cursor:
+            yield cursor
+
+    def close(self) -> None:
+        """Closes the connections; idempotent."""
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._app.close()
+
+    # -- the turnlog marker ---------------------------------------------------
+
+    def sql(self, statement: str) -> str:
+        """``statement`` with ``?`` placeholders in this backend's style."""
+        return statement.replace("?", "%s") if self.is_postgres else statement
+
+    def _check_meta(self) -> None:
+        create = (
+            f"CREATE TABLE IF NOT EXISTS {self._meta_table()} "
+            "(key TEXT PRIMARY KEY, value TEXT NOT NULL)"
+        )
+        with self.transaction() as cursor:
+            cursor.execute(create)
+            cursor.execute(
+                self.sql(f"SELECT value FROM {self._meta_table()} WHERE key = ?"),
+                ("schema_version",),
+            )
+            row = cursor.fetchone()
+            if row is None:
+                cursor.execute(
+                    self.sql(f"INSERT INTO {self._meta_table()} VALUES (?, ?)"),
+                    ("schema_version", str(SCHEMA_VERSION)),
+                )
+                return
+        version = int(row[0] if not isinstance(row, dict) else row["value"])
+        if version > SCHEMA_VERSION:
+            msg = (
+                f"the log at {self.location} was written by a newer turnlog "
+                f"(storage version {version}; this turnlog reads up to "
+                f"{SCHEMA_VERSION}); upgrade turnlog to open it"
+            )
+            raise NotATurnlogStoreError(msg)
+
+    def _meta_table(self) -> str:
+        if self.is_postgres:
+            return f"{self.datastore.schema}.{_META_TABLE}"
+        return _META_TABLE
+
+
+def _prepare_sqlite_file(name: str) -> None:
+    """Creates the parent folder; refuses a file that is another database."""
+    if name.startswith("file:"):
+        return
+    path = Path(name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    with path.open("rb") as file:
+        header = file.read(16)
+    if header != b"SQLite format 3\x00":
+        msg = f"{path} is not a turnlog log (not an SQLite database)"
+        raise NotATurnlogStoreError(msg)
+    connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        tables = {
+            row[0]
+            for row in connection.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'"
+            )
+        }
+    finally:
+        connection.close()
+    if tables and _META_TABLE not in tables:
+        msg = f"{path} is not a turnlog log (it is another application's database)"
+        raise NotATurnlogStoreError(msg)
+
+
+def _as_store_error(error: BaseException, location: str) -> StoreError:
+    if isinstance(error, StoreError):
+        return error
+    return StoreError(f"the log at {location} failed: {error}")

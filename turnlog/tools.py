@@ -1,0 +1,278 @@
+"""Function tools: Python callables the model can call.
+
+``function_tool`` turns a function (sync or async) into a tool. Its JSON
+schema comes from the type hints through pydantic, or is given explicitly;
+the model's arguments are validated before the call, and invalid JSON or
+arguments become an error output naming the problem (the handler is not
+called). A handler that raises also becomes an error output: a tool never
+crashes the turn.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Callable, Mapping
+from typing import Any, get_type_hints, overload
+
+import msgspec
+import pydantic
+
+from turnlog.domain.errors import InvalidInputError
+from turnlog.domain.model import ToolSpec
+
+ApprovalRule = bool | Callable[[dict[str, Any]], bool]
+
+
+class ToolResult(msgspec.Struct, frozen=True):
+    """What a tool call produced, as the model will see it."""
+
+    output: str
+    is_error: bool = False
+
+
+class ToolContext(msgspec.Struct, frozen=True):
+    """Where a call runs; a handler gets it if it has a ``context`` parameter."""
+
+    session_id: str
+    turn_id: str
+    call_id: str
+
+
+def _render(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, ToolResult):
+        return value.output
+    try:
+        return msgspec.json.encode(value).decode()
+    except (TypeError, msgspec.EncodeError):
+        return str(value)
+
+
+class FunctionTool:
+    """A tool backed by a Python function. Build with :func:`function_tool`."""
+
+    def __init__(
+        self,
+        handler: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        parameters: dict[str, Any] | None = None,
+        needs_approval: ApprovalRule = False,
+        timeout: float | None = None,
+        idempotent: bool = False,
+    ) -> None:
+        if not callable(handler):
+            msg = f"a tool handler must be callable, not {type(handler).__name__}"
+            raise InvalidInputError(msg)
+        if timeout is not None and (
+            not isinstance(timeout, int | float) or timeout <= 0
+        ):
+            msg = f"tool timeout must be a positive number of seconds, not {timeout!r}"
+            raise InvalidInputError(msg)
+        if not (isinstance(needs_approval, bool) or callable(needs_approval)):
+            msg = "needs_approval must be a bool or a predicate on the arguments"
+            raise InvalidInputError(msg)
+        self._handler = handler
+        self._name = name or handler.__name__
+        if not self._name.replace("_", "").replace("-", "").isalnum():
+            msg = f"tool name {self._name!r} may hold only letters, digits, _ and -"
+            raise InvalidInputError(msg)
+        self._description = description or inspect.getdoc(handler) or ""
+        self._needs_approval = needs_approval
+        self._timeout = float(timeout) if timeout is not None else None
+        self._idempotent = idempotent
+        self._is_async = inspect.iscoroutinefunction(handler)
+        signature = inspect.signature(handler)
+        self._wants_context = "context" in signature.parameters
+        self._model: type[pydantic.BaseModel] | None = None
+        if parameters is None:
+            self._model = _arguments_model(self._name, handler)
+            schema = self._model.model_json_schema()
+            schema.pop("title", None)
+        else:
+            if not isinstance(parameters, dict) or parameters.get("type") != "object":
+                msg = "an explicit tool schema must be a JSON schema of type 'object'"
+                raise InvalidInputError(msg)
+            schema = parameters
+        self._spec = ToolSpec(self._name, self._description, schema)
+
+    @property
+    def name(self) -> str:
+        """The name the model calls the tool by."""
+        return self._name
+
+    @property
+    def spec(self) -> ToolSpec:
+        """The tool as the model sees it."""
+        return self._spec
+
+    @property
+    def timeout(self) -> float | None:
+        """Seconds a call may take before it becomes an error output."""
+        return self._timeout
+
+    @property
+    def idempotent(self) -> bool:
+        """Whether running a call twice is harmless (it may re-run after a crash)."""
+        return self._idempotent
+
+    @property
+    def is_async(self) -> bool:
+        """Whether the handler is a coroutine function."""
+        return self._is_async
+
+    def requires_approval(self, arguments: str) -> bool:
+        """Whether a call with ``arguments`` needs a decision first."""
+        rule = self._needs_approval
+        if isinstance(rule, bool):
+            return rule
+        try:
+            parsed = json.loads(arguments or "{}")
+        except json.JSONDecodeError:
+            return True  # cannot judge: ask rather than run unchecked
+        try:
+            return bool(rule(parsed if isinstance(parsed, dict) else {}))
+        except Exception:  # noqa: BLE001 - a broken predicate must not skip approval
+            return True
+
+    def _prepare(
+        self, arguments: str, context: Mapping[str, Any]
+    ) -> dict[str, Any] | ToolResult:
+        try:
+            if self._model is not None:
+                values = self._model.model_validate_json(arguments or "{}")
+                kwargs = {
+                    key: getattr(values, key) for key in type(values).model_fields
+                }
+            else:
+                parsed = json.loads(arguments or "{}")
+                if not isinstance(parsed, dict):
+                    return ToolResult("arguments must be a JSON object", is_error=True)
+                kwargs = parsed
+        except pydantic.ValidationError as error:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
+                for e in error.errors()
+            )
+            return ToolResult(f"invalid arguments for {self._name}: {problems}", True)
+        except json.JSONDecodeError as error:
+            return ToolResult(f"arguments are not valid JSON: {error}", is_error=True)
+        if self._wants_context:
+            kwargs["context"] = ToolContext(
+                str(context.get("session_id", "")),
+                str(context.get("turn_id", "")),
+                str(context.get("call_id", "")),
+            )
+        return kwargs
+
+    def run_sync(self, arguments: str, context: Mapping[str, Any]) -> ToolResult:
+        """Validates the arguments and runs a sync handler; never raises."""
+        prepared = self._prepare(arguments, context)
+        if isinstance(prepared, ToolResult):
+            return prepared
+        try:
+            value = self._handler(**prepared)
+        except Exception as error:  # noqa: BLE001 - reported to the model
+            return ToolResult(
+                f"{self._name} failed: {type(error).__name__}: {error}", True
+            )
+        return value if isinstance(value, ToolResult) else ToolResult(_render(value))
+
+    async def run_async(self, arguments: str, context: Mapping[str, Any]) -> ToolResult:
+        """Validates the arguments and awaits an async handler; never raises."""
+        prepared = self._prepare(arguments, context)
+        if isinstance(prepared, ToolResult):
+            return prepared
+        try:
+            value = await self._handler(**prepared)
+        except Exception as error:  # noqa: BLE001 - reported to the model
+            return ToolResult(
+                f"{self._name} failed: {type(error).__name__}: {error}", True
+            )
+        return value if isinstance(value, ToolResult) else ToolResult(_render(value))
+
+    def __repr__(self) -> str:
+        return f"FunctionTool({self._name!r})"
+
+
+def _arguments_model(
+    name: str, handler: Callable[..., Any]
+) -> type[pydantic.BaseModel]:
+    signature = inspect.signature(handler)
+    try:
+        hints = get_type_hints(handler)
+    except (NameError, TypeError) as error:
+        msg = f"cannot read the type hints of tool {name!r}: {error}"
+        raise InvalidInputError(msg) from error
+    fields: dict[str, Any] = {}
+    for parameter in signature.parameters.values():
+        if parameter.name == "context":
+            continue
+        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+            msg = f"tool {name!r} cannot take *args or **kwargs"
+            raise InvalidInputError(msg)
+        annotation = hints.get(parameter.name, Any)
+        default = ... if parameter.default is parameter.empty else parameter.default
+        fields[parameter.name] = (annotation, default)
+    model: type[pydantic.BaseModel] = pydantic.create_model(
+        f"{name}_arguments", __config__=pydantic.ConfigDict(extra="forbid"), **fields
+    )
+    return model
+
+
+@overload
+def function_tool(handler: Callable[..., Any], /) -> FunctionTool: ...
+
+
+@overload
+def function_tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    parameters: dict[str, Any] | None = None,
+    needs_approval: ApprovalRule = False,
+    timeout: float | None = None,
+    idempotent: bool = False,
+) -> Callable[[Callable[..., Any]], FunctionTool]: ...
+
+
+def function_tool(
+    handler: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    parameters: dict[str, Any] | None = None,
+    needs_approval: ApprovalRule = False,
+    timeout: float | None = None,
+    idempotent: bool = False,
+) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
+    """Makes a tool of a function: ``@function_tool`` or ``@function_tool(...)``.
+
+    Args:
+        handler: the function (sync or async).
+        name: the tool's name (default: the function's name).
+        description: what the tool does (default: the docstring).
+        parameters: an explicit JSON schema instead of one from type hints.
+        needs_approval: True, or a predicate on the parsed arguments.
+        timeout: seconds before a call becomes a timeout error output.
+        idempotent: whether a call may safely run again after a crash.
+    """
+
+    def build(function: Callable[..., Any]) -> FunctionTool:
+        return FunctionTool(
+            function,
+            name=name,
+            description=description,
+            parameters=parameters,
+            needs_approval=needs_approval,
+            timeout=timeout,
+            idempotent=idempotent,
+        )
+
+    if handler is not None:
+        return build(handler)
+    return build

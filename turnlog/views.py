@@ -1,0 +1,313 @@
+"""Projection tables and the runner that keeps them following the log.
+
+Every view lives in one table of the log's own database, keyed by
+(view, part, position), next to a tracking row holding the last log
+position folded in. Rows and tracking position are written in one
+transaction, and the tracking row is advanced only from the position this
+runner read (a compare-and-set), so two processes following the same
+database never fold an event twice: the loser rolls back and re-reads.
+
+Reads call :meth:`ProjectionRunner.catch_up` first, so a read made after a
+session reported an event sees at least that event (read-your-writes).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+import msgspec
+
+from turnlog.domain.errors import ReplayError, StoreError
+from turnlog.projections.rows import Projection
+from turnlog.store import Store
+
+logger = logging.getLogger(__name__)
+
+ROWS_TABLE = "turnlog_view_rows"
+TRACKING_TABLE = "turnlog_view_tracking"
+BATCH_SIZE = 1000
+
+_encoder = msgspec.json.Encoder()
+_decoder = msgspec.json.Decoder(dict[str, Any])
+
+
+class _TrackingMoved(Exception):
+    """Another follower advanced a view first; re-read and retry."""
+
+
+class ViewTables:
+    """The SQL behind every view, in either backend's dialect."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        prefix = f"{store.datastore.schema}." if store.is_postgres else ""
+        self.rows = prefix + ROWS_TABLE
+        self.tracking = prefix + TRACKING_TABLE
+        blob = "BYTEA" if store.is_postgres else "BLOB"
+        with store.transaction() as cursor:
+            cursor.execute(
+                f"CREATE TABLE IF NOT EXISTS {self.rows} (view TEXT NOT NULL, "
+                f"part TEXT NOT NULL, pos BIGINT NOT NULL, doc {blob} NOT NULL, "
+                "PRIMARY KEY (view, part, pos))"
+            )
+            cursor.execute(
+                f"CREATE TABLE IF NOT EXISTS {self.tracking} (view TEXT PRIMARY KEY, "
+                "position BIGINT NOT NULL, version INTEGER NOT NULL)"
+            )
+
+    def tracking_of(self, view: str) -> tuple[int, int] | None:
+        """(position, version) of ``view``, or None if it was never built."""
+        with self.store.datastore.transaction(commit=False) as cursor:
+            cursor.execute(
+                self.store.sql(
+                    f"SELECT position, version FROM {self.tracking} WHERE view = ?"
+                ),
+                (view,),
+            )
+            row = cursor.fetchone()
+        if row is None:
+            return None
+        return int(row[0]), int(row[1])
+
+    def reset(self, view: str, version: int) -> None:
+        """Empties ``view`` and sets its tracking to the log's start."""
+        with self.store.transaction() as cursor:
+            cursor.execute(
+                self.store.sql(f"DELETE FROM {self.rows} WHERE view = ?"), (view,)
+            )
+            cursor.execute(
+                self.store.sql(f"DELETE FROM {self.tracking} WHERE view = ?"), (view,)
+            )
+            cursor.execute(
+                self.store.sql(f"INSERT INTO {self.tracking} VALUES (?, ?, ?)"),
+                (view, 0, version),
+            )
+
+    def get(self, view: str, part: str, position: int) -> dict[str, Any] | None:
+        """One document, or None."""
+        with self.store.datastore.transaction(commit=False) as cursor:
+            cursor.execute(
+                self.store.sql(
+                    f"SELECT doc FROM {self.rows} WHERE view = ? AND part = ? "
+                    "AND pos = ?"
+                ),
+                (view, part, position),
+            )
+            row = cursor.fetchone()
+        return None if row is None else _decoder.decode(bytes(_first(row)))
+
+    def range(
+        self,
+        view: str,
+        part: str,
+        *,
+        from_position: int = 0,
+        before: int | None = None,
+        limit: int | None = None,
+        newest_first: bool = False,
+    ) -> list[tuple[int, bytes]]:
+        """(position, raw doc) of a part's documents in a position range."""
+        statement = (
+            f"SELECT pos, doc FROM {self.rows} WHERE view = ? AND part = ? AND pos >= ?"
+        )
+        params: list[Any] = [view, part, from_position]
+        if before is not None:
+            statement += " AND pos < ?"
+            params.append(before)
+        statement += " ORDER BY pos " + ("DESC" if newest_first else "ASC")
+        if limit is not None:
+            statement += " LIMIT ?"
+            params.append(limit)
+        with self.store.datastore.transaction(commit=False) as cursor:
+            cursor.execute(self.store.sql(statement), params)
+            rows = cursor.fetchall()
+        return [(int(_first(row)), bytes(_second(row))) for row in rows]
+
+    def parts(self, view: str) -> list[str]:
+        """Every part (session id) of ``view``."""
+        with self.store.datastore.transaction(commit=False) as cursor:
+            cursor.execute(
+                self.store.sql(
+                    f"SELECT DISTINCT part FROM {self.rows} "
+                    "WHERE view = ? ORDER BY part"
+                ),
+                (view,),
+            )
+            return [str(_first(row)) for row in cursor.fetchall()]
+
+    def commit(
+        self,
+        view: str,
+        writes: dict[tuple[str, int], dict[str, Any]],
+        from_position: int,
+        to_position: int,
+    ) -> None:
+        """Writes ``writes`` and moves the tracking row, in one transaction."""
+        upsert = self.store.sql(
+            f"INSERT INTO {self.rows} VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (view, part, pos) DO UPDATE SET doc = excluded.doc"
+        )
+        advance = self.store.sql(
+            f"UPDATE {self.tracking} SET position = ? WHERE view = ? AND position = ?"
+        )
+        with self.store.transaction() as cursor:
+            cursor.execute(advance, (to_position, view, from_position))
+            if _rowcount(cursor) != 1:
+                raise _TrackingMoved(view)
+            params = [
+                (view, part, position, _encoder.encode(doc))
+                for (part, position), doc in writes.items()
+            ]
+            if params:
+                cursor.executemany(upsert, params)
+
+
+def _rowcount(cursor: Any) -> int:
+    inner = getattr(cursor, "sqlite_cursor", cursor)
+    return int(inner.rowcount)
+
+
+def _first(row: Any) -> Any:
+    return row[0] if not isinstance(row, dict) else next(iter(row.values()))
+
+
+def _second(row: Any) -> Any:
+    return row[1] if not isinstance(row, dict) else list(row.values())[1]
+
+
+class _Unit:
+    """The documents one batch of one view reads and writes."""
+
+    def __init__(self, tables: ViewTables, view: str) -> None:
+        self.tables = tables
+        self.view = view
+        self.writes: dict[tuple[str, int], dict[str, Any]] = {}
+
+    def get(self, part: str, position: int) -> dict[str, Any] | None:
+        key = (part, position)
+        if key in self.writes:
+            return self.writes[key]
+        return self.tables.get(self.view, part, position)
+
+    def put(self, part: str, position: int, doc: dict[str, Any]) -> None:
+        self.writes[(part, position)] = doc
+
+
+class ProjectionRunner:
+    """Folds new log entries into every view, exactly once.
+
+    ``catch_up`` is safe to call from any thread; a background follower
+    thread (``start``) calls it whenever this process saves.
+    """
+
+    def __init__(self, store: Store, projections: Sequence[Projection]) -> None:
+        self.store = store
+        self.tables = ViewTables(store)
+        self.projections = list(projections)
+        self._lock = threading.Lock()
+        self._positions: dict[str, int] = {}
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.failure: ReplayError | None = None
+        for projection in self.projections:
+            self._positions[projection.name] = self._load_position(projection)
+
+    def _load_position(self, projection: Projection) -> int:
+        tracking = self.tables.tracking_of(projection.name)
+        if tracking is None or tracking[1] != projection.version:
+            self.tables.reset(projection.name, projection.version)
+            return 0
+        return tracking[0]
+
+    def position(self, name: str) -> int:
+        """The last log position folded into view ``name``."""
+        return self._positions[name]
+
+    def catch_up(self) -> int:
+        """Folds everything the log holds now; returns the position reached."""
+        if self.failure is not None:
+            raise self.failure
+        with self._lock:
+            while True:
+                try:
+                    return self._catch_up_locked()
+                except _TrackingMoved:
+                    for projection in self.projections:
+                        self._positions[projection.name] = self._load_position(
+                            projection
+                        )
+
+    def _catch_up_locked(self) -> int:
+        start = min(self._positions.values(), default=0) + 1
+        while True:
+            batch = self.store.notifications(start, BATCH_SIZE)
+            if not batch:
+                return start - 1
+            units = {p.name: _Unit(self.tables, p.name) for p in self.projections}
+            for notification in batch:
+                try:
+                    event = self.store.decode(notification)
+                except Exception as error:  # noqa: BLE001 - a poison entry stops the view, named
+                    self._fail(notification.id, notification.topic, "decode", error)
+                for projection in self.projections:
+                    if notification.id <= self._positions[projection.name]:
+                        continue
+                    try:
+                        projection.fold(units[projection.name], notification, event)
+                    except Exception as error:  # noqa: BLE001 - as above
+                        self._fail(
+                            notification.id, notification.topic, projection.name, error
+                        )
+            last = batch[-1].id
+            for projection in self.projections:
+                name = projection.name
+                if self._positions[name] >= last:
+                    continue
+                self.tables.commit(
+                    name, units[name].writes, self._positions[name], last
+                )
+                self._positions[name] = last
+            start = last + 1
+
+    def _fail(self, position: int, topic: str, view: str, error: Exception) -> NoReturn:
+        failure = ReplayError(
+            f"view {view!r} cannot fold log entry {position} ({topic}): {error}"
+        )
+        self.failure = failure
+        raise failure from error
+
+    # -- the live follower ------------------------------------------------------
+
+    def notify(self, *_: object) -> None:
+        """Wakes the follower (called after every save in this process)."""
+        self._wake.set()
+
+    def start(self) -> None:
+        """Starts the background follower thread."""
+        self._thread = threading.Thread(
+            target=self._follow, name="turnlog-projections", daemon=True
+        )
+        self._thread.start()
+
+    def _follow(self) -> None:
+        while not self._stopping.is_set():
+            self._wake.wait()
+            self._wake.clear()
+            if self._stopping.is_set():
+                return
+            try:
+                self.catch_up()
+            except (ReplayError, StoreError):
+                logger.exception("projection follower stopped")
+                return
+
+    def stop(self) -> None:
+        """Stops the follower after its current batch."""
+        self._stopping.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
