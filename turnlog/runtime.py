@@ -128,10 +128,12 @@ class Runtime:
             msg = "run_config must be a turnlog.RunConfig"
             raise InvalidInputError(msg)
         config = run_config or self.run_config
-        chosen = (
-            session_id or config.session_id or f"session-{new_submission_id()[:12]}"
-        )
-        check_session_id(chosen)
+        if session_id is not None:
+            chosen = check_session_id(session_id)
+        elif config.session_id is not None:
+            chosen = check_session_id(config.session_id)
+        else:
+            chosen = f"session-{new_submission_id()[:12]}"
         if shared_state is not None and not isinstance(shared_state, dict):
             msg = "shared_state must be a dict"
             raise InvalidInputError(msg)

@@ -173,12 +173,14 @@ class Store:
         env = parse_store_url(url)
         self.is_postgres = env["PERSISTENCE_MODULE"].endswith("postgres")
         self.location = describe_url(url, env)
-        if not self.is_postgres:
-            _prepare_sqlite_file(env["SQLITE_DBNAME"])
         try:
+            if self.is_postgres:
+                _prepare_postgres_schema(env)
+            else:
+                _prepare_sqlite_file(env["SQLITE_DBNAME"])
             self._app = _TurnlogApplication(env)
             self._check_meta()
-        except (PersistenceError, sqlite3.Error, OSError) as error:
+        except (PersistenceError, sqlite3.Error, OSError, ImportError) as error:
             raise _as_store_error(error, self.location) from error
         self._closed = False
         self._close_lock = threading.Lock()
@@ -333,6 +335,31 @@ def _prepare_sqlite_file(name: str) -> None:
     if tables and _META_TABLE not in tables:
         msg = f"{path} is not a turnlog log (it is another application's database)"
         raise NotATurnlogStoreError(msg)
+
+
+def _prepare_postgres_schema(env: dict[str, str]) -> None:
+    """Creates the schema a URL names, unless table creation is off."""
+    schema = env.get("POSTGRES_SCHEMA")
+    if not schema or env.get("CREATE_TABLE") == "no":
+        return
+    import psycopg  # noqa: PLC0415 - only PostgreSQL users need it loaded
+    from psycopg import sql  # noqa: PLC0415
+
+    try:
+        with psycopg.connect(
+            dbname=env["POSTGRES_DBNAME"],
+            host=env["POSTGRES_HOST"],
+            port=env["POSTGRES_PORT"],
+            user=env["POSTGRES_USER"],
+            password=env["POSTGRES_PASSWORD"] or None,
+            connect_timeout=int(env["POSTGRES_CONNECT_TIMEOUT"]),
+            autocommit=True,
+        ) as connection:
+            statement = sql.SQL("CREATE SCHEMA IF NOT EXISTS {}")
+            connection.execute(statement.format(sql.Identifier(schema)))
+    except psycopg.Error as error:
+        msg = f"cannot prepare PostgreSQL schema {schema!r}: {error}"
+        raise StoreError(msg) from error
 
 
 def _as_store_error(error: BaseException, location: str) -> StoreError:

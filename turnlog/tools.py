@@ -153,6 +153,10 @@ class FunctionTool:
                     return ToolResult("arguments must be a JSON object", is_error=True)
                 kwargs = parsed
         except pydantic.ValidationError as error:
+            invalid_json = [e for e in error.errors() if e["type"] == "json_invalid"]
+            if invalid_json:
+                detail = invalid_json[0]["msg"]
+                return ToolResult(f"arguments are not valid JSON: {detail}", True)
             problems = "; ".join(
                 f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
                 for e in error.errors()

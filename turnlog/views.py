@@ -70,7 +70,8 @@ class ViewTables:
             row = cursor.fetchone()
         if row is None:
             return None
-        return int(row[0]), int(row[1])
+        position, version = _values(row)
+        return int(position), int(version)
 
     def reset(self, view: str, version: int) -> None:
         """Empties ``view`` and sets its tracking to the log's start."""
@@ -97,7 +98,7 @@ class ViewTables:
                 (view, part, position),
             )
             row = cursor.fetchone()
-        return None if row is None else _decoder.decode(bytes(_first(row)))
+        return None if row is None else _decoder.decode(bytes(_values(row)[0]))
 
     def range(
         self,
@@ -124,7 +125,7 @@ class ViewTables:
         with self.store.datastore.transaction(commit=False) as cursor:
             cursor.execute(self.store.sql(statement), params)
             rows = cursor.fetchall()
-        return [(int(_first(row)), bytes(_second(row))) for row in rows]
+        return [(int(pos), bytes(doc)) for pos, doc in map(_values, rows)]
 
     def parts(self, view: str) -> list[str]:
         """Every part (session id) of ``view``."""
@@ -136,7 +137,7 @@ class ViewTables:
                 ),
                 (view,),
             )
-            return [str(_first(row)) for row in cursor.fetchall()]
+            return [str(_values(row)[0]) for row in cursor.fetchall()]
 
     def commit(
         self,
@@ -170,12 +171,9 @@ def _rowcount(cursor: Any) -> int:
     return int(inner.rowcount)
 
 
-def _first(row: Any) -> Any:
-    return row[0] if not isinstance(row, dict) else next(iter(row.values()))
-
-
-def _second(row: Any) -> Any:
-    return row[1] if not isinstance(row, dict) else list(row.values())[1]
+def _values(row: Any) -> tuple[Any, ...]:
+    """A result row as a tuple (psycopg's rows here are dicts)."""
+    return tuple(row.values()) if isinstance(row, dict) else tuple(row)
 
 
 class _Unit:

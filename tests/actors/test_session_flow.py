@@ -1,0 +1,239 @@
+"""The SessionActor's promises, observed through the public API.
+
+- events are durable before their EventMsg is delivered;
+- a read after an event was delivered sees it (read-your-writes);
+- the live stream minus transient events equals the replay of the log;
+- the protocol face queues input that arrives while a turn runs;
+- an interrupt ends the running turn at once and the session goes on;
+- a slow subscriber is told what it missed and never stalls the session.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from turnlog import (
+    Agent,
+    ApprovalDecision,
+    EventsMissed,
+    RunConfig,
+    RunEvent,
+    RunFinished,
+    Runtime,
+    ScriptedModel,
+    UserInput,
+    calls,
+    function_tool,
+    tool_call,
+)
+from turnlog.domain import protocol as p
+from turnlog.testing import HeldModel, wait_for
+
+
+@pytest.fixture
+def rt(store_url: str):
+    runtime = Runtime.open(store_url)
+    yield runtime
+    runtime.close()
+
+
+@function_tool
+def lookup(key: str) -> str:
+    """Looks a key up."""
+    return f"value of {key}"
+
+
+def tool_model(answer: str = "done") -> ScriptedModel:
+    return ScriptedModel([calls(tool_call("lookup", {"key": "k"})), answer])
+
+
+def test_every_event_is_durable_before_it_is_delivered(rt: Runtime) -> None:
+    session = rt.create_session(
+        Agent("a", model=tool_model(), tools=[lookup]), session_id="d"
+    )
+    subscription = session.subscribe()
+    checked: list[tuple[int, int]] = []
+
+    def watch() -> None:
+        for item in subscription:
+            if isinstance(item, RunEvent):
+                checked.append((item.event.sequence, rt.store.max_position()))
+            if isinstance(item, RunFinished):
+                return
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    session.prompt("go", timeout=10)
+    watcher.join(10)
+    assert len(checked) > 5
+    assert all(sequence <= durable for sequence, durable in checked)
+
+
+def test_a_read_after_an_event_sees_that_event(rt: Runtime) -> None:
+    session = rt.create_session(
+        Agent("a", model=tool_model(), tools=[lookup]), session_id="r"
+    )
+    subscription = session.subscribe()
+    held = threading.Event()
+
+    def reader() -> None:
+        wait_for(subscription, lambda m: isinstance(m, p.ToolCallEnd))
+        checkpoint = rt.checkpoints.load("r")
+        assert checkpoint is not None
+        outputs = [
+            i["output"]
+            for i in checkpoint.context
+            if i["type"] == "function_call_output"
+        ]
+        assert outputs == ["value of k"]
+        held.set()
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    session.prompt("go", timeout=10)
+    thread.join(10)
+    assert held.is_set()
+
+
+def test_the_live_stream_equals_the_replay_of_the_log(rt: Runtime) -> None:
+    agent = Agent("a", model=tool_model("first"), tools=[lookup])
+    session = rt.create_session(agent, session_id="live")
+    subscription = session.subscribe()
+    session.prompt("one", timeout=10)
+    session.update_shared_state(mood="good")
+    live = [i.event for i in subscription.drain() if isinstance(i, RunEvent)]
+    live = [event for event in live if not event.transient]
+    replayed = rt.replay_events("live")
+    # the replay also holds what happened before this subscription began
+    assert replayed[-len(live) :] == live
+    assert isinstance(replayed[0].msg, p.SessionConfigured)
+    assert isinstance(live[-1].msg, p.SharedStateChanged)
+
+
+def test_input_submitted_while_a_turn_runs_is_queued_and_runs_next(rt: Runtime) -> None:
+    held = HeldModel(ScriptedModel(["answer one", "answer two"]))
+    handle = rt.create_agent(Agent("a", model=held), session_id="q")
+    first = handle.submit(UserInput("one"))
+    assert held.entered.wait(10)
+    second = handle.submit(UserInput("two"))
+    held.release()
+    completed: list[tuple[str | None, str | None]] = []
+    while len(completed) < 2:
+        event = handle.next_event(timeout=10)
+        if isinstance(event.msg, p.TurnComplete):
+            completed.append((event.submission_id, event.msg.last_agent_message))
+    assert completed == [(first, "answer one"), (second, "answer two")]
+    assert [m.content for m in handle.session.messages()] == [
+        "one",
+        "answer one",
+        "two",
+        "answer two",
+    ]
+    handle.close()
+
+
+def test_an_interrupt_ends_the_running_turn_and_cancels_the_model_call(
+    rt: Runtime,
+) -> None:
+    held = HeldModel(ScriptedModel(["never seen", "after"]), hold_all=True)
+    handle = rt.create_agent(Agent("a", model=held), session_id="i")
+    handle.submit(UserInput("long task"))
+    started = wait_next(handle, p.TurnStarted)
+    assert held.entered.wait(10)
+    handle.submit(p.Interrupt(started.msg.turn_id))
+    aborted = wait_next(handle, p.TurnAborted)
+    assert (aborted.msg.reason, aborted.msg.failed) == ("interrupted", False)
+    assert held.cancelled.wait(10)
+    held.hold_all = False
+    held.release()
+    assert handle.session.prompt("next", timeout=10).final_output == "never seen"
+    handle.close()
+
+
+def wait_next(handle, kind):
+    while True:
+        event = handle.next_event(timeout=10)
+        if isinstance(event.msg, kind):
+            return event
+
+
+def test_a_slow_subscriber_is_told_how_many_events_it_missed(rt: Runtime) -> None:
+    session = rt.create_session(
+        Agent("a", model=ScriptedModel(["one", "two"])), session_id="slow"
+    )
+    slow = session.subscribe(buffer=2)
+    session.prompt("first", timeout=10)
+    kept = slow.drain()
+    assert len(kept) == 2
+    session.prompt("second", timeout=10)
+    after = slow.drain()
+    assert isinstance(after[0], EventsMissed)
+    # the first run offered 9 items (RunStarted, 7 RunEvents, RunFinished)
+    assert after[0].count == 9 - len(kept)
+    assert session.latest_run().final_output == "two"
+
+
+def test_approval_policy_ask_waits_for_the_caller_and_records_the_decision(
+    store_url: str,
+) -> None:
+    @function_tool(needs_approval=True)
+    def deploy(target: str) -> str:
+        """Deploys."""
+        return f"deployed {target}"
+
+    model = ScriptedModel([calls(tool_call("deploy", {"target": "prod"})), "shipped"])
+    with Runtime.open(store_url, run_config=RunConfig(approval_policy="ask")) as rt:
+        session = rt.create_session(
+            Agent("a", model=model, tools=[deploy]), session_id="ap"
+        )
+        subscription = session.subscribe()
+        results = []
+        worker = threading.Thread(
+            target=lambda: results.append(session.prompt("go", timeout=10))
+        )
+        worker.start()
+        request, _ = wait_for(subscription, lambda m: isinstance(m, p.ApprovalRequest))
+        checkpoint = rt.checkpoints.load("ap")
+        assert checkpoint.pending_approval["name"] == "deploy"
+        session.approve(request.event.msg.request_id, ApprovalDecision.allow())
+        worker.join(10)
+        assert results[0].final_output == "shipped"
+        decided = [
+            e.msg
+            for e in rt.replay_events("ap")
+            if isinstance(e.msg, p.ApprovalResolved)
+        ]
+        assert [(d.decision, d.decided_by) for d in decided] == [("allow", "user")]
+        assert rt.checkpoints.load("ap").pending_approval is None
+        with pytest.raises(Exception, match="not pending"):
+            session.approve(request.event.msg.request_id, ApprovalDecision.allow())
+
+
+@pytest.mark.parametrize(
+    ("policy", "expected"), [("allow", "deployed prod"), ("deny", None)]
+)
+def test_approval_policies_allow_and_deny_decide_without_asking(
+    sqlite_url: str, policy: str, expected: str | None
+) -> None:
+    @function_tool(needs_approval=True)
+    def deploy(target: str) -> str:
+        """Deploys."""
+        return f"deployed {target}"
+
+    model = ScriptedModel([calls(tool_call("deploy", {"target": "prod"})), "ok"])
+    with Runtime.open(sqlite_url, run_config=RunConfig(approval_policy=policy)) as rt:
+        session = rt.create_session(
+            Agent("a", model=model, tools=[deploy]), session_id="p"
+        )
+        session.prompt("go", timeout=10)
+        outputs = [
+            i["output"]
+            for i in model.requests[1].items
+            if i["type"] == "function_call_output"
+        ]
+        if expected is None:
+            assert outputs == ["the user did not approve this call (deny)"]
+        else:
+            assert outputs == [expected]

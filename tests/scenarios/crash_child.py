@@ -1,0 +1,44 @@
+"""A turnlog process for crash tests: the parent SIGKILLs it mid-flight.
+
+Usage: python crash_child.py STORE_URL SESSION_ID MODE
+  between-turns  run one turn to the end, print DONE, wait to be killed
+  in-tool        start a turn whose tool prints TOOL STARTED and blocks
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+
+from turnlog import Agent, Runtime, ScriptedModel, calls, function_tool, tool_call
+
+never = threading.Event()
+
+
+@function_tool
+def write_file(path: str) -> str:
+    """Pretends to write a file; blocks so the process can be killed mid-call."""
+    print("TOOL STARTED", path, flush=True)
+    never.wait()
+    return "written"
+
+
+def main() -> None:
+    url, session_id, mode = sys.argv[1:4]
+    rt = Runtime.open(url)
+    if mode == "between-turns":
+        agent = Agent("assistant", model=ScriptedModel(["first answer"]))
+        session = rt.create_session(agent, session_id=session_id)
+        session.prompt("first question", timeout=30)
+        print("DONE", flush=True)
+    elif mode == "in-tool":
+        model = ScriptedModel([calls(tool_call("write_file", {"path": "a.txt"}))])
+        agent = Agent("assistant", model=model, tools=[write_file])
+        session = rt.create_session(agent, session_id=session_id)
+        session.follow_up("this follow-up is only in memory")
+        session.prompt("write the file", timeout=30)
+    never.wait()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,110 @@
+"""SIGKILL at the worst moments, with real processes, then reopen.
+
+The promise (README, "Durability"): with the SQLite file store, every event
+a session reported is on disk; a process killed at any point loses nothing
+that was reported, and a turn it cut off is closed when the session is
+opened again, with any tool call it was running marked as interrupted
+(outcome unknown) and not run again.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from turnlog import Agent, Message, Runtime, ScriptedModel, function_tool
+
+CHILD = Path(__file__).with_name("crash_child.py")
+
+pytestmark = pytest.mark.subprocess
+
+
+def run_child_until(url: str, session_id: str, mode: str, marker: str) -> None:
+    """Starts the child, waits for ``marker`` on its stdout, then SIGKILLs it."""
+    with subprocess.Popen(
+        [sys.executable, str(CHILD), url, session_id, mode],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as proc:
+        assert proc.stdout is not None
+        assert proc.stderr is not None
+        try:
+            for line in proc.stdout:
+                if line.startswith(marker):
+                    break
+            else:
+                pytest.fail(f"child exited early ({proc.wait()}): {proc.stderr.read()}")
+            os.kill(proc.pid, signal.SIGKILL)
+        finally:
+            proc.kill()
+            proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+
+
+def test_a_session_killed_between_turns_reopens_and_continues(sqlite_url: str) -> None:
+    run_child_until(sqlite_url, "crashy", "between-turns", "DONE")
+    model = ScriptedModel(["second answer"])
+    with Runtime.open(sqlite_url) as rt:
+        session = rt.create_session(
+            Agent("assistant", model=model), session_id="crashy"
+        )
+        assert session.messages() == [
+            Message.user("first question"),
+            Message.assistant("first answer"),
+        ]
+        result = session.prompt("second question", timeout=10)
+        assert result.final_output == "second answer"
+        assert [m.content for m in session.messages()] == [
+            "first question",
+            "first answer",
+            "second question",
+            "second answer",
+        ]
+        assert [i["content"] for i in model.requests[0].items][:2] == [
+            "first question",
+            "first answer",
+        ]
+
+
+def test_a_tool_cut_off_by_a_kill_is_closed_as_interrupted_and_not_rerun(
+    sqlite_url: str,
+) -> None:
+    run_child_until(sqlite_url, "mid-tool", "in-tool", "TOOL STARTED")
+    runs: list[str] = []
+
+    @function_tool
+    def write_file(path: str) -> str:
+        """Would write a file; must not be called again after the crash."""
+        runs.append(path)
+        return "written"
+
+    model = ScriptedModel(["recovered"])
+    agent = Agent("assistant", model=model, tools=[write_file])
+    with Runtime.open(sqlite_url) as rt:
+        session = rt.create_session(agent, session_id="mid-tool")
+        checkpoint = rt.checkpoints.load("mid-tool")
+        assert checkpoint is not None
+        assert checkpoint.running_turn is None
+        outputs = [i for i in checkpoint.context if i["type"] == "function_call_output"]
+        assert [o["output"] for o in outputs] == ["interrupted; outcome unknown"]
+        replayed = [type(e.msg).__name__ for e in rt.replay_events("mid-tool")]
+        assert replayed[-2:] == ["ToolCallEnd", "TurnAborted"]
+        # queued follow-ups lived only in the killed process's memory
+        assert (
+            Message.user("this follow-up is only in memory") not in session.messages()
+        )
+
+        result = session.prompt("carry on", timeout=10)
+        assert result.final_output == "recovered"
+        assert runs == []
+        # the next request answers the cut-off call, so the context is valid
+        sent = model.requests[0].items
+        call = next(i for i in sent if i["type"] == "function_call")
+        answer = next(i for i in sent if i["type"] == "function_call_output")
+        assert answer["call_id"] == call["call_id"]

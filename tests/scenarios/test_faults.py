@@ -1,0 +1,194 @@
+"""Bad input and faults: each is a clear error or an error output to the
+model, recorded (or not) exactly as promised, and the session goes on."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from turnlog import (
+    Agent,
+    InvalidInputError,
+    ModelResponse,
+    NotATurnlogStoreError,
+    Runtime,
+    ScriptedModel,
+    SessionBusyError,
+    StoreURLError,
+    calls,
+    function_tool,
+    tool_call,
+)
+from turnlog.testing import HeldModel
+
+
+@pytest.fixture
+def rt(sqlite_url: str):
+    runtime = Runtime.open(sqlite_url)
+    yield runtime
+    runtime.close()
+
+
+def outputs_sent(model: ScriptedModel, request: int) -> list[str]:
+    return [
+        i["output"]
+        for i in model.requests[request].items
+        if i["type"] == "function_call_output"
+    ]
+
+
+def test_a_prompt_while_a_turn_runs_is_refused_and_records_nothing(rt: Runtime) -> None:
+    held = HeldModel(ScriptedModel(["first", "second"]))
+    session = rt.create_session(Agent("a", model=held), session_id="busy")
+    done = threading.Event()
+    results = []
+    worker = threading.Thread(
+        target=lambda: (results.append(session.prompt("one", timeout=10)), done.set())
+    )
+    worker.start()
+    assert held.entered.wait(10)
+    position = rt.store.max_position()
+    with pytest.raises(SessionBusyError):
+        session.prompt("two", timeout=10)
+    assert rt.store.max_position() == position
+    held.release()
+    worker.join(10)
+    assert results[0].final_output == "first"
+    assert session.prompt("two", timeout=10).final_output == "second"
+    assert [m.content for m in session.messages()] == ["one", "first", "two", "second"]
+
+
+def test_a_raising_tool_becomes_an_error_output_for_the_model(rt: Runtime) -> None:
+    @function_tool
+    def explode(reason: str) -> str:
+        """Always fails."""
+        raise ValueError(reason)
+
+    model = ScriptedModel(
+        [calls(tool_call("explode", {"reason": "boom"})), "recovered"]
+    )
+    session = rt.create_session(
+        Agent("a", model=model, tools=[explode]), session_id="t"
+    )
+    result = session.prompt("go", timeout=10)
+    assert result.status == "completed"
+    assert result.final_output == "recovered"
+    assert outputs_sent(model, 1) == ["explode failed: ValueError: boom"]
+    ends = [
+        e.msg for e in rt.replay_events("t") if type(e.msg).__name__ == "ToolCallEnd"
+    ]
+    assert [(e.name, e.is_error) for e in ends] == [("explode", True)]
+
+
+def test_a_call_to_a_tool_that_does_not_exist_is_answered_with_an_error(
+    rt: Runtime,
+) -> None:
+    @function_tool
+    def real(x: int) -> int:
+        """Doubles."""
+        return 2 * x
+
+    model = ScriptedModel(
+        [calls(tool_call("imaginary", {}), tool_call("real", {"x": 2})), "ok"]
+    )
+    session = rt.create_session(Agent("a", model=model, tools=[real]), session_id="t")
+    assert session.prompt("go", timeout=10).final_output == "ok"
+    assert sorted(outputs_sent(model, 1)) == [
+        "4",
+        "unknown tool 'imaginary'; available tools: real",
+    ]
+
+
+def test_arguments_that_fail_validation_never_reach_the_handler(rt: Runtime) -> None:
+    seen: list[int] = []
+
+    @function_tool
+    def double(x: int) -> int:
+        """Doubles."""
+        seen.append(x)
+        return 2 * x
+
+    bad = tool_call("double", {"x": "not a number"})
+    broken = dict(tool_call("double"), arguments="{not json")
+    model = ScriptedModel([calls(bad, broken), "ok"])
+    session = rt.create_session(Agent("a", model=model, tools=[double]), session_id="t")
+    session.prompt("go", timeout=10)
+    assert seen == []
+    outputs = outputs_sent(model, 1)
+    assert any("invalid arguments for double: x:" in o for o in outputs)
+    assert any("arguments are not valid JSON" in o for o in outputs)
+
+
+def test_a_model_failure_aborts_the_turn_as_failed_and_the_session_goes_on(
+    rt: Runtime,
+) -> None:
+    model = ScriptedModel([RuntimeError("connection reset"), "fine now"])
+    session = rt.create_session(Agent("a", model=model), session_id="t")
+    failed = session.prompt("first", timeout=10)
+    assert failed.status == "failed"
+    assert "connection reset" in (failed.error or "")
+    assert session.prompt("second", timeout=10).final_output == "fine now"
+    names = [type(e.msg).__name__ for e in rt.replay_events("t")]
+    assert names.count("ModelStepFailed") == 1
+    assert names.count("TurnAborted") == 1
+    assert names.count("TurnComplete") == 1
+
+
+def test_a_malformed_model_response_is_refused_not_stored(rt: Runtime) -> None:
+    garbage = ModelResponse(({"type": "function_call", "name": 7},))
+    model = ScriptedModel([garbage, "ok"])
+    session = rt.create_session(Agent("a", model=model), session_id="t")
+    result = session.prompt("go", timeout=10)
+    assert result.status == "failed"
+    assert "function_call output item 0 needs a string 'call_id'" in (
+        result.error or ""
+    )
+    assert all(type(e.msg).__name__ != "ToolCallBegin" for e in rt.replay_events("t"))
+    assert session.prompt("again", timeout=10).final_output == "ok"
+
+
+def test_a_bad_store_url_or_a_foreign_file_is_refused_by_runtime_open(
+    tmp_path: Path,
+) -> None:
+    with pytest.raises(StoreURLError):
+        Runtime.open("mysql://localhost/db")
+    foreign = tmp_path / "foreign.sqlite3"
+    foreign.write_text("hello")
+    with pytest.raises(NotATurnlogStoreError):
+        Runtime.open(f"sqlite:///{foreign}")
+    assert foreign.read_text() == "hello"
+
+
+@pytest.mark.parametrize(
+    ("call", "complaint"),
+    [
+        (lambda s: s.prompt(42), "input text must be a str"),
+        (lambda s: s.prompt("x", attachments="file.txt"), "attachments"),
+        (lambda s: s.follow_up(None), "input text must be a str"),
+        (lambda s: s.approve("nope", "allow"), "not pending"),
+        (lambda s: s.approve(3, "allow"), "request_id must be a str"),
+        (lambda s: s.approve("r", "yes please"), "decision must be"),
+        (lambda s: s.interrupt(), "no running turn"),
+    ],
+)
+def test_wrong_calls_raise_clear_errors_and_record_nothing(
+    rt: Runtime, call, complaint: str
+) -> None:
+    session = rt.create_session(
+        Agent("a", model=ScriptedModel(["still works"])), session_id="t"
+    )
+    position = rt.store.max_position()
+    with pytest.raises(Exception, match=complaint) as raised:
+        call(session)
+    assert isinstance(raised.value, InvalidInputError | type(raised.value))
+    assert rt.store.max_position() == position
+    assert session.prompt("hello", timeout=10).final_output == "still works"
+
+
+@pytest.mark.parametrize("session_id", ["", "x" * 201, "bad\nid", 7])
+def test_bad_session_ids_are_refused(rt: Runtime, session_id) -> None:
+    with pytest.raises(InvalidInputError):
+        rt.create_session(Agent("a", model=ScriptedModel()), session_id=session_id)
+    assert rt.store.max_position() == 0
