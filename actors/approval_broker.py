@@ -19,6 +19,7 @@ import logging
 from typing import Any
 
 import pykka
+
 from turnlog.actors.messages import (
     ApprovalSettled,
     AskApproval,

@@ -12,6 +12,7 @@ import concurrent.futures
 from typing import Any
 
 import msgspec
+
 from turnlog.domain.model import ModelRequest, ModelResponse
 from turnlog.domain.protocol import Op
 
@@ -110,29 +111,19 @@ class CancelTurn(msgspec.Struct, frozen=True):
     """The turn ended: cancel whatever is in flight and stop."""
 
 
-class ModelReturned(msgspec.Struct, frozen=True):
-    step: int
-    future: concurrent.futures.Future[ModelResponse]
-
-
 # --- the ToolExecutor ---------------------------------------------------------
 
 
 class RunTool(msgspec.Struct, frozen=True):
-    """Run one tool call and tell ``reply_to`` a ToolReturned."""
+    """Run one tool call and tell ``reply_to`` a ToolFinished for ``turn``."""
 
     key: str
+    turn: int
     call_id: str
     tool: Any
     arguments: str
     context: dict[str, Any]
     reply_to: Any
-
-
-class ToolReturned(msgspec.Struct, frozen=True):
-    call_id: str
-    output: str
-    is_error: bool
 
 
 class CancelTools(msgspec.Struct, frozen=True):

@@ -24,6 +24,7 @@ from typing import Any
 
 import msgspec
 import pykka
+
 from turnlog.actors.contracts import AgentDefinition
 from turnlog.actors.io_loop import IoLoop
 from turnlog.actors.messages import (
@@ -142,6 +143,7 @@ class SessionActor(pykka.ThreadingActor):
         self._latest_run: RunResult | None = None
         self._turn_actor: pykka.ActorRef[Any] | None = None
         self._close_when_idle = False
+        self._tool_specs = tuple(tool.spec for tool in agent.tools_by_name.values())
 
     # -- dispatch ------------------------------------------------------------
 
@@ -367,7 +369,7 @@ class SessionActor(pykka.ThreadingActor):
         request = ModelRequest(
             instructions=self._agent.instructions,
             items=tuple(self._context),
-            tools=tuple(tool.spec for tool in self._agent.tools_by_name.values()),
+            tools=self._tool_specs,
             route=self._session.model_route,
             session_id=self._session_id,
             turn_id=str(turn.id),

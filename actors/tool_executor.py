@@ -18,12 +18,13 @@ from collections import deque
 from typing import Any
 
 import pykka
+
 from turnlog.actors.io_loop import IoLoop
 from turnlog.actors.messages import (
     CancelTools,
     RunTool,
     ToolDone,
-    ToolReturned,
+    ToolFinished,
     ToolTimedOut,
 )
 
@@ -116,7 +117,10 @@ class ToolExecutorActor(pykka.ThreadingActor):
     def _finish(self, call: _Call, output: str, is_error: bool) -> None:
         if call.timer is not None:
             call.timer.cancel()
-        call.request.reply_to.tell(ToolReturned(call.request.call_id, output, is_error))
+        request = call.request
+        request.reply_to.tell(
+            ToolFinished(request.turn, request.call_id, output, is_error)
+        )
 
     def on_stop(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 import msgspec
+
 from turnlog.domain.errors import InvalidInputError
 
 DecisionKind = Literal["allow", "allow_session", "deny", "abort"]

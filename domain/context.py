@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import msgspec
+
 from turnlog.domain.model import Item, function_call_output, user_message
 from turnlog.domain.turn import (
     HookContextAdded,

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import msgspec
+
 from turnlog.domain.errors import ProviderError
 
 Item = dict[str, Any]

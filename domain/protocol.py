@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import msgspec
+
 from turnlog.domain import session as s
 from turnlog.domain import turn as t
 from turnlog.domain.model import final_text

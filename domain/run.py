@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import msgspec
+
 from turnlog.domain.protocol import Event
 
 RunStatus = Literal["completed", "failed", "aborted"]

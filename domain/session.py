@@ -17,6 +17,7 @@ import uuid
 from typing import Any
 
 from eventsourcing.domain import Aggregate
+
 from turnlog.domain.errors import (
     InvalidInputError,
     InvariantViolation,

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from eventsourcing.domain import Aggregate
+
 from turnlog.domain.errors import InvalidInputError, InvariantViolation
 from turnlog.domain.events import TurnlogCreated, TurnlogEvent, register_stable_topic
 from turnlog.domain.ids import turn_uuid

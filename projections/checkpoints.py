@@ -12,6 +12,7 @@ from typing import Any
 
 import msgspec
 from eventsourcing.persistence import Notification
+
 from turnlog.domain import session as s
 from turnlog.domain import turn as t
 from turnlog.projections.rows import Rows

@@ -13,6 +13,7 @@ from typing import Any
 
 import msgspec
 from eventsourcing.persistence import Notification
+
 from turnlog.projections.rows import Rows
 
 

@@ -29,6 +29,8 @@ logger = logging.getLogger(__name__)
 ROWS_TABLE = "turnlog_view_rows"
 TRACKING_TABLE = "turnlog_view_tracking"
 BATCH_SIZE = 1000
+FOLLOW_INTERVAL = 0.2
+"""Seconds the live follower gathers new events before committing them."""
 
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder(dict[str, Any])
@@ -210,6 +212,7 @@ class ProjectionRunner:
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
+        self.follow_interval = FOLLOW_INTERVAL
         self.failure: ReplayError | None = None
         for projection in self.projections:
             self._positions[projection.name] = self._load_position(projection)
@@ -225,24 +228,29 @@ class ProjectionRunner:
         """The last log position folded into view ``name``."""
         return self._positions[name]
 
-    def catch_up(self) -> int:
-        """Folds everything the log holds now; returns the position reached."""
+    def catch_up(self, until: int | None = None) -> int:
+        """Folds what the log holds now (up to ``until``); returns the position.
+
+        Each batch of up to BATCH_SIZE entries is one transaction per view,
+        so an interrupted catch-up resumes after the last committed batch.
+        """
         if self.failure is not None:
             raise self.failure
         with self._lock:
             while True:
                 try:
-                    return self._catch_up_locked()
+                    return self._catch_up_locked(until)
                 except _TrackingMoved:
                     for projection in self.projections:
                         self._positions[projection.name] = self._load_position(
                             projection
                         )
 
-    def _catch_up_locked(self) -> int:
+    def _catch_up_locked(self, until: int | None) -> int:
         start = min(self._positions.values(), default=0) + 1
         while True:
-            batch = self.store.notifications(start, BATCH_SIZE)
+            limit = BATCH_SIZE if until is None else min(BATCH_SIZE, until - start + 1)
+            batch = self.store.notifications(start, limit) if limit > 0 else []
             if not batch:
                 return start - 1
             units = {p.name: _Unit(self.tables, p.name) for p in self.projections}
@@ -302,6 +310,11 @@ class ProjectionRunner:
             except (ReplayError, StoreError):
                 logger.exception("projection follower stopped")
                 return
+            # Views commit in batches: on SQLite every commit waits for the
+            # disk and holds the one write lock the sessions need, so the
+            # follower gathers what arrives for a moment. Reads never wait
+            # for it: they catch up themselves.
+            self._stopping.wait(self.follow_interval)
 
     def stop(self) -> None:
         """Stops the follower after its current batch."""

@@ -1,0 +1,169 @@
+"""Views follow the log exactly once, resume where they stopped, and a view
+built in one pass equals one built in chunks or by two followers at once."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from turnlog import Agent, ReplayError, Runtime, ScriptedModel, calls, function_tool, tool_call
+from turnlog.projections.checkpoints import CheckpointProjection
+from turnlog.projections.transcript import TranscriptProjection
+from turnlog.store import Store
+from turnlog.views import ProjectionRunner
+
+
+@function_tool
+def lookup(key: str) -> str:
+    """Looks a key up."""
+    return key.upper()
+
+
+def fill_log(url: str, sessions: int = 3, turns: int = 3) -> None:
+    with Runtime.open(url) as rt:
+        for index in range(sessions):
+            model = ScriptedModel()
+            for turn in range(turns):
+                model.add(calls(tool_call("lookup", {"key": f"k{turn}"})), f"answer {turn}")
+            session = rt.create_session(
+                Agent("a", model=model, tools=[lookup]), session_id=f"s{index}"
+            )
+            for turn in range(turns):
+                session.prompt(f"question {turn}", timeout=10)
+
+
+def projections() -> list:
+    return [CheckpointProjection(), TranscriptProjection()]
+
+
+def dump(runner: ProjectionRunner) -> dict:
+    rows = {}
+    for projection in runner.projections:
+        for part in runner.tables.parts(projection.name):
+            rows[(projection.name, part)] = runner.tables.range(projection.name, part)
+    return rows
+
+
+def fresh_runner(url: str, view_suffix: str) -> tuple[Store, ProjectionRunner]:
+    store = Store(url)
+    views = projections()
+    for view in views:
+        view.name = f"{view.name}{view_suffix}"
+    return store, ProjectionRunner(store, views)
+
+
+def test_a_view_built_in_chunks_equals_one_built_in_one_pass(store_url: str) -> None:
+    fill_log(store_url)
+    one_store, one_pass = fresh_runner(store_url, "_one")
+    chunk_store, chunked = fresh_runner(store_url, "_chunked")
+    try:
+        end = one_pass.catch_up()
+        position = 0
+        while position < end:
+            position = chunked.catch_up(until=position + 7)
+        assert dump(one_pass) != {}
+        assert {k[1]: v for k, v in dump(one_pass).items()} == {
+            k[1]: v for k, v in dump(chunked).items()
+        }
+    finally:
+        one_store.close()
+        chunk_store.close()
+
+
+def test_catching_up_again_changes_nothing(sqlite_url: str) -> None:
+    fill_log(sqlite_url)
+    store, runner = fresh_runner(sqlite_url, "_again")
+    try:
+        end = runner.catch_up()
+        before = dump(runner)
+        assert runner.catch_up() == end
+        assert dump(runner) == before
+    finally:
+        store.close()
+
+
+def test_a_restarted_follower_resumes_from_its_tracking_position(sqlite_url: str) -> None:
+    fill_log(sqlite_url)
+    store, runner = fresh_runner(sqlite_url, "_resume")
+    reference_store, reference = fresh_runner(sqlite_url, "_reference")
+    try:
+        runner.catch_up(until=20)
+        assert runner.position("checkpoints_resume") == 20
+        store.close()
+        store, runner = fresh_runner(sqlite_url, "_resume")
+        assert runner.position("checkpoints_resume") == 20
+        runner.catch_up()
+        reference.catch_up()
+        assert [v for _, v in sorted(dump(runner).items())] == [
+            v for _, v in sorted(dump(reference).items())
+        ]
+    finally:
+        store.close()
+        reference_store.close()
+
+
+def test_two_followers_of_one_database_fold_each_event_once(store_url: str) -> None:
+    fill_log(store_url, sessions=4, turns=2)
+    first_store, first = fresh_runner(store_url, "")
+    second_store, second = fresh_runner(store_url, "")
+    reference_store, reference = fresh_runner(store_url, "_ref")
+    try:
+        threads = [threading.Thread(target=runner.catch_up) for runner in (first, second)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        reference.catch_up()
+        assert {k[1]: v for k, v in dump(first).items()} == {
+            k[1]: v for k, v in dump(reference).items()
+        }
+    finally:
+        first_store.close()
+        second_store.close()
+        reference_store.close()
+
+
+def test_a_new_fold_version_rebuilds_the_view_from_the_log(sqlite_url: str) -> None:
+    fill_log(sqlite_url, sessions=1, turns=1)
+    store, runner = fresh_runner(sqlite_url, "")
+    runner.catch_up()
+    store.close()
+
+    class NextCheckpoints(CheckpointProjection):
+        version = 2
+
+    store = Store(sqlite_url)
+    try:
+        rebuilt = ProjectionRunner(store, [NextCheckpoints()])
+        assert rebuilt.position("checkpoints") == 0
+        end = rebuilt.catch_up()
+        assert end == store.max_position()
+        assert rebuilt.tables.get("checkpoints", "s0", 0)["turn_count"] == 1
+    finally:
+        store.close()
+
+
+def test_a_poison_event_stops_the_view_at_that_event_and_names_it(sqlite_url: str) -> None:
+    fill_log(sqlite_url, sessions=1, turns=2)
+
+    class Fussy(CheckpointProjection):
+        name = "fussy"
+
+        def fold(self, rows, notification, event):
+            if type(event).__name__ == "ToolCallFinished" and notification.id > 15:
+                raise ValueError("cannot digest this")
+            super().fold(rows, notification, event)
+
+    store = Store(sqlite_url)
+    try:
+        runner = ProjectionRunner(store, [Fussy()])
+        with pytest.raises(ReplayError, match=r"view 'fussy' cannot fold log entry \d+ \(turnlog:ToolCallFinished\)"):
+            runner.catch_up()
+        # the failed batch was not committed: the view and its tracking agree
+        assert runner.position("fussy") == 0
+        assert runner.tables.tracking_of("fussy") == (0, 1)
+        with pytest.raises(ReplayError):
+            runner.catch_up()
+    finally:
+        store.close()
