@@ -18,7 +18,6 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import uuid
-from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -69,7 +68,14 @@ from turnlog.domain.protocol import (
     Shutdown,
     UserInput,
 )
-from turnlog.domain.run import RunEvent, RunFinished, RunResult, RunStarted, RunStatus
+from turnlog.domain.run import (
+    QueuedInput,
+    RunEvent,
+    RunFinished,
+    RunResult,
+    RunStarted,
+    RunStatus,
+)
 from turnlog.domain.session import Session
 from turnlog.domain.turn import Turn
 
@@ -92,13 +98,6 @@ class SessionSettings(msgspec.Struct, frozen=True):
 
     approval_policy: str = "ask"
     approval_provider: Any = None
-
-
-class _Queued(msgspec.Struct, frozen=True):
-    submission_id: str
-    kind: str
-    text: str
-    attachments: tuple[SessionFileReference, ...]
 
 
 class _Run:
@@ -138,7 +137,6 @@ class SessionActor(pykka.ThreadingActor):
             turn_id=None, submission_id=None, usage_totals=session.usage_totals
         )
         self._subscribers: list[Subscriber] = []
-        self._queue: deque[_Queued] = deque()
         self._run: _Run | None = None
         self._latest_run: RunResult | None = None
         self._turn_actor: pykka.ActorRef[Any] | None = None
@@ -162,11 +160,7 @@ class SessionActor(pykka.ThreadingActor):
             case FollowUp(text=text, attachments=attachments):
                 self._check_open()
                 _check_text(text)
-                submission_id = new_submission_id()
-                self._queue.append(
-                    _Queued(submission_id, "follow_up", text, attachments)
-                )
-                return submission_id
+                return self._queue_input(text, attachments)
             case StartPrompt(text=text, attachments=attachments, waiter=waiter):
                 return self._start_prompt(text, attachments, waiter)
             case Subscribe(subscriber=subscriber):
@@ -203,6 +197,11 @@ class SessionActor(pykka.ThreadingActor):
                 if self._run is None:
                     return None
                 return (self._run.submission_id, self._translator.turn_id)
+            case "queued":
+                return [
+                    QueuedInput(q["submission_id"], q["kind"], q["text"])
+                    for q in self._session.queued
+                ]
             case "pending_approvals":
                 return self._pending_approvals()
             case "closed":
@@ -276,12 +275,10 @@ class SessionActor(pykka.ThreadingActor):
             case UserInput(text=text, attachments=attachments):
                 self._check_open()
                 _check_text(text)
-                submission_id = new_submission_id()
                 if self._session.running or self._run is not None:
-                    self._queue.append(
-                        _Queued(submission_id, "follow_up", text, attachments)
-                    )
+                    submission_id = self._queue_input(text, attachments)
                 else:
+                    submission_id = new_submission_id()
                     self._start_turn(submission_id, "prompt", text, attachments)
                 if waiter is not None and self._run is not None:
                     self._run.waiters.append(waiter)
@@ -302,6 +299,20 @@ class SessionActor(pykka.ThreadingActor):
             case _:
                 msg = f"not an Op: {op!r}"
                 raise InvalidInputError(msg)
+
+    def _queue_input(
+        self, text: str, attachments: tuple[SessionFileReference, ...]
+    ) -> str:
+        submission_id = new_submission_id()
+        session = self._session
+        refs = [msgspec.to_builtins(a) for a in attachments]
+
+        def decide() -> list[Any]:
+            session.queue_input(submission_id, "follow_up", text, refs)
+            return [session]
+
+        self._record(decide)
+        return submission_id
 
     def _start_prompt(
         self,
@@ -646,19 +657,29 @@ class SessionActor(pykka.ThreadingActor):
         run = self._run
         if run is not None:
             run.status, run.final_output, run.error = status, final_output, error
-        if self._queue and not self._session.closed:
-            queued = self._queue.popleft()
-            try:
-                self._start_turn(
-                    queued.submission_id, queued.kind, queued.text, queued.attachments
-                )
-            except TurnlogError as failure:
-                logger.warning(
-                    "session %s: queued input failed: %s", self._session_id, failure
-                )
-                self._finish_run()
-            return
-        self._finish_run()
+        if not self._start_next_queued():
+            self._finish_run()
+
+    def _start_next_queued(self) -> bool:
+        """Starts the turn of the oldest queued input; False if none started."""
+        if not self._session.queued or self._session.closed:
+            return False
+        queued = self._session.queued[0]
+        attachments = tuple(
+            msgspec.convert(a, SessionFileReference) for a in queued["attachments"]
+        )
+        try:
+            self._start_turn(
+                queued["submission_id"], queued["kind"], queued["text"], attachments
+            )
+        except TurnlogError as failure:
+            logger.warning(
+                "session %s: queued input failed to start: %s",
+                self._session_id,
+                failure,
+            )
+            return False
+        return True
 
     def _finish_run(self) -> None:
         run = self._run

@@ -78,6 +78,14 @@ class UserMessage(msgspec.Struct, frozen=True, tag="user_message"):
     attachments: tuple[SessionFileReference, ...] = ()
 
 
+class UserInputQueued(msgspec.Struct, frozen=True, tag="user_input_queued"):
+    """Input will run after the current turn; ``submission_id`` names it."""
+
+    submission_id: str
+    text: str
+    kind: str
+
+
 class InputRejected(msgspec.Struct, frozen=True, tag="input_rejected"):
     reason: str
 
@@ -180,6 +188,7 @@ EventMsg = (
     SessionConfigured
     | TurnStarted
     | UserMessage
+    | UserInputQueued
     | InputRejected
     | ModelStepStarted
     | AgentMessage
@@ -299,6 +308,8 @@ class EventTranslator:
                     self.usage_totals[key] = self.usage_totals.get(key, 0) + value
                 msg = TokenCount(route, usage, dict(self.usage_totals))
                 return self._wrap(sequence, [msg])
+            case s.InputQueued(submission_id=sub, text=text, kind=kind):
+                return self._wrap(sequence, [UserInputQueued(sub, text, kind)])
             case s.SharedStateUpdated(changes=changes):
                 return self._wrap(sequence, [SharedStateChanged(changes)])
             case s.ModelRouteChanged(route=route):

@@ -35,6 +35,14 @@ class RunResult(msgspec.Struct, frozen=True):
         return self.status == "completed"
 
 
+class QueuedInput(msgspec.Struct, frozen=True):
+    """Input waiting for its turn (queued behind a run, or for the next one)."""
+
+    submission_id: str
+    kind: str
+    text: str
+
+
 class RunStarted(msgspec.Struct, frozen=True, tag="run_started"):
     """An idle session took input and started running."""
 

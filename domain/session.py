@@ -48,6 +48,30 @@ class SessionCreated(TurnlogCreated):
         aggregate.model_route = self.model_route
 
 
+class InputQueued(TurnlogEvent):
+    """Input was accepted to run after the current turn (a follow-up).
+
+    Stored so that queued input survives a crash; its turn's
+    ``InputAccepted`` records it again when the turn takes it.
+    """
+
+    submission_id: str
+    kind: str
+    text: str
+    attachments: list[dict[str, Any]]
+
+    def apply(self, aggregate: Session) -> None:
+        aggregate.queued = [
+            *aggregate.queued,
+            {
+                "submission_id": self.submission_id,
+                "kind": self.kind,
+                "text": self.text,
+                "attachments": list(self.attachments),
+            },
+        ]
+
+
 class TurnStarted(TurnlogEvent):
     """A turn began; it is the session's only running turn until it ends."""
 
@@ -58,6 +82,9 @@ class TurnStarted(TurnlogEvent):
     def apply(self, aggregate: Session) -> None:
         aggregate.active_turn = self.number
         aggregate.turn_count = self.number
+        aggregate.queued = [
+            q for q in aggregate.queued if q["submission_id"] != self.submission_id
+        ]
 
 
 class TurnCompleted(TurnlogEvent):
@@ -168,6 +195,7 @@ class Session(Aggregate):
         self.usage_totals: dict[str, int] = {}
         self.last_usage: dict[str, int] | None = None
         self.closed = False
+        self.queued: list[dict[str, Any]] = []
 
     @classmethod
     def create(
@@ -205,6 +233,26 @@ class Session(Aggregate):
         if self.closed:
             msg = f"session {self.session_id!r} is closed"
             raise SessionClosedError(msg)
+
+    def queue_input(
+        self,
+        submission_id: str,
+        kind: str,
+        text: str,
+        attachments: list[dict[str, Any]],
+    ) -> None:
+        """Queues input to run after the current (or next) turn, in order."""
+        self._check_open()
+        if not isinstance(text, str):
+            msg = f"input text must be a str, not {type(text).__name__}"
+            raise InvalidInputError(msg)
+        self.trigger_event(
+            InputQueued,
+            submission_id=submission_id,
+            kind=kind,
+            text=text,
+            attachments=list(attachments),
+        )
 
     def start_turn(self, submission_id: str) -> int:
         """Starts the next turn and returns its number."""

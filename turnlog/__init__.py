@@ -34,6 +34,7 @@ from turnlog.domain.protocol import (
 )
 from turnlog.domain.run import (
     EventsMissed,
+    QueuedInput,
     RunEvent,
     RunFinished,
     RunResult,
@@ -78,6 +79,7 @@ __all__ = [
     "NotATurnlogStoreError",
     "Op",
     "ProviderError",
+    "QueuedInput",
     "ReplayError",
     "RunConfig",
     "RunEvent",

@@ -37,7 +37,7 @@ from turnlog.domain.protocol import (
     Shutdown,
     UserInput,
 )
-from turnlog.domain.run import RunEvent, RunResult, SessionEvent
+from turnlog.domain.run import QueuedInput, RunEvent, RunResult, SessionEvent
 
 ASK_TIMEOUT = 30.0
 """Seconds to wait for a session actor to take a message (it never blocks)."""
@@ -224,6 +224,11 @@ class AgentSession:
             raise InvalidInputError(msg)
         kind = check_decision(decision).kind
         self._actor.ask(Submit(ApprovalResponse(request_id, kind)))
+
+    def queued(self) -> list[QueuedInput]:
+        """Input waiting for its turn, oldest first (it survives restarts)."""
+        result: list[QueuedInput] = self._actor.ask(Query("queued"))
+        return result
 
     def pending_approvals(self) -> list[ApprovalRequest]:
         """Approval requests waiting for a decision."""

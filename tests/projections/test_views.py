@@ -7,7 +7,15 @@ import threading
 
 import pytest
 
-from turnlog import Agent, ReplayError, Runtime, ScriptedModel, calls, function_tool, tool_call
+from turnlog import (
+    Agent,
+    ReplayError,
+    Runtime,
+    ScriptedModel,
+    calls,
+    function_tool,
+    tool_call,
+)
 from turnlog.projections.checkpoints import CheckpointProjection
 from turnlog.projections.transcript import TranscriptProjection
 from turnlog.store import Store
@@ -25,7 +33,9 @@ def fill_log(url: str, sessions: int = 3, turns: int = 3) -> None:
         for index in range(sessions):
             model = ScriptedModel()
             for turn in range(turns):
-                model.add(calls(tool_call("lookup", {"key": f"k{turn}"})), f"answer {turn}")
+                model.add(
+                    calls(tool_call("lookup", {"key": f"k{turn}"})), f"answer {turn}"
+                )
             session = rt.create_session(
                 Agent("a", model=model, tools=[lookup]), session_id=f"s{index}"
             )
@@ -83,7 +93,9 @@ def test_catching_up_again_changes_nothing(sqlite_url: str) -> None:
         store.close()
 
 
-def test_a_restarted_follower_resumes_from_its_tracking_position(sqlite_url: str) -> None:
+def test_a_restarted_follower_resumes_from_its_tracking_position(
+    sqlite_url: str,
+) -> None:
     fill_log(sqlite_url)
     store, runner = fresh_runner(sqlite_url, "_resume")
     reference_store, reference = fresh_runner(sqlite_url, "_reference")
@@ -109,7 +121,9 @@ def test_two_followers_of_one_database_fold_each_event_once(store_url: str) -> N
     second_store, second = fresh_runner(store_url, "")
     reference_store, reference = fresh_runner(store_url, "_ref")
     try:
-        threads = [threading.Thread(target=runner.catch_up) for runner in (first, second)]
+        threads = [
+            threading.Thread(target=runner.catch_up) for runner in (first, second)
+        ]
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -144,7 +158,9 @@ def test_a_new_fold_version_rebuilds_the_view_from_the_log(sqlite_url: str) -> N
         store.close()
 
 
-def test_a_poison_event_stops_the_view_at_that_event_and_names_it(sqlite_url: str) -> None:
+def test_a_poison_event_stops_the_view_at_that_event_and_names_it(
+    sqlite_url: str,
+) -> None:
     fill_log(sqlite_url, sessions=1, turns=2)
 
     class Fussy(CheckpointProjection):
@@ -158,7 +174,10 @@ def test_a_poison_event_stops_the_view_at_that_event_and_names_it(sqlite_url: st
     store = Store(sqlite_url)
     try:
         runner = ProjectionRunner(store, [Fussy()])
-        with pytest.raises(ReplayError, match=r"view 'fussy' cannot fold log entry \d+ \(turnlog:ToolCallFinished\)"):
+        with pytest.raises(
+            ReplayError,
+            match=r"view 'fussy' cannot fold log entry \d+ \(turnlog:ToolCallFinished\)",
+        ):
             runner.catch_up()
         # the failed batch was not committed: the view and its tracking agree
         assert runner.position("fussy") == 0

@@ -35,7 +35,7 @@ def main() -> None:
         model = ScriptedModel([calls(tool_call("write_file", {"path": "a.txt"}))])
         agent = Agent("assistant", model=model, tools=[write_file])
         session = rt.create_session(agent, session_id=session_id)
-        session.follow_up("this follow-up is only in memory")
+        session.follow_up("queued before the kill")
         session.prompt("write the file", timeout=30)
     never.wait()
 

@@ -1,0 +1,23 @@
+"""The README's embedding example runs, as written, in a fresh directory."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+README = Path(__file__).parents[1] / "README.md"
+
+
+def test_the_readme_example_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+    assert blocks, "the README lost its example"
+    monkeypatch.chdir(tmp_path)
+    exec(compile(blocks[0], "README.md", "exec"), {"__name__": "readme"})  # noqa: S102
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0] == "2 + 3 = 5"
+    assert "TurnComplete" in printed[-1]
+    assert (tmp_path / ".turnlog" / "example.sqlite3").exists()
