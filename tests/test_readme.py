@@ -16,7 +16,7 @@ def test_the_readme_example_runs(
     blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
     assert blocks, "the README lost its example"
     monkeypatch.chdir(tmp_path)
-    exec(compile(blocks[0], "README.md", "exec"), {"__name__": "readme"})  # noqa: S102
+    exec(compile(blocks[0], "README.md", "exec"), {"__name__": "readme"})
     printed = capsys.readouterr().out.splitlines()
     assert printed[0] == "2 + 3 = 5"
     assert "TurnComplete" in printed[-1]

@@ -176,7 +176,8 @@ def test_a_poison_event_stops_the_view_at_that_event_and_names_it(
         runner = ProjectionRunner(store, [Fussy()])
         with pytest.raises(
             ReplayError,
-            match=r"view 'fussy' cannot fold log entry \d+ \(turnlog:ToolCallFinished\)",
+            match=r"view 'fussy' cannot fold log entry \d+ "
+            r"\(turnlog:ToolCallFinished\)",
         ):
             runner.catch_up()
         # the failed batch was not committed: the view and its tracking agree
