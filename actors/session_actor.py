@@ -53,7 +53,6 @@ from turnlog.domain.errors import (
     InvalidInputError,
     SessionBusyError,
     SessionClosedError,
-    StoreError,
     TurnlogError,
     UsageError,
 )
@@ -220,7 +219,12 @@ class SessionActor(pykka.ThreadingActor):
                 case ToolFinished():
                     self._tool_finished(fact)
                 case Decide():
-                    self._decide(fact)
+                    try:
+                        self._decide(fact)
+                    except UsageError:
+                        # Someone decided first (the user, or a timeout); the
+                        # first decision stands and this one is dropped.
+                        logger.debug("late decision dropped: %s", fact)
         except TurnlogError as error:
             logger.warning("session %s: %s", self._session_id, error)
             self._fail_turn_after_error(error)
@@ -628,24 +632,29 @@ class SessionActor(pykka.ThreadingActor):
         self._turn_ended("aborted", None, INTERRUPT_REASON)
 
     def _fail_turn_after_error(self, error: TurnlogError) -> None:
-        turn = self._turn
-        if turn is None or not self._session.running:
-            return
-        session = self._session
+        """Ends the turn a fact could not be recorded for, and its run.
+
+        The failure is recorded if the log still shows the turn running; if
+        it cannot be (the store is failing, or another writer took the
+        session), the run still ends here, so no caller waits forever.
+        """
         reason = f"turn failed: {type(error).__name__}: {error}"
-        try:
+        turn, session = self._turn, self._session
+        if turn is not None and session.active_turn == turn.number:
 
             def decide() -> list[Any]:
                 self._close_open_work(turn, reason)
                 session.abort_turn(turn.number, reason, failed=True)
                 return [session, turn]
 
-            self._record(decide)
-        except (StoreError, TurnlogError):
-            logger.exception(
-                "session %s: could not record the failure", self._session_id
-            )
-        self._turn_ended("failed", None, reason)
+            try:
+                self._record(decide)
+            except TurnlogError:
+                logger.exception(
+                    "session %s: could not record the failure", self._session_id
+                )
+        if self._run is not None or self._turn_actor is not None:
+            self._turn_ended("failed", None, reason)
 
     def _turn_ended(
         self, status: RunStatus, final_output: str | None, error: str | None

@@ -157,7 +157,9 @@ class TokenCount(msgspec.Struct, frozen=True, tag="token_count"):
     total: dict[str, int]
 
 
-class Warning(msgspec.Struct, frozen=True, tag="warning"):
+class WarningMessage(msgspec.Struct, frozen=True, tag="warning"):
+    """Something the user should know that did not fail the turn."""
+
     message: str
 
 
@@ -201,7 +203,7 @@ EventMsg = (
     | ApprovalResolved
     | HookContext
     | TokenCount
-    | Warning
+    | WarningMessage
     | SharedStateChanged
     | ModelRouteChanged
     | TurnComplete
@@ -353,7 +355,7 @@ class EventTranslator:
             case t.HookContextAdded(hook=hook, text=text):
                 return self._wrap(sequence, [HookContext(hook, text)])
             case t.WarningRaised(message=message):
-                return self._wrap(sequence, [Warning(message)])
+                return self._wrap(sequence, [WarningMessage(message)])
             case _:
                 return []
 

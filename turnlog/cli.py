@@ -183,7 +183,7 @@ def _command_sessions(args: argparse.Namespace) -> int:
     with Runtime.open(url) as runtime:
         location = runtime.location
         for session_id in runtime.sessions():
-            checkpoint = runtime.checkpoints.load(session_id)
+            checkpoint = runtime.checkpoints.load(session_id, context=False)
             newest = runtime.transcript.page(session_id, max_batches=1).items
             if not newest:
                 continue  # listed by the transcript view, so never empty

@@ -24,8 +24,8 @@ from turnlog.domain.protocol import (
     ToolCallEnd,
     TurnAborted,
     UserMessage,
+    WarningMessage,
 )
-from turnlog.domain.protocol import Warning as WarningMessage
 from turnlog.domain.run import EventsMissed, RunEvent, RunResult
 from turnlog.runtime import Runtime
 from turnlog.scripted import ScriptedModel, calls, reply, tool_call

@@ -137,6 +137,7 @@ class Transcripts:
 
     def all(self, session_id: str, from_sequence: int = 0) -> list[TranscriptItem]:
         """Every item of a session from ``from_sequence`` on, oldest first."""
+        check_session_id(session_id)
         self._runner.catch_up()
         return [
             _item(p, raw)
@@ -158,19 +159,26 @@ class Checkpoints:
         self._runner = runner
         self._transcripts = transcripts
 
-    def load(self, session_id: str) -> Checkpoint | None:
-        """The session's checkpoint, or None if the log has no such session."""
+    def load(self, session_id: str, *, context: bool = True) -> Checkpoint | None:
+        """The session's checkpoint, or None if the log has no such session.
+
+        ``context=False`` skips rebuilding the model context (it reads the
+        transcript since the last compaction), for callers that want only
+        the small fields: turns, status, usage, pending approval.
+        """
         check_session_id(session_id)
         self._runner.catch_up()
         doc = self._runner.tables.get(CheckpointProjection.name, session_id, 0)
         if doc is None:
             return None
         state = msgspec.convert(doc, CheckpointState)
-        items = self._transcripts.all(session_id, state.context_start)
-        context = fold_context(item.event() for item in items)
+        items = (
+            self._transcripts.all(session_id, state.context_start) if context else []
+        )
+        rebuilt = fold_context(item.event() for item in items)
         fields = msgspec.structs.asdict(state)
         del fields["context_start"]
-        return Checkpoint(**fields, context=tuple(context))
+        return Checkpoint(**fields, context=tuple(rebuilt))
 
 
 def replay_session(transcripts: Transcripts, session_id: str) -> list[Event]:

@@ -10,6 +10,7 @@ process alive.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import pykka
@@ -25,6 +26,7 @@ from turnlog.domain.errors import InvalidInputError, SessionClosedError, UsageEr
 from turnlog.domain.ids import check_session_id, new_submission_id, session_uuid
 from turnlog.domain.protocol import Event
 from turnlog.domain.session import Session
+from turnlog.ownership import SessionOwnership
 from turnlog.projections.checkpoints import CheckpointProjection
 from turnlog.projections.transcript import TranscriptProjection
 from turnlog.readers import Checkpoints, Transcripts, replay_session
@@ -54,20 +56,37 @@ class Runtime:
         )
         self.transcript = Transcripts(self.projections)
         self.checkpoints = Checkpoints(self.projections, self.transcript)
-        self._io_loop = IoLoop()
-        self._tool_executor = ToolExecutorActor.start(
-            self._io_loop, max_tool_concurrency
-        )
-        self._broker = ApprovalBrokerActor.start()
+        # Started one by one; if one fails, what already runs is stopped.
+        self._stoppers: list[Callable[[], None]] = []
+        try:
+            self.ownership = SessionOwnership(store)
+            self._stoppers.append(self.ownership.release_all)
+            self._io_loop = IoLoop()
+            self._stoppers.append(self._io_loop.close)
+            self._tool_executor = ToolExecutorActor.start(
+                self._io_loop, max_tool_concurrency
+            )
+            self._stoppers.append(_stopper(self._tool_executor))
+            self._broker = ApprovalBrokerActor.start()
+            self._stoppers.append(_stopper(self._broker))
+            if follow_projections:
+                store.add_listener(self.projections.notify)
+                self.projections.start()
+                self._stoppers.append(self.projections.stop)
+        except BaseException:
+            self._stop_services()
+            raise
         self._services = SessionServices(
             store=store,
             io_loop=self._io_loop,
             tool_executor=self._tool_executor,
             approval_broker=self._broker,
         )
-        if follow_projections:
-            store.add_listener(self.projections.notify)
-            self.projections.start()
+
+    def _stop_services(self) -> None:
+        """Stops the shared services, the newest first."""
+        while self._stoppers:
+            self._stoppers.pop()()
 
     @classmethod
     def open(
@@ -160,6 +179,7 @@ class Runtime:
         shared_state: dict[str, Any] | None,
         config: RunConfig,
     ) -> pykka.ActorRef[Any]:
+        self.ownership.acquire(session_id)
         session: Session | None = self.store.get(session_uuid(session_id))
         if session is None:
             session = Session.create(
@@ -222,10 +242,7 @@ class Runtime:
         for ref in refs:
             if ref.is_alive():
                 ref.stop(block=True, timeout=10)
-        self._broker.stop(block=True, timeout=10)
-        self._tool_executor.stop(block=True, timeout=10)
-        self._io_loop.close()
-        self.projections.stop()
+        self._stop_services()
         self.store.close()
 
     def __enter__(self) -> Runtime:
@@ -233,3 +250,11 @@ class Runtime:
 
     def __exit__(self, *_: object) -> None:
         self.close()
+
+
+def _stopper(ref: pykka.ActorRef[Any]) -> Callable[[], None]:
+    def stop() -> None:
+        if ref.is_alive():
+            ref.stop(block=True, timeout=10)
+
+    return stop

@@ -8,8 +8,8 @@ taking the request (to answer from what the model was sent).
 
 from __future__ import annotations
 
-import itertools
 import threading
+import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -27,8 +27,6 @@ from turnlog.domain.model import (
 
 Scripted = ModelResponse | str | BaseException | Callable[[ModelRequest], Any]
 
-_call_ids = itertools.count(1)
-
 
 def reply(text: str, *, usage: Mapping[str, int] | None = None) -> ModelResponse:
     """A final answer: one assistant message."""
@@ -40,7 +38,9 @@ def tool_call(
 ) -> Item:
     """A function-call output item (arguments given as a dict)."""
     encoded = msgspec.json.encode(dict(arguments or {})).decode()
-    return function_call(call_id or f"call_{next(_call_ids)}", name, encoded)
+    # Unique across processes: a session continued elsewhere must not see
+    # the same call id twice in its context.
+    return function_call(call_id or f"call_{uuid.uuid4().hex[:12]}", name, encoded)
 
 
 def calls(
