@@ -168,3 +168,17 @@ def test_another_applications_database_is_refused_untouched(tmp_path: Path) -> N
     tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master")}
     connection.close()
     assert tables == {"invoices"}
+
+
+def test_sqlite_commits_wait_for_the_disk(sqlite_url: str) -> None:
+    """The README promises WAL with synchronous=FULL for the file store."""
+    store = Store(sqlite_url)
+    try:
+        with store.datastore.transaction(commit=False) as cursor:
+            cursor.execute("PRAGMA journal_mode")
+            journal = cursor.fetchone()[0]
+            cursor.execute("PRAGMA synchronous")
+            synchronous = cursor.fetchone()[0]
+        assert (journal, synchronous) == ("wal", 2)  # 2 is FULL
+    finally:
+        store.close()
