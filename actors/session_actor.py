@@ -161,7 +161,13 @@ class SessionActor(pykka.ThreadingActor):
                 _check_text(text)
                 return self._queue_input(text, attachments)
             case StartPrompt(text=text, attachments=attachments, waiter=waiter):
-                return self._start_prompt(text, attachments, waiter)
+                # Told, not asked: the caller waits on ``waiter`` alone, which
+                # carries a refusal as well as the run's result.
+                try:
+                    self._start_prompt(text, attachments, waiter)
+                except TurnlogError as error:
+                    waiter.set_exception(error)
+                return None
             case Subscribe(subscriber=subscriber):
                 self._subscribers.append(subscriber)
                 return None

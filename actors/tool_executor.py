@@ -62,10 +62,10 @@ class ToolExecutorActor(pykka.ThreadingActor):
             case RunTool():
                 self._waiting.append(_Call(next(self._tokens), message))
                 self._pump()
-            case ToolDone(token=token, future=future):
+            case ToolDone(token=token):
                 call = self._running.pop(token, None)
-                if call is not None:
-                    self._finish(call, *_outcome(future))
+                if call is not None and call.timer is not None:
+                    call.timer.cancel()
                 self._pump()
             case ToolTimedOut(token=token):
                 call = self._running.pop(token, None)
@@ -108,7 +108,16 @@ class ToolExecutorActor(pykka.ThreadingActor):
             )
         self._running[call.token] = call
         token = call.token
-        call.future.add_done_callback(lambda f: me.tell(ToolDone(token, f)))
+
+        def done(future: concurrent.futures.Future[Any]) -> None:
+            # The result goes straight to the session (one hop, not two via
+            # this actor); this actor only frees the slot. If a timeout was
+            # reported first, the session keeps that and drops this.
+            if not future.cancelled():
+                _reply(request, *_outcome(future))
+            me.tell(ToolDone(token, future))
+
+        call.future.add_done_callback(done)
         if tool.timeout is not None:
             call.timer = self._io_loop.call_later(
                 tool.timeout, lambda: me.tell(ToolTimedOut(token))
@@ -117,13 +126,14 @@ class ToolExecutorActor(pykka.ThreadingActor):
     def _finish(self, call: _Call, output: str, is_error: bool) -> None:
         if call.timer is not None:
             call.timer.cancel()
-        request = call.request
-        request.reply_to.tell(
-            ToolFinished(request.turn, request.call_id, output, is_error)
-        )
+        _reply(call.request, output, is_error)
 
     def on_stop(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _reply(request: RunTool, output: str, is_error: bool) -> None:
+    request.reply_to.tell(ToolFinished(request.turn, request.call_id, output, is_error))
 
 
 def _outcome(future: concurrent.futures.Future[Any]) -> tuple[str, bool]:

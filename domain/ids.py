@@ -7,6 +7,7 @@ session can be found again from its id alone.
 
 from __future__ import annotations
 
+import functools
 import uuid
 
 from turnlog.domain.errors import InvalidInputError
@@ -31,11 +32,13 @@ def check_session_id(session_id: object) -> str:
     return session_id
 
 
+@functools.lru_cache(maxsize=4096)
 def session_uuid(session_id: str) -> uuid.UUID:
     """The id of the Session aggregate of ``session_id``."""
     return uuid.uuid5(NAMESPACE, "session:" + session_id)
 
 
+@functools.lru_cache(maxsize=4096)
 def turn_uuid(session_id: str, number: int) -> uuid.UUID:
     """The id of turn ``number`` (1-based) of ``session_id``."""
     return uuid.uuid5(session_uuid(session_id), f"turn:{number}")

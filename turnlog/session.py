@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
@@ -41,6 +42,9 @@ from turnlog.domain.run import QueuedInput, RunEvent, RunResult, SessionEvent
 
 ASK_TIMEOUT = 30.0
 """Seconds to wait for a session actor to take a message (it never blocks)."""
+
+_ALIVE_CHECK = 1.0
+"""While waiting for a run, how often to check that the session still runs."""
 
 
 class Subscription:
@@ -177,8 +181,31 @@ class AgentSession:
     ) -> concurrent.futures.Future[RunResult]:
         refs = _attachments(attachments)
         waiter: concurrent.futures.Future[RunResult] = concurrent.futures.Future()
-        self._actor.ask(StartPrompt(text, refs, waiter))
+        self._actor.tell(StartPrompt(text, refs, waiter))
         return waiter
+
+    def _result(
+        self, waiter: concurrent.futures.Future[RunResult], timeout: float | None
+    ) -> RunResult:
+        """Waits for the run's result, noticing a session that stopped."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            remaining = None if deadline is None else deadline - time.monotonic()
+            try:
+                return waiter.result(
+                    _ALIVE_CHECK
+                    if remaining is None
+                    else min(_ALIVE_CHECK, max(remaining, 0))
+                )
+            except TimeoutError:
+                if waiter.done():
+                    continue
+                if not self._actor.alive():
+                    msg = f"session {self.session_id!r} stopped before the run ended"
+                    raise SessionClosedError(msg) from None
+                if remaining is not None and remaining <= _ALIVE_CHECK:
+                    msg = f"the run did not end within {timeout} s"
+                    raise TimeoutError(msg) from None
 
     def prompt(
         self,
@@ -191,15 +218,15 @@ class AgentSession:
 
         Raises SessionBusyError, recording nothing, if a run is in progress.
         """
-        return self._start(text, attachments).result(timeout)
+        return self._result(self._start(text, attachments), timeout)
 
     async def prompt_async(
         self, text: str, *, attachments: Sequence[Any] = ()
     ) -> RunResult:
         """``prompt`` for asyncio callers; never blocks the event loop."""
+        waiter = self._start(text, attachments)  # a tell: it never blocks
         loop = asyncio.get_running_loop()
-        waiter = await loop.run_in_executor(None, self._start, text, attachments)
-        return await asyncio.wrap_future(waiter)
+        return await loop.run_in_executor(None, self._result, waiter, None)
 
     def follow_up(self, text: str, *, attachments: Sequence[Any] = ()) -> str:
         """Queues ``text`` to run after the current (or next) run's turns.

@@ -66,10 +66,6 @@ class _TurnlogApplication(Application[uuid.UUID]):
     def construct_transcoder(self) -> Transcoder:
         return MsgspecTranscoder()
 
-    def _notify(self, recordings: list[Recording[uuid.UUID]]) -> None:
-        for listener in self.listeners:
-            listener(recordings)
-
 
 def parse_store_url(url: str | None, *, cwd: Path | None = None) -> dict[str, str]:
     """The eventsourcing environment that ``url`` names; raises StoreURLError."""
@@ -215,13 +211,19 @@ class Store:
         Raises ConcurrencyConflictError if another writer got there first; in
         that case nothing of this save is recorded.
         """
+        events = in_decision_order(aggregates)
         try:
-            return self._app.save(*in_decision_order(aggregates))
+            # EventStore.put, not Application.save: the latter checks every
+            # event against runtime Protocols, a quarter of a save's time.
+            recordings = self._app.events.put(events)
         except IntegrityError as error:
             msg = f"another writer appended to the same aggregate first: {error}"
             raise ConcurrencyConflictError(msg) from error
         except PersistenceError as error:
             raise _as_store_error(error, self.location) from error
+        for listener in self._app.listeners:
+            listener(recordings)
+        return recordings
 
     # -- reading --------------------------------------------------------------
 

@@ -247,9 +247,12 @@ class ProjectionRunner:
                         )
 
     def _catch_up_locked(self, until: int | None) -> int:
+        # Stop at the end the log had when we began: chasing a busy writer
+        # would commit a trickle of tiny batches, each taking the write lock.
+        end = self.store.max_position() if until is None else until
         start = min(self._positions.values(), default=0) + 1
         while True:
-            limit = BATCH_SIZE if until is None else min(BATCH_SIZE, until - start + 1)
+            limit = min(BATCH_SIZE, end - start + 1)
             batch = self.store.notifications(start, limit) if limit > 0 else []
             if not batch:
                 return start - 1

@@ -53,7 +53,9 @@ def test_prompt_async_and_async_iteration_keep_the_loop_free(sqlite_url: str) ->
 
 def test_next_event_async_reads_the_protocol_stream(sqlite_url: str) -> None:
     async def scenario(rt: Runtime) -> list[str]:
-        handle = rt.create_agent(Agent("a", model=ScriptedModel(["hi"])), session_id="p")
+        handle = rt.create_agent(
+            Agent("a", model=ScriptedModel(["hi"])), session_id="p"
+        )
         handle.submit(UserInput("hello"))
         seen: list[str] = []
         while not seen or seen[-1] != "TurnComplete":
