@@ -26,6 +26,7 @@ from turnlog.domain.errors import (
 )
 from turnlog.domain.events import TurnlogCreated, TurnlogEvent, register_stable_topic
 from turnlog.domain.ids import session_uuid, turn_uuid
+from turnlog.domain.inputs import check_input
 from turnlog.domain.model import USAGE_FIELDS
 
 
@@ -243,9 +244,7 @@ class Session(Aggregate):
     ) -> None:
         """Queues input to run after the current (or next) turn, in order."""
         self._check_open()
-        if not isinstance(text, str):
-            msg = f"input text must be a str, not {type(text).__name__}"
-            raise InvalidInputError(msg)
+        check_input(kind, text)
         self.trigger_event(
             InputQueued,
             submission_id=submission_id,

@@ -19,10 +19,8 @@ from eventsourcing.domain import Aggregate
 from turnlog.domain.errors import InvalidInputError, InvariantViolation
 from turnlog.domain.events import TurnlogCreated, TurnlogEvent, register_stable_topic
 from turnlog.domain.ids import turn_uuid
+from turnlog.domain.inputs import check_input
 from turnlog.domain.model import Item
-
-INPUT_KINDS = frozenset({"prompt", "follow_up", "steer", "peer", "system"})
-"""Kinds of input; only prompt, follow-up and steer become user messages."""
 
 APPROVAL_DECISIONS = frozenset({"allow", "allow_session", "deny", "abort", "timeout"})
 
@@ -210,12 +208,7 @@ class Turn(Aggregate):
         attachments: list[dict[str, Any]] | None = None,
     ) -> None:
         """Records input that enters this turn."""
-        if kind not in INPUT_KINDS:
-            msg = f"unknown input kind {kind!r}"
-            raise InvalidInputError(msg)
-        if not isinstance(text, str):
-            msg = f"input text must be a str, not {type(text).__name__}"
-            raise InvalidInputError(msg)
+        check_input(kind, text)
         self.trigger_event(
             InputAccepted,
             submission_id=submission_id,
