@@ -20,13 +20,17 @@ from typing import Any
 
 import pykka
 
+from turnlog.actors.io_loop import IoLoop
 from turnlog.actors.messages import (
+    ApprovalExpired,
     ApprovalSettled,
     AskApproval,
     Decide,
     ProviderAnswered,
+    ResolveApproval,
 )
 from turnlog.domain.approval import ApprovalDecision
+from turnlog.domain.errors import UsageError
 
 logger = logging.getLogger(__name__)
 
@@ -34,8 +38,10 @@ logger = logging.getLogger(__name__)
 class ApprovalBrokerActor(pykka.ThreadingActor):
     """Routes approval requests to policies and providers."""
 
-    def __init__(self, max_provider_threads: int = 8) -> None:
+    def __init__(self, io_loop: IoLoop, max_provider_threads: int = 8) -> None:
         super().__init__()
+        self._io_loop = io_loop
+        self._timers: dict[str, Any] = {}
         self._pool = concurrent.futures.ThreadPoolExecutor(
             max_workers=max_provider_threads, thread_name_prefix="turnlog-approval"
         )
@@ -48,6 +54,12 @@ class ApprovalBrokerActor(pykka.ThreadingActor):
                     message.session.tell(Decide(request.request_id, policy, "policy"))
                     return None
                 self._pending[request.request_id] = message
+                if message.timeout is not None:
+                    me = self.actor_ref
+                    expired = ApprovalExpired(request.request_id)
+                    self._timers[request.request_id] = self._io_loop.call_later(
+                        message.timeout, lambda: me.tell(expired)
+                    )
                 if provider is not None:
                     me = self.actor_ref
                     request_id = request.request_id
@@ -61,6 +73,19 @@ class ApprovalBrokerActor(pykka.ThreadingActor):
                     self._provider_answered(ask, future)
             case ApprovalSettled(request_id=request_id):
                 self._pending.pop(request_id, None)
+                timer = self._timers.pop(request_id, None)
+                if timer is not None:
+                    timer.cancel()
+            case ApprovalExpired(request_id=request_id):
+                ask = self._pending.get(request_id)
+                if ask is not None:
+                    ask.session.tell(Decide(request_id, "timeout", "timeout"))
+            case ResolveApproval(request_id=request_id, decision=decision):
+                ask = self._pending.get(request_id)
+                if ask is None:
+                    msg = f"approval request {request_id!r} is not pending"
+                    raise UsageError(msg)
+                ask.session.tell(Decide(request_id, decision, "broker"))
             case _:
                 msg = f"ApprovalBroker got an unknown message: {message!r}"
                 raise TypeError(msg)
@@ -86,4 +111,6 @@ class ApprovalBrokerActor(pykka.ThreadingActor):
         ask.session.tell(Decide(request_id, decision.kind, "provider"))
 
     def on_stop(self) -> None:
+        for timer in self._timers.values():
+            timer.cancel()
         self._pool.shutdown(wait=False, cancel_futures=True)

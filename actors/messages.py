@@ -145,12 +145,27 @@ class ToolTimedOut(msgspec.Struct, frozen=True):
 
 
 class AskApproval(msgspec.Struct, frozen=True):
-    """A recorded ApprovalRequested: get a decision and tell ``session``."""
+    """A recorded ApprovalRequested: get a decision and tell ``session``.
+
+    ``timeout`` seconds without a decision decide it as ``timeout``.
+    """
 
     request: Any
     policy: str
     provider: Any
     session: Any
+    timeout: float | None = None
+
+
+class ResolveApproval(msgspec.Struct, frozen=True):
+    """Decide a pending request through the broker (an ask; raises if unknown)."""
+
+    request_id: str
+    decision: str
+
+
+class ApprovalExpired(msgspec.Struct, frozen=True):
+    request_id: str
 
 
 class ApprovalSettled(msgspec.Struct, frozen=True):

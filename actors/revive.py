@@ -7,10 +7,11 @@ model context folded from the turns' events.
 Crash semantics: a turn still running in the log when its session is
 opened was cut off by a crash. Each of its tool calls that started and
 never finished is closed as an error output ("interrupted; outcome
-unknown") and is not run again, because running it twice may do harm;
-calls that never started are answered as not run; then the turn is
-recorded as aborted (failed). The context stays valid for the next turn:
-every function call has its output.
+unknown") and is not run again, because running it twice may do harm,
+unless its tool is declared idempotent: then it runs again. A pending
+approval stays pending and can still be decided. A turn left with nothing
+to wait for is recorded as aborted (failed); the context stays valid for
+the next turn, as every function call has its output.
 """
 
 from __future__ import annotations
@@ -42,21 +43,42 @@ def load_turn(store: Any, session: Session) -> Turn | None:
     return None if turn_id is None else store.get(turn_id)
 
 
-def close_crashed_turn(store: Any, session: Session, turn: Turn | None) -> bool:
-    """Records the end of a turn a crash cut off; returns whether it did."""
+def recover_turn(
+    store: Any,
+    session: Session,
+    turn: Turn | None,
+    idempotent_tools: frozenset[str] = frozenset(),
+) -> bool:
+    """Settles a turn a crash cut off; returns whether it resumes.
+
+    A turn that was waiting for approvals, or running tools declared
+    idempotent, resumes: its approvals stay pending (and can still be
+    decided), its idempotent calls run again. Every other tool call that
+    had started is closed as interrupted, and a turn with nothing left to
+    resume is recorded as aborted (failed).
+    """
     if session.active_turn is None:
         return False
     number = session.active_turn
-    if turn is None:
+    if turn is None:  # the crash came between TurnStarted and its turn's events
         turn = Turn.open(session.session_id, number, "recovered")
-    for request_id in list(turn.pending_approvals):
-        turn.decide_approval(request_id, "abort", "recovery")
-    for call_id in list(turn.open_calls):
-        turn.finish_tool_call(call_id, INTERRUPTED_OUTPUT, is_error=True)
+    for call_id, name in list(turn.open_calls.items()):
+        if name not in idempotent_tools:
+            turn.finish_tool_call(call_id, INTERRUPTED_OUTPUT, is_error=True)
+    waiting = set(turn.pending_approvals.values())
     for call_id in list(turn.unanswered_calls()):
-        turn.finish_tool_call(call_id, NOT_RUN_OUTPUT, is_error=True)
-    if turn.step_open:
-        turn.fail_step(turn.steps, "Interrupted", CRASH_REASON)
-    session.abort_turn(number, CRASH_REASON, failed=True)
+        if call_id not in turn.open_calls and call_id not in waiting:
+            turn.finish_tool_call(call_id, NOT_RUN_OUTPUT, is_error=True)
+    resumes = bool(turn.pending_approvals or turn.open_calls) and not turn.step_open
+    if not resumes:
+        for request_id in list(turn.pending_approvals):
+            turn.decide_approval(request_id, "abort", "recovery")
+        for call_id in list(turn.unanswered_calls()):
+            turn.finish_tool_call(call_id, INTERRUPTED_OUTPUT, is_error=True)
+        if turn.step_open:
+            turn.fail_step(turn.steps, "Interrupted", CRASH_REASON)
+        session.abort_turn(number, CRASH_REASON, failed=True)
+    else:
+        turn.warn("the process stopped during this turn; it resumed on reopening")
     store.save(session, turn)
-    return True
+    return resumes

@@ -65,6 +65,7 @@ from turnlog.domain.protocol import (
     Interrupt,
     SessionFileReference,
     Shutdown,
+    Steer,
     UserInput,
 )
 from turnlog.domain.run import (
@@ -97,6 +98,7 @@ class SessionSettings(msgspec.Struct, frozen=True):
 
     approval_policy: str = "ask"
     approval_provider: Any = None
+    approval_timeout: float | None = None
 
 
 class _Run:
@@ -157,8 +159,6 @@ class SessionActor(pykka.ThreadingActor):
             case Submit(op=op, waiter=waiter):
                 return self._submit(op, waiter)
             case FollowUp(text=text, attachments=attachments):
-                self._check_open()
-                _check_text(text)
                 return self._queue_input(text, attachments)
             case StartPrompt(text=text, attachments=attachments, waiter=waiter):
                 # Told, not asked: the caller waits on ``waiter`` alone, which
@@ -293,8 +293,10 @@ class SessionActor(pykka.ThreadingActor):
                 if waiter is not None and self._run is not None:
                     self._run.waiters.append(waiter)
                 return submission_id
-            case Interrupt(turn_id=turn_id):
-                self._interrupt(turn_id)
+            case Steer(text=text, attachments=attachments):
+                return self._queue_input(text, attachments, kind="steer")
+            case Interrupt(turn_id=turn_id, clear_queue=clear_queue):
+                self._interrupt(turn_id, clear_queue=clear_queue)
                 return new_submission_id()
             case ApprovalResponse(request_id=request_id, decision=decision):
                 self._decide(Decide(request_id, decision, "user"))
@@ -311,14 +313,19 @@ class SessionActor(pykka.ThreadingActor):
                 raise InvalidInputError(msg)
 
     def _queue_input(
-        self, text: str, attachments: tuple[SessionFileReference, ...]
+        self,
+        text: str,
+        attachments: tuple[SessionFileReference, ...],
+        kind: str = "follow_up",
     ) -> str:
+        self._check_open()
+        _check_text(text)
         submission_id = new_submission_id()
         session = self._session
         refs = [msgspec.to_builtins(a) for a in attachments]
 
         def decide() -> list[Any]:
-            session.queue_input(submission_id, "follow_up", text, refs)
+            session.queue_input(submission_id, kind, text, refs)
             return [session]
 
         self._record(decide)
@@ -360,6 +367,7 @@ class SessionActor(pykka.ThreadingActor):
             turn.accept_input(
                 submission_id, kind, text, [msgspec.to_builtins(a) for a in attachments]
             )
+            self._take_steers(turn)
             turn.start_step(session.model_route)
             holder.append(turn)
             return [session, turn]
@@ -374,6 +382,10 @@ class SessionActor(pykka.ThreadingActor):
         self._turn = turn
         assert self._run is not None
         self._run.turn_ids.append(str(turn.id))
+        self._spawn_turn_actor(turn)
+        self._call_model(turn)
+
+    def _spawn_turn_actor(self, turn: Turn) -> None:
         self._turn_actor = TurnActor.start(
             session=self.actor_ref,
             session_id=self._session_id,
@@ -383,7 +395,41 @@ class SessionActor(pykka.ThreadingActor):
             io_loop=self._services.io_loop,
             tool_executor=self._services.tool_executor,
         )
-        self._call_model(turn)
+
+    def on_start(self) -> None:
+        turn = self._turn
+        if turn is not None and self._session.running:
+            self._resume_turn(turn)
+
+    def _resume_turn(self, turn: Turn) -> None:
+        """Picks up a turn that a restart left waiting (see actors.revive)."""
+        self._run = _Run(turn.submission_id)
+        self._run.turn_ids.append(str(turn.id))
+        self._spawn_turn_actor(turn)
+        assert self._turn_actor is not None
+        calls = tuple(
+            {
+                "call_id": call_id,
+                "name": name,
+                "arguments": _arguments_of(self._context, call_id),
+            }
+            for call_id, name in turn.open_calls.items()
+        )
+        if calls:
+            self._turn_actor.tell(RunCalls(calls))
+        for request_id, call_id in turn.pending_approvals.items():
+            self._ask_approval(self._approval_request(turn, request_id, call_id))
+
+    def _ask_approval(self, request: ApprovalRequest) -> None:
+        self._services.approval_broker.tell(
+            AskApproval(
+                request,
+                self._settings.approval_policy,
+                self._settings.approval_provider,
+                self.actor_ref,
+                self._settings.approval_timeout,
+            )
+        )
 
     def _call_model(self, turn: Turn) -> None:
         assert self._turn_actor is not None
@@ -469,26 +515,21 @@ class SessionActor(pykka.ThreadingActor):
         if ended:
             self._turn_ended("completed", ended[0], None)
             return
-        if next_step and next_step[0] > 0:
-            self._call_model(turn)
-        elif next_step:
-            self._turn_ended("failed", None, "step limit reached")
+        if next_step:
+            self._after_step_start(turn, next_step[0])
             return
         if to_run:
             assert self._turn_actor is not None
             self._turn_actor.tell(RunCalls(tuple(to_run)))
         for request in approvals:
-            self._services.approval_broker.tell(
-                AskApproval(
-                    request,
-                    self._settings.approval_policy,
-                    self._settings.approval_provider,
-                    self.actor_ref,
-                )
-            )
+            self._ask_approval(request)
 
     def _start_step_or_fail(self, turn: Turn) -> int:
-        """Starts the next step, or aborts the turn at the step limit (-> 0)."""
+        """Starts the next step, or aborts the turn at the step limit (-> 0).
+
+        Steers queued since the last step enter the turn first, so the
+        model sees them in this step.
+        """
         if turn.steps >= self._agent.max_steps:
             self._session.abort_turn(
                 turn.number,
@@ -496,10 +537,31 @@ class SessionActor(pykka.ThreadingActor):
                 failed=True,
             )
             return 0
+        self._take_steers(turn)
         return turn.start_step(self._session.model_route)
+
+    def _take_steers(self, turn: Turn) -> None:
+        for queued in list(self._session.queued):
+            if queued["kind"] == "steer":
+                self._session.take_queued(queued["submission_id"], turn.number)
+                turn.accept_input(
+                    queued["submission_id"],
+                    "steer",
+                    queued["text"],
+                    queued["attachments"],
+                )
+
+    def _after_step_start(self, turn: Turn, step: int) -> None:
+        """Calls the model for a recorded step start (0: the turn hit its limit)."""
+        if step > 0:
+            self._call_model(turn)
+        else:
+            self._turn_ended("failed", None, "step limit reached")
 
     def _needs_approval(self, tool: Any, arguments: str) -> bool:
         if self._settings.approval_policy == "allow":
+            return False
+        if tool.name in self._session.allowed_tools:
             return False
         return bool(tool.requires_approval(arguments))
 
@@ -532,10 +594,8 @@ class SessionActor(pykka.ThreadingActor):
             return [session, turn]
 
         self._record(decide)
-        if next_step and next_step[0] > 0:
-            self._call_model(turn)
-        elif next_step:
-            self._turn_ended("failed", None, "step limit reached")
+        if next_step:
+            self._after_step_start(turn, next_step[0])
 
     # -- approvals -------------------------------------------------------------------
 
@@ -544,16 +604,21 @@ class SessionActor(pykka.ThreadingActor):
         if turn is None or not self._session.running:
             return []
         return [
-            ApprovalRequest(
-                request_id,
-                self._session_id,
-                str(turn.id),
-                call_id,
-                turn.requested_calls.get(call_id, ""),
-                "",
-            )
+            self._approval_request(turn, request_id, call_id)
             for request_id, call_id in turn.pending_approvals.items()
         ]
+
+    def _approval_request(
+        self, turn: Turn, request_id: str, call_id: str
+    ) -> ApprovalRequest:
+        return ApprovalRequest(
+            request_id,
+            self._session_id,
+            str(turn.id),
+            call_id,
+            turn.requested_calls[call_id],
+            _arguments_of(self._context, call_id),
+        )
 
     def _decide(self, message: Decide) -> None:
         turn = self._turn
@@ -569,44 +634,57 @@ class SessionActor(pykka.ThreadingActor):
             )
             raise UsageError(msg)
         decision = message.decision
-        call_id = turn.pending_approvals[request_id]
         session = self._session
         run_now: list[dict[str, Any]] = []
+        settled = [request_id]
         next_step: list[int] = []
 
+        def allow(request: str, decided_as: str, decided_by: str) -> None:
+            call_id = turn.pending_approvals[request]
+            turn.decide_approval(request, decided_as, decided_by)
+            name = turn.requested_calls[call_id]
+            arguments = _arguments_of(self._context, call_id)
+            turn.start_tool_call(call_id, name, arguments)
+            run_now.append({"call_id": call_id, "name": name, "arguments": arguments})
+
         def decide() -> list[Any]:
-            turn.decide_approval(request_id, decision, message.decided_by)
+            call_id = turn.pending_approvals[request_id]
             if decision in ("allow", "allow_session"):
+                allow(request_id, decision, message.decided_by)
+            if decision == "allow_session":
                 name = turn.requested_calls[call_id]
-                arguments = _arguments_of(self._context, call_id)
-                turn.start_tool_call(call_id, name, arguments)
-                run_now.append(
-                    {"call_id": call_id, "name": name, "arguments": arguments}
-                )
+                session.allow_tool_for_session(name, request_id)
+                # Calls of the same tool waiting beside this one are covered.
+                for other, other_call in list(turn.pending_approvals.items()):
+                    if turn.requested_calls[other_call] == name:
+                        allow(other, "allow", "session allowance")
+                        settled.append(other)
             elif decision == "abort":
+                turn.decide_approval(request_id, decision, message.decided_by)
                 self._close_open_work(turn, "aborted at approval")
                 session.abort_turn(turn.number, "aborted at approval", failed=False)
-            else:
-                turn.finish_tool_call(
-                    call_id,
-                    f"the user did not approve this call ({decision})",
-                    is_error=True,
+            elif decision != "allow":
+                turn.decide_approval(request_id, decision, message.decided_by)
+                reason = (
+                    "approval timed out; the call was not run"
+                    if decision == "timeout"
+                    else "the call was denied approval and was not run"
                 )
-                if not turn.unanswered_calls() and not turn.pending_approvals:
+                turn.finish_tool_call(call_id, reason, is_error=True)
+                if not turn.unanswered_calls():
                     next_step.append(self._start_step_or_fail(turn))
             return [session, turn]
 
         self._record(decide)
-        self._services.approval_broker.tell(ApprovalSettled(request_id))
+        for settled_id in settled:
+            self._services.approval_broker.tell(ApprovalSettled(settled_id))
         if decision == "abort":
             self._turn_ended("aborted", None, "aborted at approval")
         elif run_now:
             assert self._turn_actor is not None
             self._turn_actor.tell(RunCalls(tuple(run_now)))
-        elif next_step and next_step[0] > 0:
-            self._call_model(turn)
         elif next_step:
-            self._turn_ended("failed", None, "step limit reached")
+            self._after_step_start(turn, next_step[0])
 
     # -- ending turns and runs ---------------------------------------------------------
 
@@ -619,7 +697,7 @@ class SessionActor(pykka.ThreadingActor):
         if turn.step_open:
             turn.fail_step(turn.steps, "Cancelled", reason)
 
-    def _interrupt(self, turn_id: str | None) -> None:
+    def _interrupt(self, turn_id: str | None, *, clear_queue: bool = False) -> None:
         turn = self._turn
         if turn is None or not self._session.running:
             msg = f"session {self._session_id!r} has no running turn to interrupt"
@@ -632,6 +710,8 @@ class SessionActor(pykka.ThreadingActor):
         def decide() -> list[Any]:
             self._close_open_work(turn, INTERRUPT_REASON)
             session.abort_turn(turn.number, INTERRUPT_REASON, failed=False)
+            if clear_queue:
+                session.drop_queued(INTERRUPT_REASON)
             return [session, turn]
 
         self._record(decide)

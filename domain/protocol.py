@@ -38,10 +38,24 @@ class UserInput(msgspec.Struct, frozen=True, tag="user_input"):
     attachments: tuple[SessionFileReference, ...] = ()
 
 
+class Steer(msgspec.Struct, frozen=True, tag="steer"):
+    """Text for the running turn, seen by the model at its next step.
+
+    With no turn running it waits for the next turn, like a follow-up.
+    """
+
+    text: str
+    attachments: tuple[SessionFileReference, ...] = ()
+
+
 class Interrupt(msgspec.Struct, frozen=True, tag="interrupt"):
-    """Abort the running turn (``turn_id`` None means whichever runs)."""
+    """Abort the running turn (``turn_id`` None means whichever runs).
+
+    Queued input is kept, and runs next, unless ``clear_queue`` is set.
+    """
 
     turn_id: str | None = None
+    clear_queue: bool = False
 
 
 class ApprovalResponse(msgspec.Struct, frozen=True, tag="approval_response"):
@@ -55,7 +69,7 @@ class Shutdown(msgspec.Struct, frozen=True, tag="shutdown"):
     """Close the session once the running turn ends."""
 
 
-Op = UserInput | Interrupt | ApprovalResponse | Shutdown
+Op = UserInput | Steer | Interrupt | ApprovalResponse | Shutdown
 
 
 # --- EventMsgs: what the session reports ---------------------------------------
@@ -84,6 +98,21 @@ class UserInputQueued(msgspec.Struct, frozen=True, tag="user_input_queued"):
     submission_id: str
     text: str
     kind: str
+
+
+class QueuedInputDropped(msgspec.Struct, frozen=True, tag="queued_input_dropped"):
+    """Queued input was dropped before it ran."""
+
+    submission_ids: list[str]
+    reason: str
+
+
+class ToolAllowedForSession(
+    msgspec.Struct, frozen=True, tag="tool_allowed_for_session"
+):
+    """Later calls of ``tool_name`` in this session run without approval."""
+
+    tool_name: str
 
 
 class InputRejected(msgspec.Struct, frozen=True, tag="input_rejected"):
@@ -191,6 +220,8 @@ EventMsg = (
     | TurnStarted
     | UserMessage
     | UserInputQueued
+    | QueuedInputDropped
+    | ToolAllowedForSession
     | InputRejected
     | ModelStepStarted
     | AgentMessage
@@ -312,6 +343,10 @@ class EventTranslator:
                 return self._wrap(sequence, [msg])
             case s.InputQueued(submission_id=sub, text=text, kind=kind):
                 return self._wrap(sequence, [UserInputQueued(sub, text, kind)])
+            case s.QueuedInputDropped(submission_ids=ids, reason=reason):
+                return self._wrap(sequence, [QueuedInputDropped(list(ids), reason)])
+            case s.ToolAllowedForSession(tool_name=tool_name):
+                return self._wrap(sequence, [ToolAllowedForSession(tool_name)])
             case s.SharedStateUpdated(changes=changes):
                 return self._wrap(sequence, [SharedStateChanged(changes)])
             case s.ModelRouteChanged(route=route):

@@ -73,6 +73,41 @@ class InputQueued(TurnlogEvent):
         ]
 
 
+class QueuedInputTaken(TurnlogEvent):
+    """A queued steer entered the running turn (its ``InputAccepted``)."""
+
+    submission_id: str
+    turn_id: str
+
+    def apply(self, aggregate: Session) -> None:
+        aggregate.queued = [
+            q for q in aggregate.queued if q["submission_id"] != self.submission_id
+        ]
+
+
+class QueuedInputDropped(TurnlogEvent):
+    """Queued input was dropped before it ran (``interrupt(clear_queue=True)``)."""
+
+    submission_ids: list[str]
+    reason: str
+
+    def apply(self, aggregate: Session) -> None:
+        dropped = set(self.submission_ids)
+        aggregate.queued = [
+            q for q in aggregate.queued if q["submission_id"] not in dropped
+        ]
+
+
+class ToolAllowedForSession(TurnlogEvent):
+    """Calls of ``tool_name`` need no approval for the rest of the session."""
+
+    tool_name: str
+    request_id: str
+
+    def apply(self, aggregate: Session) -> None:
+        aggregate.allowed_tools = aggregate.allowed_tools | {self.tool_name}
+
+
 class TurnStarted(TurnlogEvent):
     """A turn began; it is the session's only running turn until it ends."""
 
@@ -197,6 +232,7 @@ class Session(Aggregate):
         self.last_usage: dict[str, int] | None = None
         self.closed = False
         self.queued: list[dict[str, Any]] = []
+        self.allowed_tools: frozenset[str] = frozenset()
 
     @classmethod
     def create(
@@ -252,6 +288,37 @@ class Session(Aggregate):
             text=text,
             attachments=list(attachments),
         )
+
+    def take_queued(self, submission_id: str, turn_number: int) -> dict[str, Any]:
+        """Takes a queued input into the running turn; returns it."""
+        self._check_running(turn_number)
+        for queued in self.queued:
+            if queued["submission_id"] == submission_id:
+                self.trigger_event(
+                    QueuedInputTaken,
+                    submission_id=submission_id,
+                    turn_id=str(turn_uuid(self.session_id, turn_number)),
+                )
+                return queued
+        msg = f"input {submission_id!r} is not queued"
+        raise InvariantViolation(msg)
+
+    def drop_queued(self, reason: str) -> list[str]:
+        """Drops every queued input; returns their submission ids."""
+        dropped = [q["submission_id"] for q in self.queued]
+        if dropped:
+            self.trigger_event(
+                QueuedInputDropped, submission_ids=dropped, reason=reason
+            )
+        return dropped
+
+    def allow_tool_for_session(self, tool_name: str, request_id: str) -> None:
+        """Lets later calls of ``tool_name`` run without approval."""
+        self._check_open()
+        if tool_name not in self.allowed_tools:
+            self.trigger_event(
+                ToolAllowedForSession, tool_name=tool_name, request_id=request_id
+            )
 
     def start_turn(self, submission_id: str) -> int:
         """Starts the next turn and returns its number."""

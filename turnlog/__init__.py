@@ -1,6 +1,7 @@
 """turnlog: an agent runtime for LLM sessions on an event-sourced log."""
 
 from turnlog.agent import Agent
+from turnlog.approvals import ApprovalBroker
 from turnlog.config import ApprovalProvider, RunConfig
 from turnlog.domain.approval import ApprovalDecision, ApprovalRequest
 from turnlog.domain.context import Message
@@ -30,6 +31,7 @@ from turnlog.domain.protocol import (
     Op,
     SessionFileReference,
     Shutdown,
+    Steer,
     UserInput,
 )
 from turnlog.domain.run import (
@@ -58,6 +60,7 @@ __all__ = [
     "Agent",
     "AgentHandle",
     "AgentSession",
+    "ApprovalBroker",
     "ApprovalDecision",
     "ApprovalProvider",
     "ApprovalRequest",
@@ -94,6 +97,7 @@ __all__ = [
     "SessionEvent",
     "SessionFileReference",
     "Shutdown",
+    "Steer",
     "StoreError",
     "StoreURLError",
     "Subscription",

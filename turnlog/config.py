@@ -32,6 +32,8 @@ class RunConfig(pydantic.BaseModel):
             a decision), ``allow`` (run them) or ``deny`` (refuse them).
         approval_provider: who decides when the policy is ``ask``; without
             one, decisions come from ``session.approve(...)``.
+        approval_timeout: seconds a request may wait; then it is decided as
+            ``timeout`` (recorded) and the tool does not run. None: no limit.
         event_buffer: events buffered per subscriber before a slow one
             starts missing events.
     """
@@ -41,6 +43,7 @@ class RunConfig(pydantic.BaseModel):
     session_id: str | None = None
     approval_policy: Literal["allow", "deny", "ask"] = "ask"
     approval_provider: Any = None
+    approval_timeout: float | None = pydantic.Field(default=None, gt=0)
     event_buffer: int = pydantic.Field(default=10_000, ge=1)
 
     @pydantic.field_validator("approval_provider")

@@ -17,10 +17,11 @@ import pykka
 
 from turnlog.actors.approval_broker import ApprovalBrokerActor
 from turnlog.actors.io_loop import IoLoop
-from turnlog.actors.revive import close_crashed_turn, load_turn
+from turnlog.actors.revive import load_turn, recover_turn
 from turnlog.actors.session_actor import SessionActor, SessionServices, SessionSettings
 from turnlog.actors.tool_executor import DEFAULT_MAX_CONCURRENCY, ToolExecutorActor
 from turnlog.agent import Agent
+from turnlog.approvals import ApprovalBroker
 from turnlog.config import RunConfig
 from turnlog.domain.errors import InvalidInputError, SessionClosedError, UsageError
 from turnlog.domain.ids import check_session_id, new_submission_id, session_uuid
@@ -67,8 +68,9 @@ class Runtime:
                 self._io_loop, max_tool_concurrency
             )
             self._stoppers.append(_stopper(self._tool_executor))
-            self._broker = ApprovalBrokerActor.start()
+            self._broker = ApprovalBrokerActor.start(self._io_loop)
             self._stoppers.append(_stopper(self._broker))
+            self.approvals = ApprovalBroker(self._broker)
             if follow_projections:
                 store.add_listener(self.projections.notify)
                 self.projections.start()
@@ -194,13 +196,19 @@ class Runtime:
             if session.closed:
                 msg = f"session {session_id!r} was closed"
                 raise SessionClosedError(msg)
-            close_crashed_turn(self.store, session, load_turn(self.store, session))
+            idempotent = frozenset(
+                tool.name for tool in agent.tools_by_name.values() if tool.idempotent
+            )
+            recover_turn(
+                self.store, session, load_turn(self.store, session), idempotent
+            )
             if shared_state:
                 session.update_shared_state(shared_state)
                 self.store.save(session)
         settings = SessionSettings(
             approval_policy=config.approval_policy,
             approval_provider=config.approval_provider,
+            approval_timeout=config.approval_timeout,
         )
         ref: pykka.ActorRef[Any] = SessionActor.start(
             services=self._services, agent=agent, session=session, settings=settings

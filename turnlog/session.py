@@ -36,6 +36,7 @@ from turnlog.domain.protocol import (
     Op,
     SessionFileReference,
     Shutdown,
+    Steer,
     UserInput,
 )
 from turnlog.domain.run import QueuedInput, RunEvent, RunResult, SessionEvent
@@ -236,9 +237,26 @@ class AgentSession:
         result: str = self._actor.ask(FollowUp(text, _attachments(attachments)))
         return result
 
-    def interrupt(self) -> None:
-        """Aborts the running turn (queued follow-ups are kept)."""
-        self._actor.ask(Submit(Interrupt()))
+    def steer(self, text: str, *, attachments: Sequence[Any] = ()) -> str:
+        """Adds ``text`` to the running turn before its next model call.
+
+        With no turn running, it waits for the next turn like a follow-up.
+        Returns the submission id.
+        """
+        refs = _attachments(attachments)
+        result: str = self._actor.ask(Submit(Steer(text, refs)))
+        return result
+
+    def interrupt(self, *, clear_queue: bool = False) -> None:
+        """Aborts the running turn.
+
+        Queued follow-ups are kept, and run next, unless ``clear_queue``.
+        Raises UsageError if no turn is running.
+        """
+        if not isinstance(clear_queue, bool):
+            msg = "clear_queue must be a bool"
+            raise InvalidInputError(msg)
+        self._actor.ask(Submit(Interrupt(clear_queue=clear_queue)))
 
     def approve(self, request_id: str, decision: ApprovalDecision | str) -> None:
         """Decides a pending approval request.
@@ -321,7 +339,9 @@ class AgentHandle:
 
     def submit(self, op: Op) -> str:
         """Submits ``op``; returns its submission id at once."""
-        if not isinstance(op, UserInput | Interrupt | ApprovalResponse | Shutdown):
+        if not isinstance(
+            op, UserInput | Steer | Interrupt | ApprovalResponse | Shutdown
+        ):
             msg = f"not an Op: {op!r}"
             raise InvalidInputError(msg)
         if isinstance(op, ApprovalResponse):

@@ -234,6 +234,6 @@ def test_approval_policies_allow_and_deny_decide_without_asking(
             if i["type"] == "function_call_output"
         ]
         if expected is None:
-            assert outputs == ["the user did not approve this call (deny)"]
+            assert outputs == ["the call was denied approval and was not run"]
         else:
             assert outputs == [expected]

@@ -1,0 +1,42 @@
+"""``rt.approvals``: decide approval requests through the runtime's broker.
+
+An approval provider that holds the broker may resolve a request from
+inside its own ``decide()`` (it runs on a worker thread, and the broker
+never waits for it), or from anywhere else later.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pykka
+
+from turnlog.actors.messages import ResolveApproval
+from turnlog.domain.approval import ApprovalDecision, check_decision
+from turnlog.domain.errors import InvalidInputError, SessionClosedError
+
+ASK_TIMEOUT = 30.0
+
+
+class ApprovalBroker:
+    """The runtime's approval broker, as callers and providers see it."""
+
+    def __init__(self, ref: pykka.ActorRef[Any]) -> None:
+        self._ref = ref
+
+    def resolve(self, request_id: str, decision: ApprovalDecision | str) -> None:
+        """Decides the pending request ``request_id``.
+
+        Raises UsageError if the broker has no such pending request. The
+        session records the first decision a request gets; a later one
+        (the user's, a timeout's) is dropped.
+        """
+        if not isinstance(request_id, str):
+            msg = f"request_id must be a str, not {type(request_id).__name__}"
+            raise InvalidInputError(msg)
+        kind = check_decision(decision).kind
+        try:
+            self._ref.ask(ResolveApproval(request_id, kind), timeout=ASK_TIMEOUT)
+        except pykka.ActorDeadError:
+            msg = "the runtime is closed"
+            raise SessionClosedError(msg) from None
