@@ -9,46 +9,17 @@ opened again, with any tool call it was running marked as interrupted
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
 from turnlog import Agent, Message, Runtime, ScriptedModel, function_tool
 
-CHILD = Path(__file__).with_name("crash_child.py")
-
 pytestmark = pytest.mark.subprocess
 
 
-def run_child_until(url: str, session_id: str, mode: str, marker: str) -> None:
-    """Starts the child, waits for ``marker`` on its stdout, then SIGKILLs it."""
-    with subprocess.Popen(
-        [sys.executable, str(CHILD), url, session_id, mode],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    ) as proc:
-        assert proc.stdout is not None
-        assert proc.stderr is not None
-        try:
-            for line in proc.stdout:
-                if line.startswith(marker):
-                    break
-            else:
-                pytest.fail(f"child exited early ({proc.wait()}): {proc.stderr.read()}")
-            os.kill(proc.pid, signal.SIGKILL)
-        finally:
-            proc.kill()
-            proc.wait(timeout=30)
-    assert proc.returncode == -signal.SIGKILL
-
-
-def test_a_session_killed_between_turns_reopens_and_continues(sqlite_url: str) -> None:
-    run_child_until(sqlite_url, "crashy", "between-turns", "DONE")
+def test_a_session_killed_between_turns_reopens_and_continues(
+    sqlite_url: str, kill_child_at
+) -> None:
+    kill_child_at(sqlite_url, "crashy", "between-turns", "DONE")
     model = ScriptedModel(["second answer"])
     with Runtime.open(sqlite_url) as rt:
         session = rt.create_session(
@@ -73,9 +44,9 @@ def test_a_session_killed_between_turns_reopens_and_continues(sqlite_url: str) -
 
 
 def test_a_tool_cut_off_by_a_kill_is_closed_as_interrupted_and_not_rerun(
-    sqlite_url: str,
+    sqlite_url: str, kill_child_at
 ) -> None:
-    run_child_until(sqlite_url, "mid-tool", "in-tool", "TOOL STARTED")
+    kill_child_at(sqlite_url, "mid-tool", "in-tool", "TOOL STARTED")
     runs: list[str] = []
 
     @function_tool

@@ -1,0 +1,43 @@
+"""Fixtures for scenarios that kill real turnlog processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+CHILD = Path(__file__).with_name("crash_child.py")
+
+
+@pytest.fixture
+def kill_child_at() -> Callable[[str, str, str, str], None]:
+    """Runs crash_child.py, waits for a marker line, then SIGKILLs it."""
+    return run_child_until
+
+
+def run_child_until(url: str, session_id: str, mode: str, marker: str) -> None:
+    """Starts the child, waits for ``marker`` on its stdout, then SIGKILLs it."""
+    with subprocess.Popen(
+        [sys.executable, str(CHILD), url, session_id, mode],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as proc:
+        assert proc.stdout is not None
+        assert proc.stderr is not None
+        try:
+            for line in proc.stdout:
+                if line.startswith(marker):
+                    break
+            else:
+                pytest.fail(f"child exited early ({proc.wait()}): {proc.stderr.read()}")
+            os.kill(proc.pid, signal.SIGKILL)
+        finally:
+            proc.kill()
+            proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
