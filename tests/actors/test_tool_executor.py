@@ -1,0 +1,130 @@
+"""The ToolExecutor: concurrency up to a limit, completion order, timeouts."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from turnlog import Agent, Runtime, ScriptedModel, calls, function_tool, tool_call
+from turnlog.domain import protocol as p
+from turnlog.testing import wait_for
+
+
+def replayed(rt: Runtime, session_id: str, kind: type) -> list:
+    return [e.msg for e in rt.replay_events(session_id) if isinstance(e.msg, kind)]
+
+
+def test_calls_of_one_step_run_concurrently_and_finish_in_completion_order(
+    sqlite_url: str,
+) -> None:
+    both_running = threading.Barrier(2, timeout=10)
+    fast_recorded = threading.Event()
+
+    @function_tool
+    def slow() -> str:
+        """Finishes only after fast's output is in the log."""
+        both_running.wait()
+        fast_recorded.wait(10)
+        return "slow"
+
+    @function_tool
+    def fast() -> str:
+        """Finishes first."""
+        both_running.wait()
+        return "fast"
+
+    model = ScriptedModel([calls(tool_call("slow"), tool_call("fast")), "done"])
+    with Runtime.open(sqlite_url) as rt:
+        session = rt.create_session(
+            Agent("a", model=model, tools=[slow, fast]), session_id="c"
+        )
+        events = session.subscribe()
+        results = []
+        worker = threading.Thread(target=lambda: results.append(session.prompt("go")))
+        worker.start()
+        wait_for(events, lambda m: isinstance(m, p.ToolCallEnd) and m.name == "fast")
+        fast_recorded.set()
+        worker.join(10)
+        assert results[0].final_output == "done"
+        finished = [end.name for end in replayed(rt, "c", p.ToolCallEnd)]
+        assert finished == ["fast", "slow"]
+        # the next request lists every output, in the order they were recorded
+        answered = [
+            i["output"]
+            for i in model.requests[1].items
+            if i["type"] == "function_call_output"
+        ]
+        assert answered == ["fast", "slow"]
+
+
+def test_no_more_than_the_limit_run_at_once(sqlite_url: str) -> None:
+    lock = threading.Lock()
+    running = 0
+    peak = 0
+    gate = threading.Event()
+    arrived = threading.Semaphore(0)
+
+    @function_tool
+    def work(n: int) -> int:
+        """Counts how many run at once."""
+        nonlocal running, peak
+        with lock:
+            running += 1
+            peak = max(peak, running)
+        arrived.release()
+        gate.wait(10)
+        with lock:
+            running -= 1
+        return n
+
+    model = ScriptedModel(
+        [calls(*(tool_call("work", {"n": n}) for n in range(5))), "ok"]
+    )
+    with Runtime.open(sqlite_url, max_tool_concurrency=2) as rt:
+        session = rt.create_session(
+            Agent("a", model=model, tools=[work]), session_id="l"
+        )
+        worker = threading.Thread(target=lambda: session.prompt("go", timeout=20))
+        worker.start()
+        for _ in range(2):
+            assert arrived.acquire(timeout=10)
+        assert not arrived.acquire(timeout=0.05)  # a third would be over the limit
+        gate.set()
+        worker.join(20)
+    assert peak == 2
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_a_call_past_its_timeout_is_an_error_output(
+    sqlite_url: str, asynchronous: bool
+) -> None:
+    never = threading.Event()
+
+    if asynchronous:
+        import asyncio
+
+        @function_tool(timeout=0.05)
+        async def hang() -> str:
+            """Never returns."""
+            await asyncio.Event().wait()
+            return "never"
+    else:
+
+        @function_tool(timeout=0.05)
+        def hang() -> str:
+            """Never returns (until the test ends)."""
+            never.wait(10)
+            return "never"
+
+    model = ScriptedModel([calls(tool_call("hang")), "moved on"])
+    try:
+        with Runtime.open(sqlite_url) as rt:
+            session = rt.create_session(
+                Agent("a", model=model, tools=[hang]), session_id="t"
+            )
+            assert session.prompt("go", timeout=10).final_output == "moved on"
+            (end,) = replayed(rt, "t", p.ToolCallEnd)
+            assert (end.output, end.is_error) == ("tool timed out after 0.05 s", True)
+    finally:
+        never.set()
