@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import msgspec
+
 from turnlog.domain.errors import InvalidInputError
 
 INPUT_KINDS = frozenset({"prompt", "follow_up", "steer", "peer", "system"})
@@ -17,3 +21,20 @@ def check_input(kind: str, text: object) -> str:
         msg = f"input text must be a str, not {type(text).__name__}"
         raise InvalidInputError(msg)
     return text
+
+
+def check_json_data(value: Any, what: str) -> Any:
+    """``value`` if it is plain JSON data (what the log can hold), else raises.
+
+    Strings, numbers, booleans, None, and lists and dicts (with string
+    keys) of those; anything else is refused here, before it is recorded.
+    """
+    try:
+        msgspec.json.encode(value)
+    except (TypeError, msgspec.EncodeError) as error:
+        msg = f"{what} must be plain JSON data: {error}"
+        raise InvalidInputError(msg) from None
+    if isinstance(value, dict) and not all(isinstance(k, str) for k in value):
+        msg = f"{what} must have string keys"
+        raise InvalidInputError(msg)
+    return value

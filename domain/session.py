@@ -26,7 +26,7 @@ from turnlog.domain.errors import (
 )
 from turnlog.domain.events import TurnlogCreated, TurnlogEvent, register_stable_topic
 from turnlog.domain.ids import session_uuid, turn_uuid
-from turnlog.domain.inputs import check_input
+from turnlog.domain.inputs import check_input, check_json_data
 from turnlog.domain.model import USAGE_FIELDS
 
 
@@ -245,6 +245,7 @@ class Session(Aggregate):
         model_route: str,
     ) -> Session:
         """A new session with ``session_id``; the caller checks it is new."""
+        check_json_data(shared_state, "shared state")
         return cls._create(
             SessionCreated,
             id=session_uuid(session_id),
@@ -380,6 +381,7 @@ class Session(Aggregate):
     def update_shared_state(self, changes: dict[str, Any]) -> None:
         """Sets keys of the shared state; records nothing if none change."""
         self._check_open()
+        check_json_data(changes, "shared state")
         changed = {
             key: value
             for key, value in changes.items()

@@ -17,6 +17,7 @@ import pykka
 
 from turnlog.actors.approval_broker import ApprovalBrokerActor
 from turnlog.actors.io_loop import IoLoop
+from turnlog.actors.messages import Query
 from turnlog.actors.revive import load_turn, recover_turn
 from turnlog.actors.session_actor import SessionActor, SessionServices, SessionSettings
 from turnlog.actors.tool_executor import DEFAULT_MAX_CONCURRENCY, ToolExecutorActor
@@ -31,7 +32,7 @@ from turnlog.ownership import SessionOwnership
 from turnlog.projections.checkpoints import CheckpointProjection
 from turnlog.projections.transcript import TranscriptProjection
 from turnlog.readers import Checkpoints, Transcripts, replay_session
-from turnlog.session import AgentHandle, AgentSession
+from turnlog.session import ASK_TIMEOUT, AgentHandle, AgentSession
 from turnlog.store import Store
 from turnlog.views import ProjectionRunner
 
@@ -166,6 +167,9 @@ class Runtime:
                     msg = f"session {chosen!r} is already open here with another agent"
                     raise UsageError(msg)
                 ref = live[0]
+                if ref.ask(Query("closed"), timeout=ASK_TIMEOUT):
+                    msg = f"session {chosen!r} was closed"
+                    raise SessionClosedError(msg)
             else:
                 ref = self._start_session(agent, chosen, shared_state, config)
                 self._sessions[chosen] = (ref, agent.digest())

@@ -14,6 +14,7 @@ import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
+import msgspec
 import pykka
 
 from turnlog.actors.messages import (
@@ -141,6 +142,11 @@ def _attachments(values: Sequence[Any]) -> tuple[SessionFileReference, ...]:
         if not isinstance(value, SessionFileReference):
             msg = f"attachments must be SessionFileReference objects, not {value!r}"
             raise InvalidInputError(msg)
+        try:  # msgspec does not check field types on construction
+            msgspec.convert(msgspec.structs.asdict(value), SessionFileReference)
+        except msgspec.ValidationError as error:
+            msg = f"bad attachment {value!r}: {error}"
+            raise InvalidInputError(msg) from None
     return tuple(values)
 
 
