@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
+import queue
 import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -816,15 +817,27 @@ class SessionActor(pykka.ThreadingActor):
     def on_stop(self) -> None:
         if self._turn_actor is not None:
             self._turn_actor.tell(CancelTurn())
-        run = self._run
-        if run is not None:
-            for waiter in run.waiters:
-                if not waiter.done():
-                    waiter.set_exception(
-                        SessionClosedError(
-                            f"session {self._session_id!r} stopped before the run ended"
-                        )
-                    )
+        stopped = f"session {self._session_id!r} stopped before the run ended"
+        waiters = list(self._run.waiters) if self._run is not None else []
+        # Messages still in the inbox are never handled: answer every one a
+        # caller waits on (pykka would drop told prompts silently), so no
+        # prompt waits forever. Anything sent after this raises at the sender.
+        inbox = self.actor_inbox
+        assert isinstance(inbox, queue.Queue)  # ThreadingActor's inbox
+        while True:
+            try:
+                envelope = inbox.get_nowait()
+            except queue.Empty:
+                break
+            if isinstance(envelope.message, StartPrompt):
+                waiters.append(envelope.message.waiter)
+            if envelope.reply_to is not None:
+                envelope.reply_to.set_exception(
+                    exc_info=(SessionClosedError, SessionClosedError(stopped), None)
+                )
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_exception(SessionClosedError(stopped))
         for subscriber in self._subscribers:
             subscriber.close()
 

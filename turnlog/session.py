@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
@@ -44,9 +43,6 @@ from turnlog.domain.run import QueuedInput, RunEvent, RunResult, SessionEvent
 
 ASK_TIMEOUT = 30.0
 """Seconds to wait for a session actor to take a message (it never blocks)."""
-
-_ALIVE_CHECK = 1.0
-"""While waiting for a run, how often to check that the session still runs."""
 
 
 class Subscription:
@@ -191,29 +187,6 @@ class AgentSession:
         self._actor.tell(StartPrompt(text, refs, waiter))
         return waiter
 
-    def _result(
-        self, waiter: concurrent.futures.Future[RunResult], timeout: float | None
-    ) -> RunResult:
-        """Waits for the run's result, noticing a session that stopped."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            remaining = None if deadline is None else deadline - time.monotonic()
-            try:
-                return waiter.result(
-                    _ALIVE_CHECK
-                    if remaining is None
-                    else min(_ALIVE_CHECK, max(remaining, 0))
-                )
-            except TimeoutError:
-                if waiter.done():
-                    continue
-                if not self._actor.alive():
-                    msg = f"session {self.session_id!r} stopped before the run ended"
-                    raise SessionClosedError(msg) from None
-                if remaining is not None and remaining <= _ALIVE_CHECK:
-                    msg = f"the run did not end within {timeout} s"
-                    raise TimeoutError(msg) from None
-
     def prompt(
         self,
         text: str,
@@ -225,15 +198,14 @@ class AgentSession:
 
         Raises SessionBusyError, recording nothing, if a run is in progress.
         """
-        return self._result(self._start(text, attachments), timeout)
+        return self._start(text, attachments).result(timeout)
 
     async def prompt_async(
         self, text: str, *, attachments: Sequence[Any] = ()
     ) -> RunResult:
         """``prompt`` for asyncio callers; never blocks the event loop."""
         waiter = self._start(text, attachments)  # a tell: it never blocks
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(None, self._result, waiter, None)
+        return await asyncio.wrap_future(waiter)
 
     def follow_up(self, text: str, *, attachments: Sequence[Any] = ()) -> str:
         """Queues ``text`` to run after the current (or next) run's turns.

@@ -187,3 +187,28 @@ def test_wrong_types_raise_clear_errors_and_record_nothing(rt: Runtime, call) ->
         call(session)
     assert rt.store.max_position() == position
     assert session.prompt("still usable", timeout=10).final_output == "fine"
+
+
+def test_a_prompt_waiting_when_the_runtime_closes_gets_an_error(
+    sqlite_url: str,
+) -> None:
+    rt = Runtime.open(sqlite_url)
+    held = HeldModel(ScriptedModel(["never"]))
+    session = rt.create_session(Agent("a", model=held), session_id="s")
+    errors: list[BaseException] = []
+
+    def prompt() -> None:
+        try:
+            session.prompt("go")
+        except SessionClosedError as error:
+            errors.append(error)
+
+    worker = threading.Thread(target=prompt)
+    worker.start()
+    assert held.entered.wait(10)
+    rt.close()
+    worker.join(10)
+    assert not worker.is_alive()
+    assert "stopped before the run ended" in str(errors[0])
+    with pytest.raises(SessionClosedError):
+        session.prompt("after close", timeout=10)
