@@ -240,6 +240,11 @@ class Runtime:
         """The session's durable EventMsg stream, regenerated from the log."""
         return replay_session(self.transcript, session_id)
 
+    def live_sessions(self) -> int:
+        """How many session actors run now (idle ones may be passivated)."""
+        with self._lock:
+            return sum(1 for ref, _ in self._sessions.values() if ref.is_alive())
+
     def sessions(self) -> list[str]:
         """Every session id in the log."""
         return self.transcript.sessions()
