@@ -30,11 +30,13 @@ def check_json_data(value: Any, what: str) -> Any:
     keys) of those; anything else is refused here, before it is recorded.
     """
     try:
-        msgspec.json.encode(value)
+        encoded = msgspec.json.encode(value)
     except (TypeError, msgspec.EncodeError) as error:
         msg = f"{what} must be plain JSON data: {error}"
         raise InvalidInputError(msg) from None
-    if isinstance(value, dict) and not all(isinstance(k, str) for k in value):
-        msg = f"{what} must have string keys"
+    # What comes back from the log must equal what went in: tuples, sets
+    # and non-string keys would come back changed, so they are refused.
+    if msgspec.json.decode(encoded) != value:
+        msg = f"{what} must be plain JSON data (lists, not tuples or sets; str keys)"
         raise InvalidInputError(msg)
     return value

@@ -259,7 +259,17 @@ class AgentSession:
         return result
 
     def subscribe(self, *, buffer: int | None = None) -> Subscription:
-        """Events from now on: RunStarted, RunEvent..., RunFinished per run."""
+        """Events from now on: RunStarted, RunEvent..., RunFinished per run.
+
+        ``buffer`` bounds what waits unread (default: the run config's
+        ``event_buffer``); past it, events are dropped for this subscriber
+        only, and it is told how many (an ``EventsMissed`` item).
+        """
+        if buffer is not None and (
+            isinstance(buffer, bool) or not isinstance(buffer, int) or buffer < 1
+        ):
+            msg = f"buffer must be a positive int, not {buffer!r}"
+            raise InvalidInputError(msg)
         subscriber = self._actor.subscribe(buffer or self._event_buffer)
         return Subscription(self._actor, subscriber)
 

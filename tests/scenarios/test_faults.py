@@ -10,6 +10,7 @@ import pytest
 
 from turnlog import (
     Agent,
+    AgentHandle,
     InvalidInputError,
     ModelResponse,
     NotATurnlogStoreError,
@@ -17,6 +18,7 @@ from turnlog import (
     ScriptedModel,
     SessionBusyError,
     StoreURLError,
+    TurnlogError,
     calls,
     function_tool,
     tool_call,
@@ -192,3 +194,38 @@ def test_bad_session_ids_are_refused(rt: Runtime, session_id) -> None:
     with pytest.raises(InvalidInputError):
         rt.create_session(Agent("a", model=ScriptedModel()), session_id=session_id)
     assert rt.store.max_position() == 0
+
+
+@pytest.mark.parametrize(
+    ("call", "complaint"),
+    [
+        (lambda rt, s: s.subscribe(buffer=0), "buffer must be a positive int"),
+        (lambda rt, s: rt.create_session("agent"), "agent must be a turnlog.Agent"),
+        (lambda rt, s: rt.create_session(s, shared_state=[1]), "agent must be"),
+        (
+            lambda rt, s: rt.create_session(
+                Agent("a", model=ScriptedModel()), shared_state={"x": {1, 2}}
+            ),
+            "shared state must be plain JSON data",
+        ),
+        (lambda rt, s: rt.checkpoints.load(42), "session_id must be a str"),
+        (lambda rt, s: rt.transcript.page("t", max_batches=0), "max_batches"),
+        (lambda rt, s: rt.approvals.resolve(3, "allow"), "request_id must be a str"),
+        (lambda rt, s: rt.approvals.resolve("nope", "allow"), "not pending"),
+        (lambda rt, s: AgentHandle(s).submit("hi"), "not an Op"),
+        (
+            lambda rt, s: Runtime.open(run_config={"approval_policy": "ask"}),
+            "RunConfig",
+        ),
+    ],
+)
+def test_runtime_level_mistakes_are_clear_and_record_nothing(
+    rt: Runtime, call, complaint: str
+) -> None:
+    session = rt.create_session(Agent("a", model=ScriptedModel(["ok"])), session_id="t")
+    position = rt.store.max_position()
+    with pytest.raises(Exception, match=complaint) as raised:
+        call(rt, session)
+    assert isinstance(raised.value, TurnlogError)
+    assert rt.store.max_position() == position
+    assert session.prompt("still fine", timeout=10).final_output == "ok"
