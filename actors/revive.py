@@ -30,9 +30,13 @@ CRASH_REASON = "the process stopped while this turn was running"
 
 
 def load_context(store: Any, session: Session) -> list[Item]:
-    """The model context: every turn's events folded in order."""
+    """The model context: the turns of the current context epoch, folded.
+
+    Only turns from the one that last rewrote the context (compaction) on
+    are read, so opening a session costs the same however long it is.
+    """
     items: list[Item] = []
-    for number in range(1, session.turn_count + 1):
+    for number in range(session.context_start_turn, session.turn_count + 1):
         fold_context(store.events(turn_uuid(session.session_id, number)), items)
     return items
 

@@ -49,7 +49,7 @@ from turnlog.actors.revive import load_context, load_turn
 from turnlog.actors.subscribers import Subscriber
 from turnlog.actors.turn_actor import TurnActor
 from turnlog.domain.approval import ApprovalRequest
-from turnlog.domain.context import context_items, messages_of
+from turnlog.domain.context import apply_to_context, messages_of
 from turnlog.domain.errors import (
     InvalidInputError,
     SessionBusyError,
@@ -136,7 +136,10 @@ class SessionActor(pykka.ThreadingActor):
         self._context: list[Item] = load_context(self._store, session)
         self._translator = EventTranslator(self._session_id)
         self._translator.resume(
-            turn_id=None, submission_id=None, usage_totals=session.usage_totals
+            turn_id=str(self._turn.id) if self._turn is not None else None,
+            submission_id=self._turn.submission_id if self._turn is not None else None,
+            usage_totals=session.usage_totals,
+            context_epoch=session.context_epoch,
         )
         self._subscribers: list[Subscriber] = []
         self._run: _Run | None = None
@@ -259,7 +262,7 @@ class SessionActor(pykka.ThreadingActor):
             before_publish()
         for recording in recordings:
             event = recording.domain_event
-            self._context.extend(context_items(event))
+            apply_to_context(self._context, event)
             for out in self._translator.translate(event, recording.notification.id):
                 self._publish(RunEvent(self._session_id, out))
 

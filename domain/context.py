@@ -14,11 +14,33 @@ import msgspec
 
 from turnlog.domain.model import Item, function_call_output, user_message
 from turnlog.domain.turn import (
+    ContextCompacted,
     HookContextAdded,
     InputAccepted,
     ModelStepCompleted,
     ToolCallFinished,
 )
+
+PROMPT_CACHE_BREAKPOINT_FIELD = "prompt_cache_breakpoint"
+"""A content part carrying this field (True) ends the cacheable prefix."""
+
+COMPACTION_MARKER_TEXT = "The conversation before this point was compacted."
+
+
+def compaction_marker() -> Item:
+    """The item that closes a compacted prefix; it holds the one breakpoint."""
+    return {
+        "type": "message",
+        "role": "developer",
+        "content": [
+            {
+                "type": "input_text",
+                "text": COMPACTION_MARKER_TEXT,
+                PROMPT_CACHE_BREAKPOINT_FIELD: True,
+            }
+        ],
+        "turnlog_kind": "compaction_marker",
+    }
 
 MESSAGE_INPUT_KINDS = frozenset({"prompt", "follow_up", "steer"})
 
@@ -68,13 +90,26 @@ def context_items(event: object) -> list[Item]:
             return []
 
 
+def apply_to_context(items: list[Item], event: object) -> None:
+    """Folds one event into the context ``items``, in place.
+
+    Most events append items; ``ContextCompacted`` replaces them all with
+    the compactor's output, closed by the compaction marker.
+    """
+    if isinstance(event, ContextCompacted):
+        items[:] = [dict(item) for item in event.items]
+        items.append(compaction_marker())
+        return
+    items.extend(context_items(event))
+
+
 def fold_context(
     events: Iterable[object], into: list[Item] | None = None
 ) -> list[Item]:
-    """Appends the context items of ``events`` to ``into`` (or a new list)."""
+    """Folds ``events`` into ``into`` (or a new list) and returns it."""
     items = [] if into is None else into
     for event in events:
-        items.extend(context_items(event))
+        apply_to_context(items, event)
     return items
 
 

@@ -179,11 +179,38 @@ class HookContext(msgspec.Struct, frozen=True, tag="hook_context"):
 
 
 class TokenCount(msgspec.Struct, frozen=True, tag="token_count"):
-    """Usage of the last step (None: unreported) and the session totals."""
+    """Usage of the last model call (None: unreported) and the session totals.
+
+    ``kind`` is ``model`` for a model step, ``compaction`` for compaction.
+    """
 
     route: str
+    kind: str
     last: dict[str, int] | None
     total: dict[str, int]
+
+
+class RenderBlock(msgspec.Struct, frozen=True):
+    """A block a front end shows and later updates in place (same ``id``)."""
+
+    id: str | None
+    title: str
+    state: str
+    body: str = ""
+
+
+class Frontend(msgspec.Struct, frozen=True, tag="frontend"):
+    """Something for a front end to render, e.g. the compaction notice."""
+
+    capability: str
+    block: RenderBlock
+
+
+class ContextRewritten(msgspec.Struct, frozen=True, tag="context_rewritten"):
+    """The model context was rewritten; later steps start a new epoch."""
+
+    epoch: int
+    reasons: list[str]
 
 
 class WarningMessage(msgspec.Struct, frozen=True, tag="warning"):
@@ -234,6 +261,8 @@ EventMsg = (
     | ApprovalResolved
     | HookContext
     | TokenCount
+    | Frontend
+    | ContextRewritten
     | WarningMessage
     | SharedStateChanged
     | ModelRouteChanged
@@ -298,6 +327,7 @@ class EventTranslator:
         self.submission_id: str | None = None
         self.usage_totals: dict[str, int] = {}
         self.last_agent_message: str | None = None
+        self.context_epoch = 0
 
     def resume(
         self,
@@ -305,11 +335,13 @@ class EventTranslator:
         turn_id: str | None,
         submission_id: str | None,
         usage_totals: dict[str, int],
+        context_epoch: int = 0,
     ) -> None:
         """Sets the state a session revived mid-history had reached."""
         self.turn_id = turn_id
         self.submission_id = submission_id
         self.usage_totals = dict(usage_totals)
+        self.context_epoch = context_epoch
 
     def _wrap(self, sequence: int, msgs: Iterable[Any]) -> list[Event]:
         return [
@@ -336,11 +368,15 @@ class EventTranslator:
                 out = self._wrap(sequence, [TurnAborted(turn_id, reason, failed)])
                 self.turn_id = self.submission_id = None
                 return out
-            case s.UsageRecorded(route=route, usage=usage):
+            case s.UsageRecorded(route=route, usage=usage, kind=kind):
                 for key, value in (usage or {}).items():
                     self.usage_totals[key] = self.usage_totals.get(key, 0) + value
-                msg = TokenCount(route, usage, dict(self.usage_totals))
+                msg = TokenCount(route, kind, usage, dict(self.usage_totals))
                 return self._wrap(sequence, [msg])
+            case s.ContextRewritten(reasons=reasons):
+                self.context_epoch += 1
+                rewritten = ContextRewritten(self.context_epoch, list(reasons))
+                return self._wrap(sequence, [rewritten])
             case s.InputQueued(submission_id=sub, text=text, kind=kind):
                 return self._wrap(sequence, [UserInputQueued(sub, text, kind)])
             case s.QueuedInputDropped(submission_ids=ids, reason=reason):
@@ -387,12 +423,35 @@ class EventTranslator:
                 return self._wrap(sequence, [ApprovalRequest(r, c, n, a)])
             case t.ApprovalDecided(request_id=r, call_id=c, decision=d, decided_by=b):
                 return self._wrap(sequence, [ApprovalResolved(r, c, d, b)])
+            case t.CompactionStarted(compaction_id=cid):
+                return self._compaction(sequence, cid, "Context compacting", "pending")
+            case t.ContextCompacted(compaction_id=cid):
+                return self._compaction(sequence, cid, "Context compacted", "complete")
+            case t.CompactionFailed(compaction_id=cid, message=message):
+                return self._compaction(
+                    sequence, cid, "Context compaction failed", "complete", message
+                )
+            case t.CompactionCancelled(compaction_id=cid):
+                return self._compaction(
+                    sequence, cid, "Context compaction cancelled", "complete"
+                )
             case t.HookContextAdded(hook=hook, text=text):
                 return self._wrap(sequence, [HookContext(hook, text)])
             case t.WarningRaised(message=message):
                 return self._wrap(sequence, [WarningMessage(message)])
             case _:
                 return []
+
+
+    def _compaction(
+        self, sequence: int, cid: str, title: str, state: str, body: str = ""
+    ) -> list[Event]:
+        block = RenderBlock(cid, title, state, body)
+        return self._wrap(sequence, [Frontend(COMPACTION_CAPABILITY, block)])
+
+
+COMPACTION_CAPABILITY = "compaction"
+"""The Frontend capability of the compaction notice."""
 
 
 def replay(session_id: str, events: Iterable[tuple[int, object]]) -> list[Event]:

@@ -151,11 +151,17 @@ class TurnAborted(TurnlogEvent):
 
 
 class UsageRecorded(TurnlogEvent):
-    """Tokens spent by one model step; ``usage`` None means unreported."""
+    """Tokens spent by one model call; ``usage`` None means unreported.
+
+    ``kind`` is ``model`` for a model step and ``compaction`` for a
+    compaction call; both count toward the totals, only model steps are
+    the session's "last usage".
+    """
 
     turn_id: str
     step: int
     route: str
+    kind: str
     usage: dict[str, int] | None
 
     def apply(self, aggregate: Session) -> None:
@@ -165,7 +171,25 @@ class UsageRecorded(TurnlogEvent):
         for key, value in self.usage.items():
             totals[key] = totals.get(key, 0) + value
         aggregate.usage_totals = totals
-        aggregate.last_usage = dict(self.usage)
+        if self.kind == "model":
+            aggregate.last_usage = dict(self.usage)
+
+
+class ContextRewritten(TurnlogEvent):
+    """The model context was rewritten (compaction): a new context epoch.
+
+    The context now starts in turn ``turn_number``; turns before it are no
+    longer read to rebuild it.
+    """
+
+    turn_number: int
+    reasons: list[str]
+
+    def apply(self, aggregate: Session) -> None:
+        aggregate.context_epoch += 1
+        aggregate.context_start_turn = self.turn_number
+        if "compaction" in self.reasons:
+            aggregate.compaction_count += 1
 
 
 class SharedStateUpdated(TurnlogEvent):
@@ -233,6 +257,9 @@ class Session(Aggregate):
         self.closed = False
         self.queued: list[dict[str, Any]] = []
         self.allowed_tools: frozenset[str] = frozenset()
+        self.context_epoch = 0
+        self.context_start_turn = 1
+        self.compaction_count = 0
 
     @classmethod
     def create(
@@ -366,17 +393,28 @@ class Session(Aggregate):
         )
 
     def record_usage(
-        self, number: int, step: int, route: str, usage: dict[str, int] | None
+        self,
+        number: int,
+        step: int,
+        route: str,
+        usage: dict[str, int] | None,
+        kind: str = "model",
     ) -> None:
-        """Adds one model step's usage to the totals."""
+        """Adds one model call's usage to the totals."""
         self._check_running(number)
         self.trigger_event(
             UsageRecorded,
             turn_id=str(turn_uuid(self.session_id, number)),
             step=step,
             route=route,
+            kind=kind,
             usage=check_usage(usage),
         )
+
+    def rewrite_context(self, number: int, reasons: list[str]) -> None:
+        """Starts a new context epoch in the running turn."""
+        self._check_running(number)
+        self.trigger_event(ContextRewritten, turn_number=number, reasons=list(reasons))
 
     def update_shared_state(self, changes: dict[str, Any]) -> None:
         """Sets keys of the shared state; records nothing if none change."""

@@ -36,9 +36,10 @@ class CheckpointState(msgspec.Struct):
     total_usage: dict[str, int] = msgspec.field(default_factory=dict)
     closed: bool = False
     updated_sequence: int = 0
+    running_turn_start: int = 0
 
 
-def _apply(state: CheckpointState, event: object) -> bool:
+def _apply(state: CheckpointState, event: object, sequence: int) -> bool:
     """Folds ``event`` into ``state``; returns whether anything changed."""
     match event:
         case s.SessionCreated(agent_name=name, model_route=route, shared_state=shared):
@@ -46,12 +47,24 @@ def _apply(state: CheckpointState, event: object) -> bool:
             state.shared_state = dict(shared)
         case s.TurnStarted(turn_id=turn_id, number=number):
             state.turn_count, state.running_turn = number, turn_id
+            state.running_turn_start = sequence
+        case s.ContextRewritten(reasons=reasons):
+            state.context_epoch += 1
+            state.context_start = state.running_turn_start
+            state.last_context_rewrite = {
+                "reasons": list(reasons),
+                "epoch": state.context_epoch,
+                "sequence": sequence,
+            }
+            if "compaction" in reasons:
+                state.compaction_count += 1
         case s.TurnCompleted() | s.TurnAborted():
             state.running_turn = None
             state.pending_approval = None
-        case s.UsageRecorded(usage=usage):
+        case s.UsageRecorded(usage=usage, kind=kind):
             if usage is not None:
-                state.last_usage = dict(usage)
+                if kind == "model":
+                    state.last_usage = dict(usage)
                 totals = dict(state.total_usage)
                 for key, value in usage.items():
                     totals[key] = totals.get(key, 0) + value
@@ -82,7 +95,7 @@ class CheckpointProjection:
     """Keeps one checkpoint document per session."""
 
     name = "checkpoints"
-    version = 1
+    version = 2
 
     def fold(self, rows: Rows, notification: Notification, event: object) -> None:
         session_id: Any = getattr(event, "session_id", None)
@@ -94,6 +107,6 @@ class CheckpointProjection:
             if doc is None
             else msgspec.convert(doc, CheckpointState)
         )
-        if _apply(state, event) or doc is None:
+        if _apply(state, event, notification.id) or doc is None:
             state.updated_sequence = notification.id
             rows.put(session_id, 0, msgspec.to_builtins(state))

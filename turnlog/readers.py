@@ -178,6 +178,7 @@ class Checkpoints:
         rebuilt = fold_context(item.event() for item in items)
         fields = msgspec.structs.asdict(state)
         del fields["context_start"]
+        del fields["running_turn_start"]
         return Checkpoint(**fields, context=tuple(rebuilt))
 
 

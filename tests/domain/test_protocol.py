@@ -35,7 +35,7 @@ def test_ops_round_trip_through_json(op: p.Op) -> None:
         p.AgentMessage("hello"),
         p.ToolCallBegin("c1", "add", '{"a":1}'),
         p.ToolCallEnd("c1", "add", "2", False),
-        p.TokenCount("default", None, {"total_tokens": 3}),
+        p.TokenCount("default", "model", None, {"total_tokens": 3}),
         p.ModelStepCompleted(1, {"input_tokens": 1}, {"route": "default"}),
         p.TurnAborted("t1", "interrupted", False),
         p.TurnComplete("t1", None),
