@@ -7,7 +7,7 @@ imports nothing but the domain.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from turnlog.domain.model import ModelProvider, ToolSpec
@@ -73,6 +73,16 @@ class AgentDefinition(Protocol):
 
     @property
     def max_steps(self) -> int: ...
+
+    @property
+    def middleware(self) -> Sequence[Any]: ...
+
+    @property
+    def usage_observer(self) -> Callable[[str, dict[str, int] | None], None] | None: ...
+
+    def provider_for(self, route: str) -> ModelProvider:
+        """The provider of a model route; UsageError if unknown."""
+        ...
 
     def digest(self) -> str:
         """A stable digest of the configuration, recorded in the log."""

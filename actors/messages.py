@@ -73,9 +73,13 @@ class Decide(msgspec.Struct, frozen=True):
 
 
 class StepSucceeded(msgspec.Struct, frozen=True):
+    """The model answered; pre_tool hooks added ``pre_tool`` (call id, text)."""
+
     turn: int
     step: int
     response: ModelResponse
+    pre_tool: tuple[tuple[str, str], ...] = ()
+    stop: str | None = None
 
 
 class StepFailed(msgspec.Struct, frozen=True):
@@ -90,6 +94,34 @@ class ToolFinished(msgspec.Struct, frozen=True):
     call_id: str
     output: str
     is_error: bool
+    post_context: str | None = None
+    hook_error: str | None = None
+
+
+class StepPrepared(msgspec.Struct, frozen=True):
+    """The hooks before a step settled (see actors.hooks.prepare_step)."""
+
+    turn: int
+    contexts: tuple[tuple[str, str], ...]
+    compaction: tuple[str, list[Any], dict[str, int] | None] | None
+    stop: str | None
+    error: str | None
+
+
+class CompactionBegan(msgspec.Struct, frozen=True):
+    turn: int
+    compaction_id: str
+    reason: str
+
+
+class InputReviewed(msgspec.Struct, frozen=True):
+    """The user_prompt hooks settled: ``rejection`` set means refused."""
+
+    turn: int
+    rejection: str | None
+    contexts: tuple[tuple[str, str], ...]
+    stop: str | None
+    error: str | None
 
 
 # --- orders to the TurnActor --------------------------------------------------
@@ -105,6 +137,19 @@ class RunCalls(msgspec.Struct, frozen=True):
     """These tool calls are recorded as started: run them."""
 
     calls: tuple[dict[str, Any], ...]
+
+
+class PrepareStep(msgspec.Struct, frozen=True):
+    """Run the hooks (and compaction) before a model step."""
+
+    info: Any
+    startup: bool
+
+
+class ReviewInput(msgspec.Struct, frozen=True):
+    """Run the user_prompt hooks on input not yet recorded."""
+
+    info: Any
 
 
 class CancelTurn(msgspec.Struct, frozen=True):

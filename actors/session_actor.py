@@ -18,7 +18,6 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import queue
-import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -26,18 +25,16 @@ import msgspec
 import pykka
 
 from turnlog.actors.contracts import AgentDefinition
-from turnlog.actors.io_loop import IoLoop
 from turnlog.actors.messages import (
-    ApprovalSettled,
-    AskApproval,
-    CallModel,
     CancelTurn,
+    CompactionBegan,
     Decide,
     FollowUp,
+    InputReviewed,
     Query,
-    RunCalls,
     StartPrompt,
     StepFailed,
+    StepPrepared,
     StepSucceeded,
     Submit,
     Subscribe,
@@ -46,9 +43,9 @@ from turnlog.actors.messages import (
     UpdateSharedState,
 )
 from turnlog.actors.revive import load_context, load_turn
+from turnlog.actors.session_parts import RunState, SessionServices, SessionSettings
 from turnlog.actors.subscribers import Subscriber
-from turnlog.actors.turn_actor import TurnActor
-from turnlog.domain.approval import ApprovalRequest
+from turnlog.actors.turn_flow import TurnFlow
 from turnlog.domain.context import apply_to_context, messages_of
 from turnlog.domain.errors import (
     InvalidInputError,
@@ -58,7 +55,7 @@ from turnlog.domain.errors import (
     UsageError,
 )
 from turnlog.domain.ids import new_submission_id
-from turnlog.domain.model import Item, ModelRequest, final_text, tool_calls_in
+from turnlog.domain.model import Item
 from turnlog.domain.protocol import (
     ApprovalResponse,
     Event,
@@ -69,52 +66,14 @@ from turnlog.domain.protocol import (
     Steer,
     UserInput,
 )
-from turnlog.domain.run import (
-    QueuedInput,
-    RunEvent,
-    RunFinished,
-    RunResult,
-    RunStarted,
-    RunStatus,
-)
+from turnlog.domain.run import QueuedInput, RunEvent, RunFinished, RunResult
 from turnlog.domain.session import Session
 from turnlog.domain.turn import Turn
 
 logger = logging.getLogger(__name__)
 
-INTERRUPT_REASON = "interrupted"
 
-
-class SessionServices(msgspec.Struct, frozen=True):
-    """What every SessionActor of a runtime shares."""
-
-    store: Any
-    io_loop: IoLoop
-    tool_executor: pykka.ActorRef[Any]
-    approval_broker: pykka.ActorRef[Any]
-
-
-class SessionSettings(msgspec.Struct, frozen=True):
-    """Per-session run settings."""
-
-    approval_policy: str = "ask"
-    approval_provider: Any = None
-    approval_timeout: float | None = None
-
-
-class _Run:
-    """The run in progress: from an idle session taking input to idle again."""
-
-    def __init__(self, submission_id: str) -> None:
-        self.submission_id = submission_id
-        self.waiters: list[concurrent.futures.Future[RunResult]] = []
-        self.turn_ids: list[str] = []
-        self.final_output: str | None = None
-        self.status: RunStatus = "completed"
-        self.error: str | None = None
-
-
-class SessionActor(pykka.ThreadingActor):
+class SessionActor(TurnFlow, pykka.ThreadingActor):
     """Owns one session: its aggregates, queue, context and subscribers."""
 
     def __init__(
@@ -142,17 +101,32 @@ class SessionActor(pykka.ThreadingActor):
             context_epoch=session.context_epoch,
         )
         self._subscribers: list[Subscriber] = []
-        self._run: _Run | None = None
+        self._run: RunState | None = None
         self._latest_run: RunResult | None = None
         self._turn_actor: pykka.ActorRef[Any] | None = None
         self._close_when_idle = False
         self._tool_specs = tuple(tool.spec for tool in agent.tools_by_name.values())
+        self._pending_input: dict[str, Any] | None = None
+        self._startup_hooks_due = True
+        self._last_step_epoch = session.context_epoch
+
+    def on_start(self) -> None:
+        turn = self._turn
+        if turn is not None and self._session.running:
+            self._resume_turn(turn)
 
     # -- dispatch ------------------------------------------------------------
 
     def on_receive(self, message: Any) -> Any:
         match message:
-            case StepSucceeded() | StepFailed() | ToolFinished():
+            case (
+                StepSucceeded()
+                | StepFailed()
+                | ToolFinished()
+                | StepPrepared()
+                | CompactionBegan()
+                | InputReviewed()
+            ):
                 self._handle_fact(message)
                 return None
             case Decide() if message.decided_by in ("user",):
@@ -228,6 +202,12 @@ class SessionActor(pykka.ThreadingActor):
                     self._step_failed(fact)
                 case ToolFinished():
                     self._tool_finished(fact)
+                case StepPrepared():
+                    self._step_prepared(fact)
+                case CompactionBegan():
+                    self._compaction_began(fact)
+                case InputReviewed():
+                    self._input_reviewed(fact)
                 case Decide():
                     try:
                         self._decide(fact)
@@ -355,431 +335,6 @@ class SessionActor(pykka.ThreadingActor):
         self._run.waiters.append(waiter)
         return submission_id
 
-    def _start_turn(
-        self,
-        submission_id: str,
-        kind: str,
-        text: str,
-        attachments: tuple[SessionFileReference, ...],
-    ) -> None:
-        session = self._session
-        holder: list[Turn] = []
-
-        def decide() -> list[Any]:
-            number = session.start_turn(submission_id)
-            turn = Turn.open(self._session_id, number, submission_id)
-            turn.accept_input(
-                submission_id, kind, text, [msgspec.to_builtins(a) for a in attachments]
-            )
-            self._take_steers(turn)
-            turn.start_step(session.model_route)
-            holder.append(turn)
-            return [session, turn]
-
-        def announce() -> None:
-            if self._run is None:
-                self._run = _Run(submission_id)
-                self._publish(RunStarted(self._session_id, submission_id))
-
-        self._record(decide, before_publish=announce)
-        turn = holder[0]
-        self._turn = turn
-        assert self._run is not None
-        self._run.turn_ids.append(str(turn.id))
-        self._spawn_turn_actor(turn)
-        self._call_model(turn)
-
-    def _spawn_turn_actor(self, turn: Turn) -> None:
-        self._turn_actor = TurnActor.start(
-            session=self.actor_ref,
-            session_id=self._session_id,
-            turn=turn.number,
-            turn_id=str(turn.id),
-            agent=self._agent,
-            io_loop=self._services.io_loop,
-            tool_executor=self._services.tool_executor,
-        )
-
-    def on_start(self) -> None:
-        turn = self._turn
-        if turn is not None and self._session.running:
-            self._resume_turn(turn)
-
-    def _resume_turn(self, turn: Turn) -> None:
-        """Picks up a turn that a restart left waiting (see actors.revive)."""
-        self._run = _Run(turn.submission_id)
-        self._run.turn_ids.append(str(turn.id))
-        self._spawn_turn_actor(turn)
-        assert self._turn_actor is not None
-        calls = tuple(
-            {
-                "call_id": call_id,
-                "name": name,
-                "arguments": _arguments_of(self._context, call_id),
-            }
-            for call_id, name in turn.open_calls.items()
-        )
-        if calls:
-            self._turn_actor.tell(RunCalls(calls))
-        for request_id, call_id in turn.pending_approvals.items():
-            self._ask_approval(self._approval_request(turn, request_id, call_id))
-
-    def _ask_approval(self, request: ApprovalRequest) -> None:
-        self._services.approval_broker.tell(
-            AskApproval(
-                request,
-                self._settings.approval_policy,
-                self._settings.approval_provider,
-                self.actor_ref,
-                self._settings.approval_timeout,
-            )
-        )
-
-    def _call_model(self, turn: Turn) -> None:
-        assert self._turn_actor is not None
-        request = ModelRequest(
-            instructions=self._agent.instructions,
-            items=tuple(self._context),
-            tools=self._tool_specs,
-            route=self._session.model_route,
-            session_id=self._session_id,
-            turn_id=str(turn.id),
-            step=turn.steps,
-        )
-        self._turn_actor.tell(CallModel(request))
-
-    # -- facts from the turn ----------------------------------------------------
-
-    def _current(self, number: int) -> Turn | None:
-        turn = self._turn
-        if turn is None or turn.number != number or not self._session.running:
-            return None  # a fact from a turn that already ended: stale
-        return turn
-
-    def _step_succeeded(self, fact: StepSucceeded) -> None:
-        turn = self._current(fact.turn)
-        if turn is None or not turn.step_open or turn.steps != fact.step:
-            return
-        session = self._session
-        response = fact.response
-        output = [dict(item) for item in response.output]
-        calls = tool_calls_in(output)
-        to_run: list[dict[str, Any]] = []
-        approvals: list[ApprovalRequest] = []
-        ended: list[str | None] = []
-        next_step: list[int] = []
-
-        def decide() -> list[Any]:
-            turn.complete_step(
-                fact.step, output, response.usage, {"route": session.model_route}
-            )
-            session.record_usage(
-                turn.number, fact.step, session.model_route, response.usage
-            )
-            tools = self._agent.tools_by_name
-            for call in calls:
-                call_id, name, arguments = (
-                    call["call_id"],
-                    call["name"],
-                    call["arguments"],
-                )
-                tool = tools.get(name)
-                if tool is None:
-                    known = ", ".join(sorted(tools)) or "none"
-                    turn.finish_tool_call(
-                        call_id,
-                        f"unknown tool {name!r}; available tools: {known}",
-                        is_error=True,
-                    )
-                elif self._needs_approval(tool, arguments):
-                    request_id = uuid.uuid4().hex
-                    turn.request_approval(request_id, call_id, name, arguments)
-                    approvals.append(
-                        ApprovalRequest(
-                            request_id,
-                            self._session_id,
-                            str(turn.id),
-                            call_id,
-                            name,
-                            arguments,
-                        )
-                    )
-                else:
-                    turn.start_tool_call(call_id, name, arguments)
-                    to_run.append(call)
-            if not calls:
-                final = final_text(output)
-                session.complete_turn(turn.number, final)
-                ended.append(final)
-            elif not turn.unanswered_calls():
-                next_step.append(self._start_step_or_fail(turn))
-            return [session, turn]
-
-        self._record(decide)
-        if ended:
-            self._turn_ended("completed", ended[0], None)
-            return
-        if next_step:
-            self._after_step_start(turn, next_step[0])
-            return
-        if to_run:
-            assert self._turn_actor is not None
-            self._turn_actor.tell(RunCalls(tuple(to_run)))
-        for request in approvals:
-            self._ask_approval(request)
-
-    def _start_step_or_fail(self, turn: Turn) -> int:
-        """Starts the next step, or aborts the turn at the step limit (-> 0).
-
-        Steers queued since the last step enter the turn first, so the
-        model sees them in this step.
-        """
-        if turn.steps >= self._agent.max_steps:
-            self._session.abort_turn(
-                turn.number,
-                f"step limit reached ({self._agent.max_steps} model steps)",
-                failed=True,
-            )
-            return 0
-        self._take_steers(turn)
-        return turn.start_step(self._session.model_route)
-
-    def _take_steers(self, turn: Turn) -> None:
-        for queued in list(self._session.queued):
-            if queued["kind"] == "steer":
-                self._session.take_queued(queued["submission_id"], turn.number)
-                turn.accept_input(
-                    queued["submission_id"],
-                    "steer",
-                    queued["text"],
-                    queued["attachments"],
-                )
-
-    def _after_step_start(self, turn: Turn, step: int) -> None:
-        """Calls the model for a recorded step start (0: the turn hit its limit)."""
-        if step > 0:
-            self._call_model(turn)
-        else:
-            self._turn_ended("failed", None, "step limit reached")
-
-    def _needs_approval(self, tool: Any, arguments: str) -> bool:
-        if self._settings.approval_policy == "allow":
-            return False
-        if tool.name in self._session.allowed_tools:
-            return False
-        return bool(tool.requires_approval(arguments))
-
-    def _step_failed(self, fact: StepFailed) -> None:
-        turn = self._current(fact.turn)
-        if turn is None or not turn.step_open or turn.steps != fact.step:
-            return
-        session = self._session
-        reason = f"model step failed: {fact.error_type}: {fact.message}"
-
-        def decide() -> list[Any]:
-            turn.fail_step(fact.step, fact.error_type, fact.message)
-            session.abort_turn(turn.number, reason, failed=True)
-            return [session, turn]
-
-        self._record(decide)
-        self._turn_ended("failed", None, reason)
-
-    def _tool_finished(self, fact: ToolFinished) -> None:
-        turn = self._current(fact.turn)
-        if turn is None or fact.call_id not in turn.open_calls:
-            return
-        session = self._session
-        next_step: list[int] = []
-
-        def decide() -> list[Any]:
-            turn.finish_tool_call(fact.call_id, fact.output, is_error=fact.is_error)
-            if not turn.unanswered_calls():
-                next_step.append(self._start_step_or_fail(turn))
-            return [session, turn]
-
-        self._record(decide)
-        if next_step:
-            self._after_step_start(turn, next_step[0])
-
-    # -- approvals -------------------------------------------------------------------
-
-    def _pending_approvals(self) -> list[ApprovalRequest]:
-        turn = self._turn
-        if turn is None or not self._session.running:
-            return []
-        return [
-            self._approval_request(turn, request_id, call_id)
-            for request_id, call_id in turn.pending_approvals.items()
-        ]
-
-    def _approval_request(
-        self, turn: Turn, request_id: str, call_id: str
-    ) -> ApprovalRequest:
-        return ApprovalRequest(
-            request_id,
-            self._session_id,
-            str(turn.id),
-            call_id,
-            turn.requested_calls[call_id],
-            _arguments_of(self._context, call_id),
-        )
-
-    def _decide(self, message: Decide) -> None:
-        turn = self._turn
-        request_id = message.request_id
-        if (
-            turn is None
-            or not self._session.running
-            or request_id not in turn.pending_approvals
-        ):
-            msg = (
-                f"approval request {request_id!r} is not pending in session "
-                f"{self._session_id!r} (unknown, stale or already decided)"
-            )
-            raise UsageError(msg)
-        decision = message.decision
-        session = self._session
-        run_now: list[dict[str, Any]] = []
-        settled = [request_id]
-        next_step: list[int] = []
-
-        def allow(request: str, decided_as: str, decided_by: str) -> None:
-            call_id = turn.pending_approvals[request]
-            turn.decide_approval(request, decided_as, decided_by)
-            name = turn.requested_calls[call_id]
-            arguments = _arguments_of(self._context, call_id)
-            turn.start_tool_call(call_id, name, arguments)
-            run_now.append({"call_id": call_id, "name": name, "arguments": arguments})
-
-        def decide() -> list[Any]:
-            call_id = turn.pending_approvals[request_id]
-            if decision in ("allow", "allow_session"):
-                allow(request_id, decision, message.decided_by)
-            if decision == "allow_session":
-                name = turn.requested_calls[call_id]
-                session.allow_tool_for_session(name, request_id)
-                # Calls of the same tool waiting beside this one are covered.
-                for other, other_call in list(turn.pending_approvals.items()):
-                    if turn.requested_calls[other_call] == name:
-                        allow(other, "allow", "session allowance")
-                        settled.append(other)
-            elif decision == "abort":
-                turn.decide_approval(request_id, decision, message.decided_by)
-                self._close_open_work(turn, "aborted at approval")
-                session.abort_turn(turn.number, "aborted at approval", failed=False)
-            elif decision != "allow":
-                turn.decide_approval(request_id, decision, message.decided_by)
-                reason = (
-                    "approval timed out; the call was not run"
-                    if decision == "timeout"
-                    else "the call was denied approval and was not run"
-                )
-                turn.finish_tool_call(call_id, reason, is_error=True)
-                if not turn.unanswered_calls():
-                    next_step.append(self._start_step_or_fail(turn))
-            return [session, turn]
-
-        self._record(decide)
-        for settled_id in settled:
-            self._services.approval_broker.tell(ApprovalSettled(settled_id))
-        if decision == "abort":
-            self._turn_ended("aborted", None, "aborted at approval")
-        elif run_now:
-            assert self._turn_actor is not None
-            self._turn_actor.tell(RunCalls(tuple(run_now)))
-        elif next_step:
-            self._after_step_start(turn, next_step[0])
-
-    # -- ending turns and runs ---------------------------------------------------------
-
-    def _close_open_work(self, turn: Turn, reason: str) -> None:
-        """Answers every open call and decides every pending approval."""
-        for request_id in list(turn.pending_approvals):
-            turn.decide_approval(request_id, "abort", "turnlog")
-        for call_id in list(turn.unanswered_calls()):
-            turn.finish_tool_call(call_id, f"cancelled: {reason}", is_error=True)
-        if turn.step_open:
-            turn.fail_step(turn.steps, "Cancelled", reason)
-
-    def _interrupt(self, turn_id: str | None, *, clear_queue: bool = False) -> None:
-        turn = self._turn
-        if turn is None or not self._session.running:
-            msg = f"session {self._session_id!r} has no running turn to interrupt"
-            raise UsageError(msg)
-        if turn_id is not None and turn_id != str(turn.id):
-            msg = f"turn {turn_id!r} is not the running turn"
-            raise UsageError(msg)
-        session = self._session
-
-        def decide() -> list[Any]:
-            self._close_open_work(turn, INTERRUPT_REASON)
-            session.abort_turn(turn.number, INTERRUPT_REASON, failed=False)
-            if clear_queue:
-                session.drop_queued(INTERRUPT_REASON)
-            return [session, turn]
-
-        self._record(decide)
-        self._turn_ended("aborted", None, INTERRUPT_REASON)
-
-    def _fail_turn_after_error(self, error: TurnlogError) -> None:
-        """Ends the turn a fact could not be recorded for, and its run.
-
-        The failure is recorded if the log still shows the turn running; if
-        it cannot be (the store is failing, or another writer took the
-        session), the run still ends here, so no caller waits forever.
-        """
-        reason = f"turn failed: {type(error).__name__}: {error}"
-        turn, session = self._turn, self._session
-        if turn is not None and session.active_turn == turn.number:
-
-            def decide() -> list[Any]:
-                self._close_open_work(turn, reason)
-                session.abort_turn(turn.number, reason, failed=True)
-                return [session, turn]
-
-            try:
-                self._record(decide)
-            except TurnlogError:
-                logger.exception(
-                    "session %s: could not record the failure", self._session_id
-                )
-        if self._run is not None or self._turn_actor is not None:
-            self._turn_ended("failed", None, reason)
-
-    def _turn_ended(
-        self, status: RunStatus, final_output: str | None, error: str | None
-    ) -> None:
-        if self._turn_actor is not None:
-            self._turn_actor.tell(CancelTurn())
-            self._turn_actor = None
-        self._turn = None
-        run = self._run
-        if run is not None:
-            run.status, run.final_output, run.error = status, final_output, error
-        if not self._start_next_queued():
-            self._finish_run()
-
-    def _start_next_queued(self) -> bool:
-        """Starts the turn of the oldest queued input; False if none started."""
-        if not self._session.queued or self._session.closed:
-            return False
-        queued = self._session.queued[0]
-        attachments = tuple(
-            msgspec.convert(a, SessionFileReference) for a in queued["attachments"]
-        )
-        try:
-            self._start_turn(
-                queued["submission_id"], queued["kind"], queued["text"], attachments
-            )
-        except TurnlogError as failure:
-            logger.warning(
-                "session %s: queued input failed to start: %s",
-                self._session_id,
-                failure,
-            )
-            return False
-        return True
-
     def _finish_run(self) -> None:
         run = self._run
         self._run = None
@@ -852,13 +407,6 @@ def _check_text(text: object) -> None:
     if not isinstance(text, str):
         msg = f"input text must be a str, not {type(text).__name__}"
         raise InvalidInputError(msg)
-
-
-def _arguments_of(context: list[Item], call_id: str) -> str:
-    for item in reversed(context):
-        if item.get("type") == "function_call" and item.get("call_id") == call_id:
-            return str(item.get("arguments", ""))
-    return "{}"
 
 
 __all__ = ["Event", "SessionActor", "SessionServices", "SessionSettings"]

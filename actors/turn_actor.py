@@ -1,39 +1,54 @@
 """The TurnActor: the slow work of one turn, kept off the session's thread.
 
-It starts the turn's model calls on the I/O loop and hands its tool calls
-to the ToolExecutor; their results reach the SessionActor as facts
-straight from where they complete (one thread hop fewer per result than a
-relay through this actor). It owns what is in flight, so an interrupt
-(``CancelTurn``) is handled at once: it cancels the model call (which
-closes its HTTP stream) and the turn's tool calls. It never writes to the
-log and never waits.
+It runs the turn's model calls, middleware hooks and compaction as
+coroutines on the I/O loop and hands its tool calls to the ToolExecutor;
+results reach the SessionActor as facts straight from where they complete.
+It owns what is in flight, so an interrupt (``CancelTurn``) is handled at
+once: every coroutine is cancelled (closing an HTTP stream, stopping
+between hooks) and the turn's tool calls are cancelled where they can be.
+It never writes to the log and never waits.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import pykka
 
 from turnlog.actors.contracts import AgentDefinition
+from turnlog.actors.hooks import (
+    HookFailedError,
+    any_implements,
+    prepare_step,
+    review_prompt,
+    run_hook,
+)
 from turnlog.actors.io_loop import IoLoop
 from turnlog.actors.messages import (
     CallModel,
     CancelTools,
     CancelTurn,
+    CompactionBegan,
+    InputReviewed,
+    PrepareStep,
+    ReviewInput,
     RunCalls,
     RunTool,
     StepFailed,
+    StepPrepared,
     StepSucceeded,
+    ToolFinished,
 )
-from turnlog.domain.errors import ProviderError
-from turnlog.domain.model import ModelResponse, check_response
+from turnlog.domain.errors import ProviderError, TurnlogError
+from turnlog.domain.hooks import ToolCallInfo
+from turnlog.domain.model import ModelRequest, check_response, tool_calls_in
 
 
 class TurnActor(pykka.ThreadingActor):
-    """Drives the model calls and tool calls of one running turn."""
+    """Drives the model calls, hooks and tool calls of one running turn."""
 
     def __init__(
         self,
@@ -54,20 +69,23 @@ class TurnActor(pykka.ThreadingActor):
         self._agent = agent
         self._io_loop = io_loop
         self._tools = tool_executor
-        self._model_call: concurrent.futures.Future[ModelResponse] | None = None
+        self._layers = tuple(agent.middleware)
+        self._post_tool = any_implements(self._layers, "post_tool")
+        self._inflight: set[concurrent.futures.Future[Any]] = set()
+        self._calls: dict[str, tuple[str, str]] = {}
 
     def on_receive(self, message: Any) -> Any:
         match message:
             case CallModel(request=request):
-                step = request.step
-                future = self._io_loop.submit(self._agent.model.respond(request))
-                self._model_call = future
-                session = self._session
-                future.add_done_callback(
-                    lambda f: session.tell(self._step_fact(step, f))
-                )
+                self._start(self._step(request), self._failed_step(request.step))
+            case PrepareStep(info=info, startup=startup):
+                self._start(self._prepare(info, startup), self._failed_preparation)
+            case ReviewInput(info=info):
+                self._start(self._review(info), self._failed_review)
             case RunCalls(calls=calls):
+                reply_to = self.actor_ref if self._post_tool else self._session
                 for call in calls:
+                    self._calls[call["call_id"]] = (call["name"], call["arguments"])
                     self._tools.tell(
                         RunTool(
                             key=self._turn_id,
@@ -79,32 +97,174 @@ class TurnActor(pykka.ThreadingActor):
                                 "session_id": self._session_id,
                                 "turn_id": self._turn_id,
                                 "call_id": call["call_id"],
+                                "name": call["name"],
                             },
-                            reply_to=self._session,
+                            reply_to=reply_to,
                         )
                     )
+            case ToolFinished():
+                self._start(
+                    self._post_tool_hooks(message), self._failed_post_tool(message)
+                )
             case CancelTurn():
-                if self._model_call is not None:
-                    self._model_call.cancel()
+                for future in list(self._inflight):
+                    future.cancel()
                 self._tools.tell(CancelTools(self._turn_id))
                 self.stop()
             case _:
                 msg = f"TurnActor got an unknown message: {message!r}"
                 raise TypeError(msg)
 
-    def _step_fact(
-        self, step: int, future: concurrent.futures.Future[ModelResponse]
-    ) -> StepSucceeded | StepFailed:
-        """The fact a finished model call makes (runs on the I/O thread)."""
-        if future.cancelled():
-            return StepFailed(self._turn, step, "Cancelled", "model call was cancelled")
-        error = future.exception()
-        if isinstance(error, asyncio.CancelledError):
-            return StepFailed(self._turn, step, "Cancelled", "model call was cancelled")
-        if error is not None:
-            return StepFailed(self._turn, step, type(error).__name__, str(error))
+    def _start(
+        self,
+        work: Coroutine[Any, Any, Any],
+        on_error: Callable[[BaseException], Any],
+    ) -> None:
+        """Runs ``work`` on the I/O loop; tells the session its fact."""
+        future = self._io_loop.submit(work)
+        self._inflight.add(future)
+        session = self._session
+        inflight = self._inflight
+
+        def done(finished: concurrent.futures.Future[Any]) -> None:
+            inflight.discard(finished)
+            if finished.cancelled():
+                return  # the turn ended; the session knows
+            error = finished.exception()
+            fact = finished.result() if error is None else on_error(error)
+            if fact is not None:
+                session.tell(fact)
+
+        future.add_done_callback(done)
+
+    # -- model steps -----------------------------------------------------------
+
+    async def _step(self, request: ModelRequest) -> StepSucceeded | StepFailed:
+        provider = self._agent.provider_for(request.route)
         try:
-            response = check_response(future.result())
+            response = check_response(await provider.respond(request))
         except ProviderError as bad:
-            return StepFailed(self._turn, step, "ProviderError", str(bad))
-        return StepSucceeded(self._turn, step, response)
+            return StepFailed(self._turn, request.step, "ProviderError", str(bad))
+        observer = self._agent.usage_observer
+        if observer is not None:
+            try:
+                await asyncio.to_thread(observer, request.route, response.usage)
+            except Exception as error:  # noqa: BLE001 - the turn fails, named
+                message = f"usage observer failed: {type(error).__name__}: {error}"
+                return StepFailed(
+                    self._turn, request.step, "UsageObserverError", message
+                )
+        contexts: list[tuple[str, str]] = []
+        stop: str | None = None
+        known = self._agent.tools_by_name
+        for call in tool_calls_in(response.output):
+            if call["name"] not in known or stop is not None:
+                continue
+            info = ToolCallInfo(
+                self._session_id,
+                self._turn_id,
+                call["call_id"],
+                call["name"],
+                call["arguments"],
+            )
+            for layer in self._layers:
+                result = await run_hook(layer, "pre_tool", info)
+                if result is not None and result.context:
+                    contexts.append((call["call_id"], result.context))
+                if result is not None and result.stop is not None:
+                    stop = result.stop
+                    break
+        return StepSucceeded(self._turn, request.step, response, tuple(contexts), stop)
+
+    def _failed_step(self, step: int) -> Callable[[BaseException], StepFailed]:
+        def fact(error: BaseException) -> StepFailed:
+            if isinstance(error, asyncio.CancelledError):
+                return StepFailed(
+                    self._turn, step, "Cancelled", "model call was cancelled"
+                )
+            return StepFailed(self._turn, step, type(error).__name__, str(error))
+
+        return fact
+
+    # -- preparation and review --------------------------------------------------
+
+    async def _prepare(self, info: Any, startup: bool) -> StepPrepared:
+        session, turn = self._session, self._turn
+
+        def began(compaction_id: str, reason: str) -> None:
+            session.tell(CompactionBegan(turn, compaction_id, reason))
+
+        provider = self._agent.provider_for(info.route)
+        prepared = await prepare_step(
+            layers=self._layers,
+            provider=provider,
+            instructions=self._agent.instructions,
+            info=info,
+            startup=startup,
+            compaction_began=began,
+        )
+        return StepPrepared(
+            turn,
+            tuple(prepared.contexts),
+            prepared.compaction,
+            prepared.stop,
+            None,
+        )
+
+    def _failed_preparation(self, error: BaseException) -> StepPrepared:
+        return StepPrepared(self._turn, (), None, None, _describe(error))
+
+    async def _review(self, info: Any) -> InputReviewed:
+        rejection, contexts, stop = await review_prompt(self._layers, info)
+        return InputReviewed(self._turn, rejection, tuple(contexts), stop, None)
+
+    def _failed_review(self, error: BaseException) -> InputReviewed:
+        return InputReviewed(self._turn, None, (), None, _describe(error))
+
+    # -- tools -------------------------------------------------------------------
+
+    async def _post_tool_hooks(self, finished: ToolFinished) -> ToolFinished:
+        name, arguments = self._calls.get(finished.call_id, ("", ""))
+        info = ToolCallInfo(
+            self._session_id,
+            self._turn_id,
+            finished.call_id,
+            name,
+            arguments,
+            finished.output,
+            finished.is_error,
+        )
+        texts = []
+        for layer in self._layers:
+            result = await run_hook(layer, "post_tool", info)
+            if result is not None and result.context:
+                texts.append(result.context)
+        return ToolFinished(
+            finished.turn,
+            finished.call_id,
+            finished.output,
+            finished.is_error,
+            "\n".join(texts) or None,
+        )
+
+    def _failed_post_tool(
+        self, finished: ToolFinished
+    ) -> Callable[[BaseException], ToolFinished]:
+        def fact(error: BaseException) -> ToolFinished:
+            # The tool's output stands; the hook's failure fails the turn.
+            return ToolFinished(
+                finished.turn,
+                finished.call_id,
+                finished.output,
+                finished.is_error,
+                None,
+                _describe(error),
+            )
+
+        return fact
+
+
+def _describe(error: BaseException) -> str:
+    if isinstance(error, HookFailedError | TurnlogError):
+        return str(error)
+    return f"{type(error).__name__}: {error}"

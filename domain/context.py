@@ -42,6 +42,7 @@ def compaction_marker() -> Item:
         "turnlog_kind": "compaction_marker",
     }
 
+
 MESSAGE_INPUT_KINDS = frozenset({"prompt", "follow_up", "steer"})
 
 

@@ -442,7 +442,6 @@ class EventTranslator:
             case _:
                 return []
 
-
     def _compaction(
         self, sequence: int, cid: str, title: str, state: str, body: str = ""
     ) -> list[Event]:

@@ -188,6 +188,7 @@ class ContextRewritten(TurnlogEvent):
     def apply(self, aggregate: Session) -> None:
         aggregate.context_epoch += 1
         aggregate.context_start_turn = self.turn_number
+        aggregate.last_rewrite_reasons = list(self.reasons)
         if "compaction" in self.reasons:
             aggregate.compaction_count += 1
 
@@ -260,6 +261,7 @@ class Session(Aggregate):
         self.context_epoch = 0
         self.context_start_turn = 1
         self.compaction_count = 0
+        self.last_rewrite_reasons: list[str] = []
 
     @classmethod
     def create(

@@ -377,7 +377,9 @@ class Turn(Aggregate):
         if self.compaction_open is not None:
             msg = f"compaction {self.compaction_open!r} is still open"
             raise InvariantViolation(msg)
-        self.trigger_event(CompactionStarted, compaction_id=compaction_id, reason=reason)
+        self.trigger_event(
+            CompactionStarted, compaction_id=compaction_id, reason=reason
+        )
 
     def _check_compaction(self, compaction_id: str) -> None:
         if self.compaction_open != compaction_id:
@@ -396,7 +398,9 @@ class Turn(Aggregate):
     def fail_compaction(self, compaction_id: str, message: str) -> None:
         """Records that compaction failed; the context stays as it was."""
         self._check_compaction(compaction_id)
-        self.trigger_event(CompactionFailed, compaction_id=compaction_id, message=message)
+        self.trigger_event(
+            CompactionFailed, compaction_id=compaction_id, message=message
+        )
 
     def cancel_compaction(self, compaction_id: str) -> None:
         """Records that compaction was cancelled; the context stays as it was."""

@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import msgspec
 
 from turnlog.domain.errors import InvalidInputError
 from turnlog.domain.model import ModelProvider
+from turnlog.middleware import Middleware
+from turnlog.routing import ModelRouter
 from turnlog.tools import FunctionTool
+
+UsageObserver = Callable[[str, dict[str, int] | None], None]
+"""Called with (route, usage) after each model call, before the usage is
+recorded; if it raises, the turn fails and that usage is not recorded."""
 
 DEFAULT_ROUTE = "default"
 DEFAULT_MAX_STEPS = 32
@@ -21,30 +27,51 @@ class Agent:
 
     Args:
         name: a short name, recorded with each session.
-        model: the provider of model steps (a ``ScriptedModel`` in tests).
+        model: the provider of model steps (a ``ScriptedModel`` in tests), or
+            a ``ModelRouter`` of named routes.
         instructions: the system instructions sent with every request; they
             are not a message of the conversation.
         tools: the tools the model may call (built with ``function_tool``).
-        model_route: the route name recorded with each model call.
+        model_route: the route new sessions start on (default: the router's
+            default, or ``default`` for a single model).
         max_steps: model steps one turn may take before it fails.
+        middleware: hooks around each step, in order (see
+            ``turnlog.middleware``), including ``Compaction``.
+        usage_observer: called with (route, usage) after each model call,
+            before the usage is recorded; if it raises, the turn fails.
     """
 
     def __init__(
         self,
         name: str,
         *,
-        model: ModelProvider,
+        model: ModelProvider | ModelRouter,
         instructions: str = "",
         tools: Sequence[FunctionTool] = (),
-        model_route: str = DEFAULT_ROUTE,
+        model_route: str | None = None,
         max_steps: int = DEFAULT_MAX_STEPS,
+        middleware: Sequence[Middleware] = (),
+        usage_observer: UsageObserver | None = None,
     ) -> None:
         if not isinstance(name, str) or not name:
             msg = "an agent needs a non-empty name"
             raise InvalidInputError(msg)
-        if not isinstance(model, ModelProvider):
+        if isinstance(model, ModelRouter):
+            router = model
+        elif isinstance(model, ModelProvider):
+            router = ModelRouter(model_route or DEFAULT_ROUTE, model)
+        else:
             kind = type(model).__name__
             msg = f"model must provide 'async respond(request)', got {kind}"
+            raise InvalidInputError(msg)
+        route = model_route or router.default
+        router.provider(route)  # an unknown route is refused here
+        for layer in middleware:
+            if not isinstance(layer, Middleware):
+                msg = f"middleware must subclass turnlog.Middleware, not {layer!r}"
+                raise InvalidInputError(msg)
+        if usage_observer is not None and not callable(usage_observer):
+            msg = "usage_observer must be callable"
             raise InvalidInputError(msg)
         if not isinstance(instructions, str):
             msg = "instructions must be a str"
@@ -64,11 +91,13 @@ class Agent:
             msg = "max_steps must be a positive int"
             raise InvalidInputError(msg)
         self._name = name
-        self._model = model
+        self._router = router
         self._instructions = instructions
         self._tools = by_name
-        self._route = model_route
+        self._route = route
         self._max_steps = max_steps
+        self._middleware = tuple(middleware)
+        self._usage_observer = usage_observer
 
     @property
     def name(self) -> str:
@@ -82,13 +111,55 @@ class Agent:
 
     @property
     def model(self) -> ModelProvider:
-        """The model provider."""
-        return self._model
+        """The provider of the agent's route."""
+        return self._router.provider(self._route)
 
     @property
     def model_route(self) -> str:
-        """The route recorded with model calls."""
+        """The route new sessions start on."""
         return self._route
+
+    @property
+    def router(self) -> ModelRouter:
+        """The named routes."""
+        return self._router
+
+    def provider_for(self, route: str) -> ModelProvider:
+        """The provider of ``route`` (UsageError if there is none)."""
+        return self._router.provider(route)
+
+    @property
+    def middleware(self) -> tuple[Middleware, ...]:
+        """The middleware, in order."""
+        return self._middleware
+
+    @property
+    def usage_observer(self) -> UsageObserver | None:
+        """The usage observer, if any."""
+        return self._usage_observer
+
+    def clone(self, **changes: Any) -> Agent:
+        """A copy with ``changes`` (any constructor argument), e.g. a route.
+
+        Everything not changed is shared: tools, middleware, the usage
+        observer and the routes.
+        """
+        arguments: dict[str, Any] = {
+            "model": self._router,
+            "instructions": self._instructions,
+            "tools": tuple(self._tools.values()),
+            "model_route": self._route,
+            "max_steps": self._max_steps,
+            "middleware": self._middleware,
+            "usage_observer": self._usage_observer,
+        }
+        unknown = set(changes) - set(arguments) - {"name"}
+        if unknown:
+            msg = f"Agent.clone got unknown arguments: {', '.join(sorted(unknown))}"
+            raise InvalidInputError(msg)
+        name = changes.pop("name", self._name)
+        arguments.update(changes)
+        return Agent(name, **arguments)
 
     @property
     def tools_by_name(self) -> Mapping[str, FunctionTool]:
@@ -108,6 +179,8 @@ class Agent:
             "route": self._route,
             "max_steps": self._max_steps,
             "tools": [msgspec.to_builtins(t.spec) for t in self._tools.values()],
+            "middleware": [layer.name for layer in self._middleware],
+            "routes": sorted(self._router.routes),
         }
         encoded = msgspec.json.encode(described, order="sorted")
         return hashlib.sha256(encoded).hexdigest()[:16]

@@ -1,0 +1,97 @@
+"""What middleware hooks are given and what they may answer, as plain data."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from turnlog.domain.model import Item
+
+HOOK_NAMES = (
+    "session_start",
+    "user_prompt",
+    "pre_model",
+    "model_request",
+    "pre_tool",
+    "post_tool",
+    "pre_compact",
+    "post_compact",
+)
+"""Every hook a middleware may implement, in the order a turn meets them."""
+
+
+class HookResult(msgspec.Struct, frozen=True):
+    """A hook's answer: add context, stop the turn, or (user_prompt) reject.
+
+    ``context`` is recorded and shown to the model (pre_tool context goes
+    before the call, post_tool context after its output). ``stop`` ends the
+    turn with that reason as a warning (no further model call). ``reject``
+    refuses a prompt: the turn aborts and the prompt is stored nowhere.
+    """
+
+    context: str | None = None
+    stop: str | None = None
+    reject: str | None = None
+
+    @classmethod
+    def add_context(cls, text: str) -> HookResult:
+        """Context for the model."""
+        return cls(context=text)
+
+    @classmethod
+    def stop_turn(cls, reason: str) -> HookResult:
+        """Stop the turn; ``reason`` is recorded as a warning."""
+        return cls(stop=reason)
+
+    @classmethod
+    def reject_prompt(cls, reason: str) -> HookResult:
+        """Refuse the prompt (user_prompt hooks only)."""
+        return cls(reject=reason)
+
+
+class SessionStartInfo(msgspec.Struct, frozen=True):
+    """``source`` is ``startup`` (first turn in this process) or ``compact``."""
+
+    session_id: str
+    source: str
+
+
+class UserPromptInfo(msgspec.Struct, frozen=True):
+    """A prompt before it is recorded; rejecting it keeps it out of the log."""
+
+    session_id: str
+    turn_id: str
+    text: str
+    attachments: tuple[dict[str, Any], ...]
+
+
+class StepInfo(msgspec.Struct, frozen=True):
+    """A model step about to be requested."""
+
+    session_id: str
+    turn_id: str
+    step: int
+    route: str
+    items: tuple[Item, ...]
+
+
+class ToolCallInfo(msgspec.Struct, frozen=True):
+    """A tool call; ``output`` and ``is_error`` are set for post_tool."""
+
+    session_id: str
+    turn_id: str
+    call_id: str
+    name: str
+    arguments: str
+    output: str | None = None
+    is_error: bool = False
+
+
+class CompactionInfo(msgspec.Struct, frozen=True):
+    """A compaction about to run (pre_compact) or just done (post_compact)."""
+
+    session_id: str
+    turn_id: str
+    compaction_id: str
+    estimated_tokens: int

@@ -1,0 +1,116 @@
+"""Middleware: hooks around every step of a turn.
+
+Subclass :class:`Middleware` and override the hooks you need; each may be
+a plain or an ``async`` method and returns a :class:`HookResult` or None.
+Hooks run off the session's thread (async ones on the I/O loop, plain ones
+on a worker thread), in the order the middleware are listed. A hook that
+raises fails the turn cleanly (recorded, with the hook's name).
+
+=================  ==========================================================
+hook               when, and what it may do
+=================  ==========================================================
+``session_start``  first turn of the session in this process (``startup``:
+                   context only, a stop is ignored so the prompt still runs),
+                   and after each compaction (``compact``: may stop)
+``user_prompt``    before a prompt is recorded: context, stop, or reject
+``pre_model``      before each model step: context or stop
+``model_request``  after every ``pre_model`` hook: context or stop
+``pre_tool``       for each call of a known tool: context, recorded before
+                   the call (also when it then waits for approval), or stop
+``post_tool``      after a tool actually ran: context, recorded after its
+                   output
+``pre_compact``    before compaction: stop prevents it
+``post_compact``   after compaction: stop ends the turn (compaction kept)
+=================  ==========================================================
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from turnlog.domain.errors import InvalidInputError
+from turnlog.domain.hooks import (
+    CompactionInfo,
+    HookResult,
+    SessionStartInfo,
+    StepInfo,
+    ToolCallInfo,
+    UserPromptInfo,
+)
+
+
+def _noop(method: Any) -> Any:
+    method.__turnlog_noop__ = True
+    return method
+
+
+class Middleware:
+    """Base class: every hook does nothing until overridden."""
+
+    name = "middleware"
+
+    @_noop
+    def session_start(self, info: SessionStartInfo) -> HookResult | None:
+        """The session starts (``startup``) or restarts after compaction."""
+        return None
+
+    @_noop
+    def user_prompt(self, info: UserPromptInfo) -> HookResult | None:
+        """A prompt arrives; may reject it."""
+        return None
+
+    @_noop
+    def pre_model(self, info: StepInfo) -> HookResult | None:
+        """A model step is being prepared."""
+        return None
+
+    @_noop
+    def model_request(self, info: StepInfo) -> HookResult | None:
+        """The model request is about to be sent."""
+        return None
+
+    @_noop
+    def pre_tool(self, info: ToolCallInfo) -> HookResult | None:
+        """A tool call is about to be decided and run."""
+        return None
+
+    @_noop
+    def post_tool(self, info: ToolCallInfo) -> HookResult | None:
+        """A tool call ran; ``info.output`` holds what it returned."""
+        return None
+
+    @_noop
+    def pre_compact(self, info: CompactionInfo) -> HookResult | None:
+        """Compaction is about to run."""
+        return None
+
+    @_noop
+    def post_compact(self, info: CompactionInfo) -> HookResult | None:
+        """Compaction ran (still provisional until the step is prepared)."""
+        return None
+
+
+class Compaction(Middleware):
+    """Compacts the context before a step once it is estimated over a threshold.
+
+    The model's native compaction endpoint is used when the provider has one
+    (an ``async compact(request)`` method); otherwise a summarising model
+    call replaces the earlier conversation with a summary. Its place in the
+    middleware list matters: hooks listed after it run after compaction, and
+    the compaction stays provisional (not in the checkpoint) until they
+    settle.
+
+    Args:
+        threshold_tokens: compact when the context is estimated above this.
+    """
+
+    name = "compaction"
+
+    def __init__(self, threshold_tokens: int) -> None:
+        if isinstance(threshold_tokens, bool) or not isinstance(threshold_tokens, int):
+            msg = "threshold_tokens must be an int"
+            raise InvalidInputError(msg)
+        if threshold_tokens < 1:
+            msg = "threshold_tokens must be at least 1"
+            raise InvalidInputError(msg)
+        self.compaction_threshold = threshold_tokens
