@@ -61,6 +61,12 @@ class UpdateSharedState(msgspec.Struct, frozen=True):
     changes: dict[str, Any]
 
 
+class ChangeRoute(msgspec.Struct, frozen=True):
+    """Send later model calls to another named route (recorded)."""
+
+    route: str
+
+
 class Decide(msgspec.Struct, frozen=True):
     """Decide a pending approval (from the caller or the broker)."""
 

@@ -27,6 +27,7 @@ import pykka
 from turnlog.actors.contracts import AgentDefinition
 from turnlog.actors.messages import (
     CancelTurn,
+    ChangeRoute,
     CompactionBegan,
     Decide,
     FollowUp,
@@ -61,6 +62,7 @@ from turnlog.domain.protocol import (
     Event,
     EventTranslator,
     Interrupt,
+    PeerInput,
     SessionFileReference,
     Shutdown,
     Steer,
@@ -160,6 +162,17 @@ class SessionActor(TurnFlow, pykka.ThreadingActor):
                 return dict(self._session.shared_state)
             case Query(what=what):
                 return self._query(what)
+            case ChangeRoute(route=route):
+                self._check_open()
+                self._agent.provider_for(route)  # UsageError naming the routes
+                session = self._session
+
+                def change() -> list[Any]:
+                    session.change_route(route)
+                    return [session]
+
+                self._record(change)
+                return None
             case _:
                 msg = f"SessionActor got an unknown message: {message!r}"
                 raise TypeError(msg)
@@ -276,6 +289,17 @@ class SessionActor(TurnFlow, pykka.ThreadingActor):
                     self._start_turn(submission_id, "prompt", text, attachments)
                 if waiter is not None and self._run is not None:
                     self._run.waiters.append(waiter)
+                return submission_id
+            case PeerInput(text=text, kind=kind):
+                if kind not in ("peer", "system"):
+                    msg = f"peer input kind must be 'peer' or 'system', not {kind!r}"
+                    raise InvalidInputError(msg)
+                self._check_open()
+                _check_text(text)
+                if self._session.running or self._run is not None:
+                    return self._queue_input(text, (), kind=kind)
+                submission_id = new_submission_id()
+                self._start_turn(submission_id, kind, text, ())
                 return submission_id
             case Steer(text=text, attachments=attachments):
                 return self._queue_input(text, attachments, kind="steer")

@@ -38,6 +38,18 @@ class UserInput(msgspec.Struct, frozen=True, tag="user_input"):
     attachments: tuple[SessionFileReference, ...] = ()
 
 
+class PeerInput(msgspec.Struct, frozen=True, tag="peer_input"):
+    """Input from another agent (``peer``) or the host system (``system``).
+
+    It starts a turn (or waits behind the running one) without being a
+    user prompt: the model sees it as a developer message, and user_prompt
+    hooks do not review it.
+    """
+
+    text: str
+    kind: str = "peer"
+
+
 class Steer(msgspec.Struct, frozen=True, tag="steer"):
     """Text for the running turn, seen by the model at its next step.
 
@@ -69,7 +81,7 @@ class Shutdown(msgspec.Struct, frozen=True, tag="shutdown"):
     """Close the session once the running turn ends."""
 
 
-Op = UserInput | Steer | Interrupt | ApprovalResponse | Shutdown
+Op = UserInput | PeerInput | Steer | Interrupt | ApprovalResponse | Shutdown
 
 
 # --- EventMsgs: what the session reports ---------------------------------------

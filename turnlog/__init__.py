@@ -22,6 +22,14 @@ from turnlog.domain.errors import (
     UnknownSessionError,
     UsageError,
 )
+from turnlog.domain.hooks import (
+    CompactionInfo,
+    HookResult,
+    SessionStartInfo,
+    StepInfo,
+    ToolCallInfo,
+    UserPromptInfo,
+)
 from turnlog.domain.model import ModelProvider, ModelRequest, ModelResponse, ToolSpec
 from turnlog.domain.protocol import (
     ApprovalResponse,
@@ -29,6 +37,7 @@ from turnlog.domain.protocol import (
     EventMsg,
     Interrupt,
     Op,
+    PeerInput,
     SessionFileReference,
     Shutdown,
     Steer,
@@ -43,12 +52,16 @@ from turnlog.domain.run import (
     RunStarted,
     SessionEvent,
 )
+from turnlog.middleware import Compaction, Middleware
+from turnlog.projections.executions import Execution
 from turnlog.readers import (
     Checkpoint,
+    ExecutionPage,
     TranscriptItem,
     TranscriptPage,
     replay_events,
 )
+from turnlog.routing import ModelRouter
 from turnlog.runtime import Runtime
 from turnlog.scripted import ScriptedModel, calls, reply, tool_call
 from turnlog.session import AgentHandle, AgentSession, RunHandle, Subscription
@@ -66,21 +79,29 @@ __all__ = [
     "ApprovalRequest",
     "ApprovalResponse",
     "Checkpoint",
+    "Compaction",
+    "CompactionInfo",
     "ConcurrencyConflictError",
     "DomainError",
     "Event",
     "EventMsg",
     "EventsMissed",
+    "Execution",
+    "ExecutionPage",
     "FunctionTool",
+    "HookResult",
     "Interrupt",
     "InvalidInputError",
     "InvariantViolation",
     "Message",
+    "Middleware",
     "ModelProvider",
     "ModelRequest",
     "ModelResponse",
+    "ModelRouter",
     "NotATurnlogStoreError",
     "Op",
+    "PeerInput",
     "ProviderError",
     "QueuedInput",
     "ReplayError",
@@ -96,11 +117,14 @@ __all__ = [
     "SessionClosedError",
     "SessionEvent",
     "SessionFileReference",
+    "SessionStartInfo",
     "Shutdown",
     "Steer",
+    "StepInfo",
     "StoreError",
     "StoreURLError",
     "Subscription",
+    "ToolCallInfo",
     "ToolContext",
     "ToolError",
     "ToolResult",
@@ -111,6 +135,7 @@ __all__ = [
     "UnknownSessionError",
     "UsageError",
     "UserInput",
+    "UserPromptInfo",
     "calls",
     "function_tool",
     "replay_events",

@@ -19,12 +19,14 @@ from turnlog.domain.ids import check_session_id
 from turnlog.domain.model import Item
 from turnlog.domain.protocol import Event, replay
 from turnlog.projections.checkpoints import CheckpointProjection, CheckpointState
+from turnlog.projections.executions import Execution, ExecutionProjection
 from turnlog.projections.transcript import TranscriptProjection, TranscriptRow
 from turnlog.transcoder import MsgspecTranscoder
 from turnlog.views import ProjectionRunner
 
 _mapper: Mapper[UUID] = Mapper(transcoder=MsgspecTranscoder())
 _row_decoder = msgspec.json.Decoder(TranscriptRow)
+_execution_decoder = msgspec.json.Decoder(Execution)
 
 
 class TranscriptItem(msgspec.Struct, frozen=True):
@@ -150,6 +152,42 @@ class Transcripts:
         """Every session id with a transcript."""
         self._runner.catch_up()
         return self._runner.tables.parts(TranscriptProjection.name)
+
+
+class ExecutionPage(msgspec.Struct, frozen=True):
+    """Execution records before a position, oldest first."""
+
+    executions: list[Execution]
+    has_more: bool
+
+
+class Executions:
+    """``rt.executions``: one record per turn."""
+
+    def __init__(self, runner: ProjectionRunner) -> None:
+        self._runner = runner
+
+    def page(
+        self, session_id: str, before_sequence: int | None = None, limit: int = 10
+    ) -> ExecutionPage:
+        """Up to ``limit`` turns started before ``before_sequence``, oldest first."""
+        check_session_id(session_id)
+        if not isinstance(limit, int) or limit < 1:
+            msg = "limit must be a positive int"
+            raise InvalidInputError(msg)
+        self._runner.catch_up()
+        rows = self._runner.tables.range(
+            ExecutionProjection.name,
+            session_id,
+            from_position=1,
+            before=before_sequence,
+            limit=limit + 1,
+            newest_first=True,
+        )
+        has_more = len(rows) > limit
+        records = [_execution_decoder.decode(raw) for _, raw in rows[:limit]]
+        records.reverse()
+        return ExecutionPage(records, has_more)
 
 
 class Checkpoints:

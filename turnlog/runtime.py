@@ -30,8 +30,9 @@ from turnlog.domain.protocol import Event
 from turnlog.domain.session import Session
 from turnlog.ownership import SessionOwnership
 from turnlog.projections.checkpoints import CheckpointProjection
+from turnlog.projections.executions import ExecutionProjection
 from turnlog.projections.transcript import TranscriptProjection
-from turnlog.readers import Checkpoints, Transcripts, replay_session
+from turnlog.readers import Checkpoints, Executions, Transcripts, replay_session
 from turnlog.session import ASK_TIMEOUT, AgentHandle, AgentSession
 from turnlog.store import Store
 from turnlog.views import ProjectionRunner
@@ -54,10 +55,12 @@ class Runtime:
         self._closed = False
         self._sessions: dict[str, tuple[pykka.ActorRef[Any], str]] = {}
         self.projections = ProjectionRunner(
-            store, [CheckpointProjection(), TranscriptProjection()]
+            store,
+            [CheckpointProjection(), TranscriptProjection(), ExecutionProjection()],
         )
         self.transcript = Transcripts(self.projections)
         self.checkpoints = Checkpoints(self.projections, self.transcript)
+        self.executions = Executions(self.projections)
         # Started one by one; if one fails, what already runs is stopped.
         self._stoppers: list[Callable[[], None]] = []
         try:

@@ -17,6 +17,7 @@ import msgspec
 import pykka
 
 from turnlog.actors.messages import (
+    ChangeRoute,
     FollowUp,
     Query,
     StartPrompt,
@@ -34,6 +35,7 @@ from turnlog.domain.protocol import (
     Event,
     Interrupt,
     Op,
+    PeerInput,
     SessionFileReference,
     Shutdown,
     Steer,
@@ -215,6 +217,25 @@ class AgentSession:
         result: str = self._actor.ask(FollowUp(text, _attachments(attachments)))
         return result
 
+    def send_input(self, text: str, *, kind: str = "peer") -> str:
+        """Input from a peer agent or the host (``kind`` peer or system).
+
+        It starts a turn, or waits behind the running one, without being a
+        user prompt. Returns the submission id at once.
+        """
+        result: str = self._actor.ask(Submit(PeerInput(text, kind)))
+        return result
+
+    def set_model_route(self, route: str) -> None:
+        """Sends later model calls to the named route (recorded).
+
+        Raises UsageError naming the known routes if there is no such route.
+        """
+        if not isinstance(route, str):
+            msg = f"route must be a str, not {type(route).__name__}"
+            raise InvalidInputError(msg)
+        self._actor.ask(ChangeRoute(route))
+
     def steer(self, text: str, *, attachments: Sequence[Any] = ()) -> str:
         """Adds ``text`` to the running turn before its next model call.
 
@@ -327,9 +348,8 @@ class AgentHandle:
 
     def submit(self, op: Op) -> str:
         """Submits ``op``; returns its submission id at once."""
-        if not isinstance(
-            op, UserInput | Steer | Interrupt | ApprovalResponse | Shutdown
-        ):
+        ops = (UserInput, PeerInput, Steer, Interrupt, ApprovalResponse, Shutdown)
+        if not isinstance(op, ops):
             msg = f"not an Op: {op!r}"
             raise InvalidInputError(msg)
         if isinstance(op, ApprovalResponse):
