@@ -14,9 +14,11 @@ Invariants (a violation raises and records nothing):
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from datetime import datetime
+from typing import Any, ClassVar
 
-from eventsourcing.domain import Aggregate
+from eventsourcing.domain import Aggregate, Snapshot
+from eventsourcing.utils import get_topic, register_topic
 
 from turnlog.domain.errors import (
     InvalidInputError,
@@ -448,3 +450,46 @@ class Session(Aggregate):
 _MISSING = object()
 
 register_stable_topic(Session)
+
+
+class SessionSnapshot(Snapshot):
+    """A Session's whole state at a version, so loading it stays cheap.
+
+    The state is stored as plain JSON data: timestamps as ISO strings and
+    the allowed tools as a sorted list, turned back on loading.
+    """
+
+    TOPIC: ClassVar[str] = "turnlog:SessionSnapshot"
+
+    @classmethod
+    def take(cls, aggregate: Any) -> SessionSnapshot:
+        """A snapshot of ``aggregate`` as it is in memory."""
+        state = dict(vars(aggregate))
+        for key in ("_id", "_version", "_pending_events"):
+            state.pop(key, None)
+        state["_created_on"] = aggregate.created_on.isoformat()
+        state["_modified_on"] = aggregate.modified_on.isoformat()
+        state["allowed_tools"] = sorted(aggregate.allowed_tools)
+        return cls(
+            originator_id=aggregate.id,
+            originator_version=aggregate.version,
+            timestamp=cls.create_timestamp(),
+            topic=get_topic(type(aggregate)),
+            state=state,
+        )
+
+    def mutate(self, _: None) -> Any:
+        """The Session the snapshot holds."""
+        state = dict(self.state)
+        state["_created_on"] = datetime.fromisoformat(state["_created_on"])
+        state["_modified_on"] = datetime.fromisoformat(state["_modified_on"])
+        state["allowed_tools"] = frozenset(state["allowed_tools"])
+        state["_id"] = self.originator_id
+        state["_version"] = self.originator_version
+        state["_pending_events"] = []
+        session = object.__new__(Session)
+        object.__setattr__(session, "__dict__", state)
+        return session
+
+
+register_topic(SessionSnapshot.TOPIC, SessionSnapshot)

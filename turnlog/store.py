@@ -19,6 +19,7 @@ newer turnlog, is refused with a clear error before anything is written.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sqlite3
 import threading
@@ -36,6 +37,7 @@ from eventsourcing.persistence import (
     Recording,
     Transcoder,
 )
+from eventsourcing.utils import Environment, EnvType
 
 from turnlog.domain.errors import (
     ConcurrencyConflictError,
@@ -44,7 +46,13 @@ from turnlog.domain.errors import (
     StoreURLError,
 )
 from turnlog.domain.events import in_decision_order
+from turnlog.domain.session import Session, SessionSnapshot
 from turnlog.transcoder import MsgspecTranscoder
+
+logger = logging.getLogger(__name__)
+
+SNAPSHOT_INTERVAL = 100
+"""A Session is snapshotted every this many of its events."""
 
 SCHEMA_VERSION = 1
 """Version of turnlog's storage layout; raised with every breaking change."""
@@ -62,6 +70,12 @@ class _TurnlogApplication(Application[uuid.UUID]):
     def __init__(self, env: dict[str, str]) -> None:
         self.listeners: list[Callable[[Sequence[Recording[uuid.UUID]]], None]] = []
         super().__init__(env)
+
+    def construct_env(self, name: str, env: EnvType | None = None) -> Environment:
+        # Only what the store URL says: eventsourcing would also read the
+        # process environment, where an unrelated CIPHER_TOPIC or
+        # CREATE_TABLE could silently change how the log is written.
+        return Environment(name, dict(env or {}))
 
     def construct_transcoder(self) -> Transcoder:
         return MsgspecTranscoder()
@@ -167,6 +181,7 @@ class Store:
     def __init__(self, url: str | None = None) -> None:
         self.url = url
         env = parse_store_url(url)
+        env["IS_SNAPSHOTTING_ENABLED"] = "y"
         self.is_postgres = env["PERSISTENCE_MODULE"].endswith("postgres")
         self.location = describe_url(url, env)
         try:
@@ -221,9 +236,30 @@ class Store:
             raise ConcurrencyConflictError(msg) from error
         except PersistenceError as error:
             raise _as_store_error(error, self.location) from error
+        self._snapshot_sessions(aggregates, events)
         for listener in self._app.listeners:
             listener(recordings)
         return recordings
+
+    def _snapshot_sessions(self, aggregates: Sequence[Any], events: list[Any]) -> None:
+        """Snapshots a Session each SNAPSHOT_INTERVAL events (best effort).
+
+        Taken from the aggregate in memory, which is what was just saved; a
+        lost snapshot only makes the next load read more events.
+        """
+        snapshots = self._app.snapshots
+        if snapshots is None:
+            return
+        for aggregate in aggregates:
+            if not isinstance(aggregate, Session):
+                continue
+            version = aggregate.version
+            saved = sum(1 for event in events if event.originator_id == aggregate.id)
+            if version // SNAPSHOT_INTERVAL > (version - saved) // SNAPSHOT_INTERVAL:
+                try:
+                    snapshots.put([SessionSnapshot.take(aggregate)])
+                except PersistenceError:
+                    logger.warning("could not snapshot %s", aggregate.session_id)
 
     # -- reading --------------------------------------------------------------
 

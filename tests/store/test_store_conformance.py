@@ -182,3 +182,30 @@ def test_sqlite_commits_wait_for_the_disk(sqlite_url: str) -> None:
         assert (journal, synchronous) == ("wal", 2)  # 2 is FULL
     finally:
         store.close()
+
+
+def test_a_session_loaded_from_its_snapshot_equals_one_folded_from_events(
+    store: Store,
+) -> None:
+    from turnlog.store import SNAPSHOT_INTERVAL
+
+    session = new_session(shared={"k": [1, {"n": None}]})
+    store.save(session)
+    session.allow_tool_for_session("deploy", "r1")
+    for number in range(1, SNAPSHOT_INTERVAL // 2 + 2):
+        session.start_turn(f"sub-{number}")
+        session.record_usage(number, 1, "default", {"input_tokens": 2})
+        session.complete_turn(number, "ok")
+        store.save(session)
+    session.queue_input("later", "follow_up", "queued text", [])
+    store.save(session)
+    assert session.version > SNAPSHOT_INTERVAL
+    snapshots = list(store._app.snapshots.get(session_uuid("s1")))
+    assert [s.originator_version for s in snapshots] == [SNAPSHOT_INTERVAL]
+    loaded = store.get(session_uuid("s1"))
+    folded = None
+    for event in store.events(session_uuid("s1")):
+        folded = event.mutate(folded)
+    assert vars(loaded) == vars(folded)
+    assert loaded.allowed_tools == frozenset({"deploy"})
+    assert loaded.queued[0]["text"] == "queued text"
