@@ -201,7 +201,8 @@ def test_a_session_loaded_from_its_snapshot_equals_one_folded_from_events(
     store.save(session)
     assert session.version > SNAPSHOT_INTERVAL
     snapshots = list(store._app.snapshots.get(session_uuid("s1")))
-    assert [s.originator_version for s in snapshots] == [SNAPSHOT_INTERVAL]
+    assert len(snapshots) == 1
+    assert SNAPSHOT_INTERVAL <= snapshots[0].originator_version < session.version
     loaded = store.get(session_uuid("s1"))
     folded = None
     for event in store.events(session_uuid("s1")):
