@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+import msgspec
 from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.persistence import (
     IntegrityError,
@@ -37,8 +38,9 @@ from eventsourcing.persistence import (
     Recording,
     Transcoder,
 )
-from eventsourcing.utils import Environment, EnvType
+from eventsourcing.utils import Environment, EnvType, get_topic
 
+from turnlog.domain.chain import CHAIN_FIELD, SEQ_FIELD, ChainHead, canonical, link
 from turnlog.domain.errors import (
     ConcurrencyConflictError,
     NotATurnlogStoreError,
@@ -46,10 +48,13 @@ from turnlog.domain.errors import (
     StoreURLError,
 )
 from turnlog.domain.events import in_decision_order
+from turnlog.domain.ids import session_uuid, turn_uuid
 from turnlog.domain.session import Session, SessionSnapshot
 from turnlog.transcoder import MsgspecTranscoder
 
 logger = logging.getLogger(__name__)
+
+_raw_decoder = msgspec.json.Decoder(dict[str, Any])
 
 SNAPSHOT_INTERVAL = 100
 """A Session is snapshotted every this many of its events."""
@@ -195,6 +200,7 @@ class Store:
             raise _as_store_error(error, self.location) from error
         self._closed = False
         self._close_lock = threading.Lock()
+        self._heads: dict[str, ChainHead] = {}
 
     # -- what the views need ------------------------------------------------
 
@@ -227,6 +233,7 @@ class Store:
         that case nothing of this save is recorded.
         """
         events = in_decision_order(aggregates)
+        head = self._chain(events)
         try:
             # EventStore.put, not Application.save: the latter checks every
             # event against runtime Protocols, a quarter of a save's time.
@@ -236,10 +243,59 @@ class Store:
             raise ConcurrencyConflictError(msg) from error
         except PersistenceError as error:
             raise _as_store_error(error, self.location) from error
+        if head is not None:
+            self._heads[events[0].session_id] = head
         self._snapshot_sessions(aggregates, events)
         for listener in self._app.listeners:
             listener(recordings)
         return recordings
+
+    def _chain(self, events: list[Any]) -> ChainHead | None:
+        """Stamps ``events`` with their session seq and chain link.
+
+        Returns the new head, to keep once the save has succeeded.
+        """
+        if not events:
+            return None
+        session_id = events[0].session_id
+        head = self._heads.get(session_id) or self._load_head(session_id)
+        seq, digest = head.seq, head.digest
+        for event in events:
+            seq += 1
+            object.__setattr__(event, SEQ_FIELD, seq)
+            # The state as the mapper will store it (see Mapper.to_stored_event).
+            state = dict(vars(event))
+            originator_id = state.pop("originator_id")
+            originator_version = state.pop("originator_version")
+            class_version = getattr(type(event), "class_version", 1)
+            if class_version > 1:
+                state["class_version"] = class_version
+            encoded = canonical(
+                get_topic(type(event)), str(originator_id), originator_version, state
+            )
+            digest = link(digest, encoded)
+            object.__setattr__(event, CHAIN_FIELD, digest)
+        return ChainHead(seq, digest)
+
+    def _load_head(self, session_id: str) -> ChainHead:
+        """The chain head from the log: the newest event of the session.
+
+        It is the last event of the Session or of its latest turn: turns run
+        one at a time, so no older turn has a later event.
+        """
+        session = self.get(session_uuid(session_id))
+        candidates = [session_uuid(session_id)]
+        if session is not None and session.turn_count:
+            candidates.append(turn_uuid(session_id, session.turn_count))
+        best = ChainHead()
+        for aggregate_id in candidates:
+            for stored in self._app.recorder.select_events(
+                aggregate_id, desc=True, limit=1
+            ):
+                state = _raw_decoder.decode(stored.state)
+                if state.get(SEQ_FIELD, 0) > best.seq:
+                    best = ChainHead(state[SEQ_FIELD], state[CHAIN_FIELD])
+        return best
 
     def _snapshot_sessions(self, aggregates: Sequence[Any], events: list[Any]) -> None:
         """Snapshots a Session each SNAPSHOT_INTERVAL events (best effort).

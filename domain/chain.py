@@ -1,0 +1,53 @@
+"""The hash chain that makes a session's history tamper-evident.
+
+Every event of a session carries ``session_seq`` (1, 2, ... across the
+Session and its Turns, in decision order) and ``chain``: the SHA-256 of
+the previous event's ``chain`` and this event's canonical encoding (its
+topic, aggregate, version and stored state without ``chain``, as JSON with
+sorted keys). Changing, removing, adding or reordering any stored event
+breaks the chain at that event, which an auditor can find from the log
+alone. The fields are set on each event as it is saved; they are not
+dataclass fields, so events built in memory (tests, folds) need none.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import msgspec
+
+GENESIS = "0" * 64
+"""The ``chain`` value before a session's first event."""
+
+SEQ_FIELD = "session_seq"
+CHAIN_FIELD = "chain"
+
+_encoder = msgspec.json.Encoder(order="sorted")
+
+
+def canonical(
+    topic: str, originator_id: str, originator_version: int, state: dict[str, Any]
+) -> bytes:
+    """The bytes an event's link hashes: everything stored but ``chain``."""
+    body = {key: value for key, value in state.items() if key != CHAIN_FIELD}
+    return _encoder.encode(
+        {
+            "topic": topic,
+            "originator_id": originator_id,
+            "originator_version": originator_version,
+            "state": body,
+        }
+    )
+
+
+def link(previous: str, encoded: bytes) -> str:
+    """The chain value of an event following ``previous``."""
+    return hashlib.sha256(previous.encode("ascii") + encoded).hexdigest()
+
+
+class ChainHead(msgspec.Struct, frozen=True):
+    """Where a session's chain ends: the last event's seq and chain."""
+
+    seq: int = 0
+    digest: str = GENESIS
