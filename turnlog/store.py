@@ -338,6 +338,47 @@ class Store:
         """Up to ``limit`` log entries from position ``start`` on."""
         return self._app.recorder.select_notifications(start, limit, topics=topics)
 
+    def stored_rows(
+        self, aggregate_ids: Sequence[uuid.UUID]
+    ) -> list[tuple[int, uuid.UUID, int, str, bytes]]:
+        """(position, aggregate id, version, topic, stored state) of aggregates.
+
+        Read straight from the events table, for auditing: no decoding, no
+        upcasting, no projection in between.
+        """
+        if not aggregate_ids:
+            return []
+        if self.is_postgres:
+            statement = (
+                f"SELECT notification_id, originator_id, originator_version, topic, "
+                f"state FROM {self.events_table} WHERE originator_id = ANY(%s)"
+            )
+            params: Any = (list(aggregate_ids),)
+        else:
+            marks = ",".join("?" * len(aggregate_ids))
+            statement = (
+                f"SELECT rowid, originator_id, originator_version, topic, state "
+                f"FROM {self.events_table} WHERE originator_id IN ({marks})"
+            )
+            params = [a.hex for a in aggregate_ids]
+        with self.datastore.transaction(commit=False) as cursor:
+            cursor.execute(statement, params)
+            rows = cursor.fetchall()
+        out = []
+        for row in rows:
+            position, originator, version, topic, state = (
+                tuple(row.values()) if isinstance(row, dict) else tuple(row)
+            )
+            aggregate = (
+                originator
+                if isinstance(originator, uuid.UUID)
+                else uuid.UUID(originator)
+            )
+            out.append(
+                (int(position), aggregate, int(version), str(topic), bytes(state))
+            )
+        return out
+
     def max_position(self) -> int:
         """The position of the newest log entry (0 if the log is empty)."""
         return self._app.recorder.max_notification_id() or 0
