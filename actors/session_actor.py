@@ -47,6 +47,7 @@ from turnlog.actors.revive import load_context, load_turn
 from turnlog.actors.session_parts import RunState, SessionServices, SessionSettings
 from turnlog.actors.subscribers import Subscriber
 from turnlog.actors.turn_flow import TurnFlow
+from turnlog.domain.chain import event_seq
 from turnlog.domain.context import apply_to_context, messages_of
 from turnlog.domain.errors import (
     InvalidInputError,
@@ -256,7 +257,7 @@ class SessionActor(TurnFlow, pykka.ThreadingActor):
         for recording in recordings:
             event = recording.domain_event
             apply_to_context(self._context, event)
-            for out in self._translator.translate(event, recording.notification.id):
+            for out in self._translator.translate(event, event_seq(event)):
                 self._publish(RunEvent(self._session_id, out))
 
     def _publish(self, item: Any) -> None:

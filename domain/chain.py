@@ -51,3 +51,9 @@ class ChainHead(msgspec.Struct, frozen=True):
 
     seq: int = 0
     digest: str = GENESIS
+
+
+def event_seq(event: object) -> int:
+    """An event's place in its session (0 for an event never saved)."""
+    seq = getattr(event, SEQ_FIELD, 0)
+    return seq if isinstance(seq, int) else 0

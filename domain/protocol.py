@@ -16,6 +16,7 @@ import msgspec
 
 from turnlog.domain import session as s
 from turnlog.domain import turn as t
+from turnlog.domain.chain import event_seq
 from turnlog.domain.model import final_text
 
 
@@ -289,8 +290,10 @@ TRANSIENT_MESSAGES: tuple[type[Any], ...] = (AgentMessageDelta,)
 class Event(msgspec.Struct, frozen=True):
     """An EventMsg with where it belongs.
 
-    ``sequence`` is the log position of the domain event it came from (0 for
-    transient messages); several messages from one domain event share it.
+    ``sequence`` is the place in its session of the domain event it came
+    from (its ``session_seq``; 0 for transient messages). Several messages
+    from one domain event share it. It does not depend on where the log
+    lives, so a session exported to another store replays identically.
     """
 
     session_id: str
@@ -465,10 +468,10 @@ COMPACTION_CAPABILITY = "compaction"
 """The Frontend capability of the compaction notice."""
 
 
-def replay(session_id: str, events: Iterable[tuple[int, object]]) -> list[Event]:
-    """The durable Event stream of a session from its ``(position, event)``s."""
+def replay(session_id: str, events: Iterable[object]) -> list[Event]:
+    """The durable Event stream of a session from its events, in order."""
     translator = EventTranslator(session_id)
     out: list[Event] = []
-    for sequence, event in events:
-        out.extend(translator.translate(event, sequence))
+    for event in events:
+        out.extend(translator.translate(event, event_seq(event)))
     return out

@@ -104,7 +104,7 @@ def _item(position: int, raw: bytes) -> TranscriptItem:
 
 def replay_events(transcript: Iterable[TranscriptItem], session_id: str) -> list[Event]:
     """The durable EventMsg stream regenerated from transcript items."""
-    return replay(session_id, ((item.sequence, item.event()) for item in transcript))
+    return replay(session_id, (item.event() for item in transcript))
 
 
 class Transcripts:

@@ -29,10 +29,8 @@ from turnlog.domain.ids import check_session_id, new_submission_id, session_uuid
 from turnlog.domain.protocol import Event
 from turnlog.domain.session import Session
 from turnlog.ownership import SessionOwnership
-from turnlog.projections.checkpoints import CheckpointProjection
-from turnlog.projections.executions import ExecutionProjection
-from turnlog.projections.transcript import TranscriptProjection
 from turnlog.readers import Checkpoints, Executions, Transcripts, replay_session
+from turnlog.rebuild import default_projections
 from turnlog.session import ASK_TIMEOUT, AgentHandle, AgentSession
 from turnlog.store import Store
 from turnlog.views import ProjectionRunner
@@ -54,10 +52,7 @@ class Runtime:
         self._lock = threading.Lock()
         self._closed = False
         self._sessions: dict[str, tuple[pykka.ActorRef[Any], str]] = {}
-        self.projections = ProjectionRunner(
-            store,
-            [CheckpointProjection(), TranscriptProjection(), ExecutionProjection()],
-        )
+        self.projections = ProjectionRunner(store, default_projections())
         self.transcript = Transcripts(self.projections)
         self.checkpoints = Checkpoints(self.projections, self.transcript)
         self.executions = Executions(self.projections)

@@ -476,7 +476,7 @@ def test_compaction_notice_waits_for_later_preparation_hooks_to_settle(
     assert saved.compaction_count == int(outcome == "success")
     assert saved.context_epoch == int(outcome == "success")
     transcript = rt.transcript.page(session_id, before_sequence=None, max_batches=100)
-    replayed = p.replay(session_id, ((i.sequence, i.event()) for i in transcript.items))
+    replayed = p.replay(session_id, (i.event() for i in transcript.items))
     done = [b for b in compaction_blocks(replayed) if b.title == "Context compacted"]
     assert len(done) == int(outcome == "success")
 

@@ -1,0 +1,183 @@
+"""Rebuilding views offline from the log, blue/green and resumable.
+
+A view is rebuilt under a second name (``checkpoints.next``) while the old
+one keeps serving; each batch of events is one transaction holding the
+rows and the tracking position, so a rebuild killed half-way resumes from
+its last batch when run again. When the new view has reached the end of
+the log it replaces the old one in one transaction. Followers of the old
+view (a live runtime) notice on their next commit that its tracking row
+moved and re-read it.
+
+With ``verify`` the rebuilt view is compared with the live one (brought to
+the same log position) and the differences are reported; nothing is
+swapped.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import msgspec
+
+from turnlog.domain.errors import UsageError
+from turnlog.projections.checkpoints import CheckpointProjection
+from turnlog.projections.executions import ExecutionProjection
+from turnlog.projections.rows import Projection
+from turnlog.projections.sessions import SessionIndexProjection
+from turnlog.projections.transcript import TranscriptProjection
+from turnlog.store import Store
+from turnlog.views import BATCH_SIZE, ProjectionRunner, ViewTables
+
+NEXT_SUFFIX = ".next"
+"""Name suffix of a view being rebuilt beside the one serving."""
+
+_decoder = msgspec.json.Decoder(dict[str, Any])
+
+
+def default_projections() -> list[Projection]:
+    """Every view a runtime keeps, in the order it folds them."""
+    return [
+        CheckpointProjection(),
+        TranscriptProjection(),
+        ExecutionProjection(),
+        SessionIndexProjection(),
+    ]
+
+
+class Progress(msgspec.Struct, frozen=True):
+    """Where a rebuild is: events folded of the total, rate and time left."""
+
+    view: str
+    done: int
+    total: int
+    rate: float
+    eta_seconds: float | None
+
+
+class ViewDifference(msgspec.Struct, frozen=True):
+    """A document that differs between the rebuilt and the live view."""
+
+    part: str
+    position: int
+    live: dict[str, Any] | None
+    rebuilt: dict[str, Any] | None
+
+
+class ViewReport(msgspec.Struct, frozen=True):
+    """What rebuilding one view did."""
+
+    view: str
+    events: int
+    seconds: float
+    swapped: bool
+    differences: list[ViewDifference]
+
+
+def select_projections(names: Sequence[str] | None) -> list[Projection]:
+    """The projections named (all when ``names`` is empty)."""
+    known = {p.name: p for p in default_projections()}
+    if not names:
+        return list(known.values())
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        msg = (
+            f"no view named {', '.join(map(repr, unknown))}; "
+            f"views: {', '.join(sorted(known))}"
+        )
+        raise UsageError(msg)
+    return [known[name] for name in names]
+
+
+def _renamed(projection: Projection, name: str) -> Projection:
+    twin = copy.copy(projection)
+    twin.name = name
+    return twin
+
+
+def rebuild(
+    store: Store,
+    names: Sequence[str] | None = None,
+    *,
+    verify: bool = False,
+    progress: Callable[[Progress], None] | None = None,
+    batch: int = BATCH_SIZE,
+) -> list[ViewReport]:
+    """Rebuilds the named views (all by default) from the log."""
+    return [
+        _rebuild_one(store, view, verify=verify, progress=progress, batch=batch)
+        for view in select_projections(names)
+    ]
+
+
+def _rebuild_one(
+    store: Store,
+    projection: Projection,
+    *,
+    verify: bool,
+    progress: Callable[[Progress], None] | None,
+    batch: int,
+) -> ViewReport:
+    started = time.perf_counter()
+    green_name = projection.name + NEXT_SUFFIX
+    green = ProjectionRunner(store, [_renamed(projection, green_name)])
+    total = store.max_position()
+    first = done = green.position(green_name)
+    while done < total:
+        done = green.catch_up(until=min(done + batch, total))
+        if progress is not None:
+            elapsed = time.perf_counter() - started
+            rate = (done - first) / elapsed if elapsed > 0 else 0.0
+            eta = (total - done) / rate if rate > 0 else None
+            progress(Progress(projection.name, done, total, rate, eta))
+    seconds = time.perf_counter() - started
+    tables = green.tables
+    if verify:
+        live = ProjectionRunner(store, [projection])
+        live.catch_up(until=total)
+        differences = _differences(tables, projection.name, green_name)
+        _drop(tables, green_name)
+        return ViewReport(projection.name, done - first, seconds, False, differences)
+    _swap(tables, green_name, projection.name)
+    return ViewReport(projection.name, done - first, seconds, True, [])
+
+
+def _documents(tables: ViewTables, view: str) -> dict[tuple[str, int], dict[str, Any]]:
+    documents = {}
+    for part in tables.parts(view):
+        for position, raw in tables.range(view, part):
+            documents[(part, position)] = _decoder.decode(raw)
+    return documents
+
+
+def _differences(tables: ViewTables, live: str, rebuilt: str) -> list[ViewDifference]:
+    old, new = _documents(tables, live), _documents(tables, rebuilt)
+    keys = sorted(set(old) | set(new))
+    return [
+        ViewDifference(key[0], key[1], old.get(key), new.get(key))
+        for key in keys
+        if old.get(key) != new.get(key)
+    ]
+
+
+def _swap(tables: ViewTables, green: str, blue: str) -> None:
+    """Makes ``green`` serve as ``blue``, in one transaction."""
+    sql = tables.store.sql
+    with tables.store.transaction() as cursor:
+        cursor.execute(sql(f"DELETE FROM {tables.rows} WHERE view = ?"), (blue,))
+        cursor.execute(sql(f"DELETE FROM {tables.tracking} WHERE view = ?"), (blue,))
+        cursor.execute(
+            sql(f"UPDATE {tables.rows} SET view = ? WHERE view = ?"), (blue, green)
+        )
+        cursor.execute(
+            sql(f"UPDATE {tables.tracking} SET view = ? WHERE view = ?"), (blue, green)
+        )
+
+
+def _drop(tables: ViewTables, view: str) -> None:
+    sql = tables.store.sql
+    with tables.store.transaction() as cursor:
+        cursor.execute(sql(f"DELETE FROM {tables.rows} WHERE view = ?"), (view,))
+        cursor.execute(sql(f"DELETE FROM {tables.tracking} WHERE view = ?"), (view,))
