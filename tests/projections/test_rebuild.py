@@ -78,7 +78,8 @@ def test_verify_names_a_corrupted_document_and_a_rebuild_repairs_it(
         tables = ViewTables(store)
         with store.transaction() as cursor:
             cursor.execute(
-                f"UPDATE {tables.rows} SET doc = ? WHERE view = 'checkpoints' AND part = 's1'",
+                f"UPDATE {tables.rows} SET doc = ? "
+                "WHERE view = 'checkpoints' AND part = 's1'",
                 (b'{"session_id": "s1", "turn_count": 99}',),
             )
         (report,) = rebuild(store, ["checkpoints"], verify=True)
