@@ -33,17 +33,26 @@ import msgspec
 from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.persistence import (
     IntegrityError,
+    Mapper,
     Notification,
     PersistenceError,
     Recording,
+    StoredEvent,
     Transcoder,
 )
-from eventsourcing.utils import Environment, EnvType, get_topic
+from eventsourcing.utils import (
+    Environment,
+    EnvType,
+    TopicError,
+    get_topic,
+    resolve_topic,
+)
 
 from turnlog.domain.chain import CHAIN_FIELD, SEQ_FIELD, ChainHead, canonical, link
 from turnlog.domain.errors import (
     ConcurrencyConflictError,
     NotATurnlogStoreError,
+    ReplayError,
     StoreError,
     StoreURLError,
 )
@@ -67,6 +76,38 @@ DEFAULT_SQLITE_PATH = Path(".turnlog") / "turnlog.sqlite3"
 _META_TABLE = "turnlog_meta"
 
 
+class _GuardedMapper(Mapper[uuid.UUID]):
+    """The eventsourcing mapper, refusing events this turnlog cannot read.
+
+    An event written by a newer turnlog (an unknown event class, or a
+    ``class_version`` above the one this code knows) is refused with a
+    clear ReplayError instead of being loaded half-understood.
+    """
+
+    def to_domain_event(self, stored_event: StoredEvent) -> Any:
+        try:
+            cls = resolve_topic(stored_event.topic)
+        except TopicError:
+            msg = (
+                f"unknown event {stored_event.topic!r} (aggregate "
+                f"{stored_event.originator_id}, version "
+                f"{stored_event.originator_version}): written by a newer turnlog?"
+            )
+            raise ReplayError(msg) from None
+        if b'"class_version":' in stored_event.state:
+            stored = _raw_decoder.decode(stored_event.state).get("class_version", 1)
+            known = getattr(cls, "class_version", 1)
+            if isinstance(stored, int) and stored > known:
+                msg = (
+                    f"event {stored_event.topic!r} (aggregate "
+                    f"{stored_event.originator_id}, version "
+                    f"{stored_event.originator_version}) has class version "
+                    f"{stored}; this turnlog reads up to {known}: upgrade turnlog"
+                )
+                raise ReplayError(msg)
+        return super().to_domain_event(stored_event)
+
+
 class _TurnlogApplication(Application[uuid.UUID]):
     """The eventsourcing application behind a Store."""
 
@@ -84,6 +125,9 @@ class _TurnlogApplication(Application[uuid.UUID]):
 
     def construct_transcoder(self) -> Transcoder:
         return MsgspecTranscoder()
+
+    def construct_mapper(self) -> Mapper[uuid.UUID]:
+        return _GuardedMapper(transcoder=self.construct_transcoder())
 
 
 def parse_store_url(url: str | None, *, cwd: Path | None = None) -> dict[str, str]:

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 import msgspec
+from eventsourcing.persistence import Notification
 
 from turnlog.domain.errors import ReplayError, StoreError
 from turnlog.projections.rows import Projection
@@ -38,6 +39,20 @@ _decoder = msgspec.json.Decoder(dict[str, Any])
 
 class _TrackingMoved(Exception):
     """Another follower advanced a view first; re-read and retry."""
+
+
+class _PoisonError(Exception):
+    """An entry a view cannot fold (or the log cannot decode)."""
+
+    def __init__(
+        self, index: int, notification: Notification, view: str, error: Exception
+    ) -> None:
+        super().__init__(index)
+        self.index = index
+        self.position = notification.id
+        self.topic = notification.topic
+        self.view = view
+        self.error = error
 
 
 class ViewTables:
@@ -256,31 +271,45 @@ class ProjectionRunner:
             batch = self.store.notifications(start, limit) if limit > 0 else []
             if not batch:
                 return start - 1
-            units = {p.name: _Unit(self.tables, p.name) for p in self.projections}
-            for notification in batch:
-                try:
-                    event = self.store.decode(notification)
-                except Exception as error:  # noqa: BLE001 - a poison entry stops the view, named
-                    self._fail(notification.id, notification.topic, "decode", error)
-                for projection in self.projections:
-                    if notification.id <= self._positions[projection.name]:
-                        continue
-                    try:
-                        projection.fold(units[projection.name], notification, event)
-                    except Exception as error:  # noqa: BLE001 - as above
-                        self._fail(
-                            notification.id, notification.topic, projection.name, error
-                        )
-            last = batch[-1].id
+            try:
+                units = self._fold(batch)
+            except _PoisonError as poison:
+                # Keep what came before the poison entry, then stop at it.
+                if poison.index:
+                    self._commit(
+                        batch[: poison.index], self._fold(batch[: poison.index])
+                    )
+                self._fail(poison.position, poison.topic, poison.view, poison.error)
+            self._commit(batch, units)
+            start = batch[-1].id + 1
+
+    def _fold(self, batch: Sequence[Notification]) -> dict[str, _Unit]:
+        """Folds ``batch`` into fresh units; raises _PoisonError at a bad entry."""
+        units = {p.name: _Unit(self.tables, p.name) for p in self.projections}
+        for index, notification in enumerate(batch):
+            try:
+                event = self.store.decode(notification)
+            except Exception as error:
+                raise _PoisonError(index, notification, "decode", error) from error
             for projection in self.projections:
-                name = projection.name
-                if self._positions[name] >= last:
+                if notification.id <= self._positions[projection.name]:
                     continue
-                self.tables.commit(
-                    name, units[name].writes, self._positions[name], last
-                )
-                self._positions[name] = last
-            start = last + 1
+                try:
+                    projection.fold(units[projection.name], notification, event)
+                except Exception as error:
+                    raise _PoisonError(
+                        index, notification, projection.name, error
+                    ) from error
+        return units
+
+    def _commit(self, batch: Sequence[Notification], units: dict[str, _Unit]) -> None:
+        last = batch[-1].id
+        for projection in self.projections:
+            name = projection.name
+            if self._positions[name] >= last:
+                continue
+            self.tables.commit(name, units[name].writes, self._positions[name], last)
+            self._positions[name] = last
 
     def _fail(self, position: int, topic: str, view: str, error: Exception) -> NoReturn:
         failure = ReplayError(

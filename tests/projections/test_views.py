@@ -174,16 +174,33 @@ def test_a_poison_event_stops_the_view_at_that_event_and_names_it(
     store = Store(sqlite_url)
     try:
         runner = ProjectionRunner(store, [Fussy()])
-        with pytest.raises(
-            ReplayError,
-            match=r"view 'fussy' cannot fold log entry \d+ "
-            r"\(turnlog:ToolCallFinished\)",
-        ):
+        with pytest.raises(ReplayError) as raised:
             runner.catch_up()
-        # the failed batch was not committed: the view and its tracking agree
-        assert runner.position("fussy") == 0
-        assert runner.tables.tracking_of("fussy") == (0, Fussy.version)
+        message = str(raised.value)
+        assert "cannot digest this" in message
+        poison = int(message.split("log entry ")[1].split(" ", maxsplit=1)[0])
+        assert f"view 'fussy' cannot fold log entry {poison} " in message
+        assert "(turnlog:ToolCallFinished)" in message
+        # everything before the poison entry is in; the view and its tracking agree
+        assert runner.position("fussy") == poison - 1
+        assert runner.tables.tracking_of("fussy") == (poison - 1, Fussy.version)
         with pytest.raises(ReplayError):
-            runner.catch_up()
+            runner.catch_up()  # it stays stopped at that entry
+        # the writer is not affected by a view that cannot fold
+        fresh = Store(sqlite_url)
+        try:
+            from turnlog.domain.session import Session
+
+            fresh.save(
+                Session.create(
+                    "new",
+                    agent_name="a",
+                    agent_digest="d",
+                    shared_state={},
+                    model_route="r",
+                )
+            )
+        finally:
+            fresh.close()
     finally:
         store.close()

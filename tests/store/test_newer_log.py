@@ -1,0 +1,70 @@
+"""A log written by a newer turnlog is refused clearly, and nothing changes."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from turnlog import Agent, ReplayError, Runtime, ScriptedModel
+
+
+def make_log(url: str) -> Path:
+    with Runtime.open(url) as rt:
+        session = rt.create_session(
+            Agent("a", model=ScriptedModel(["hi"])), session_id="s"
+        )
+        session.prompt("hello", timeout=10)
+    return Path(url.removeprefix("sqlite:///"))
+
+
+def count_events(db: Path) -> int:
+    with sqlite3.connect(db) as connection:
+        return int(
+            connection.execute("SELECT COUNT(*) FROM stored_events").fetchone()[0]
+        )
+
+
+def rewrite(db: Path, topic: str, edit) -> None:
+    with sqlite3.connect(db) as connection:
+        rowid, state = connection.execute(
+            "SELECT rowid, state FROM stored_events WHERE topic = ?", (topic,)
+        ).fetchone()
+        new_topic, new_state = edit(topic, state)
+        connection.execute(
+            "UPDATE stored_events SET topic = ?, state = ? WHERE rowid = ?",
+            (new_topic, new_state, rowid),
+        )
+        connection.commit()
+
+
+@pytest.mark.parametrize(
+    ("edit", "complaint"),
+    [
+        (
+            lambda topic, state: (
+                topic,
+                state.replace(b'{"timestamp"', b'{"class_version":7,"timestamp"', 1),
+            ),
+            "has class version 7; this turnlog reads up to 1: upgrade turnlog",
+        ),
+        (
+            lambda topic, state: ("turnlog:SomethingFromTheFuture", state),
+            "unknown event 'turnlog:SomethingFromTheFuture'",
+        ),
+    ],
+)
+def test_an_event_from_a_newer_turnlog_is_refused(
+    sqlite_url: str, edit, complaint: str
+) -> None:
+    db = make_log(sqlite_url)
+    rewrite(db, "turnlog:TurnStarted", edit)
+    before = count_events(db)
+    with Runtime.open(sqlite_url) as rt:
+        agent = Agent("a", model=ScriptedModel(["again"]))
+        with pytest.raises(ReplayError, match=complaint):
+            rt.create_session(agent, session_id="s")
+        with pytest.raises(ReplayError, match=complaint):
+            rt.replay_events("s")
+    assert count_events(db) == before  # the refused opening appended nothing
