@@ -198,6 +198,8 @@ class Runtime:
             if session.closed:
                 msg = f"session {session_id!r} was closed"
                 raise SessionClosedError(msg)
+            # The session's route must exist here, or its next turn would fail.
+            agent.provider_for(session.model_route)
             idempotent = frozenset(
                 tool.name for tool in agent.tools_by_name.values() if tool.idempotent
             )
