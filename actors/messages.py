@@ -104,6 +104,14 @@ class ToolFinished(msgspec.Struct, frozen=True):
     hook_error: str | None = None
 
 
+class TextDelta(msgspec.Struct, frozen=True):
+    """A streamed fragment of the model's text: published, never stored."""
+
+    turn: int
+    step: int
+    text: str
+
+
 class StepPrepared(msgspec.Struct, frozen=True):
     """The hooks before a step settled (see actors.hooks.prepare_step)."""
 

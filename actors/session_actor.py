@@ -39,6 +39,7 @@ from turnlog.actors.messages import (
     StepSucceeded,
     Submit,
     Subscribe,
+    TextDelta,
     ToolFinished,
     Unsubscribe,
     UpdateSharedState,
@@ -59,6 +60,7 @@ from turnlog.domain.errors import (
 from turnlog.domain.ids import new_submission_id
 from turnlog.domain.model import Item
 from turnlog.domain.protocol import (
+    AgentMessageDelta,
     ApprovalResponse,
     Event,
     EventTranslator,
@@ -131,6 +133,11 @@ class SessionActor(TurnFlow, pykka.ThreadingActor):
                 | InputReviewed()
             ):
                 self._handle_fact(message)
+                return None
+            case TextDelta(turn=turn, text=text):
+                # Transient: published as it comes, never recorded.
+                if self._current(turn) is not None:
+                    self._publish_transient(AgentMessageDelta(text))
                 return None
             case Decide() if message.decided_by in ("user",):
                 return self._decide(message)
@@ -259,6 +266,16 @@ class SessionActor(TurnFlow, pykka.ThreadingActor):
             apply_to_context(self._context, event)
             for out in self._translator.translate(event, event_seq(event)):
                 self._publish(RunEvent(self._session_id, out))
+
+    def _publish_transient(self, msg: Any) -> None:
+        event = Event(
+            self._session_id,
+            self._translator.submission_id,
+            self._translator.turn_id,
+            0,
+            msg,
+        )
+        self._publish(RunEvent(self._session_id, event))
 
     def _publish(self, item: Any) -> None:
         for subscriber in self._subscribers:

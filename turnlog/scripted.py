@@ -22,8 +22,10 @@ from turnlog.domain.model import (
     ModelRequest,
     ModelResponse,
     assistant_message,
+    final_text,
     function_call,
 )
+from turnlog.domain.streaming import emit_delta
 
 Scripted = ModelResponse | str | BaseException | Callable[[ModelRequest], Any]
 
@@ -67,6 +69,8 @@ class ScriptedModel:
             answer, an exception is raised as the step's failure, a callable
             gets the request and returns any of these.
         usage: usage reported with ``str`` responses (None: unreported).
+        stream_chunk: if set, the answer's text is also streamed in
+            fragments of this many characters (transient deltas).
     """
 
     def __init__(
@@ -74,9 +78,11 @@ class ScriptedModel:
         responses: Iterable[Scripted] = (),
         *,
         usage: Mapping[str, int] | None = DEFAULT_USAGE,
+        stream_chunk: int | None = None,
     ) -> None:
         self._script: deque[Scripted] = deque(responses)
         self._usage = None if usage is None else dict(usage)
+        self._stream_chunk = stream_chunk
         self._lock = threading.Lock()
         self.requests: list[ModelRequest] = []
 
@@ -101,7 +107,13 @@ class ScriptedModel:
                 )
                 raise ProviderError(msg)
             scripted = self._script.popleft()
-        return self._resolve(scripted, request)
+        response = self._resolve(scripted, request)
+        if self._stream_chunk:
+            # Stream the answer's text in fragments, as a real provider would.
+            text = final_text(response.output) or ""
+            for start in range(0, len(text), self._stream_chunk):
+                emit_delta(text[start : start + self._stream_chunk])
+        return response
 
     def _resolve(self, scripted: Any, request: ModelRequest) -> ModelResponse:
         if isinstance(scripted, BaseException):

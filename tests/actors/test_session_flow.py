@@ -249,3 +249,20 @@ def test_approval_policies_allow_and_deny_decide_without_asking(
             assert outputs == ["the call was denied approval and was not run"]
         else:
             assert outputs == [expected]
+
+
+def test_streamed_text_reaches_subscribers_but_never_the_log(rt: Runtime) -> None:
+    model = ScriptedModel(["streaming answer"], stream_chunk=4)
+    session = rt.create_session(Agent("a", model=model), session_id="stream")
+    subscription = session.subscribe()
+    session.prompt("go", timeout=10)
+    live = [i.event for i in subscription.drain() if isinstance(i, RunEvent)]
+    deltas = [e.msg.delta for e in live if isinstance(e.msg, p.AgentMessageDelta)]
+    assert "".join(deltas) == "streaming answer"
+    assert len(deltas) == 4
+    first_delta = next(i for i, e in enumerate(live) if e.transient)
+    answer = next(i for i, e in enumerate(live) if isinstance(e.msg, p.AgentMessage))
+    assert first_delta < answer  # fragments arrive before the completed step
+    assert all(e.sequence == 0 for e in live if e.transient)
+    durable = [e for e in live if not e.transient]
+    assert rt.replay_events("stream")[-len(durable) :] == durable
