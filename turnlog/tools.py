@@ -39,6 +39,10 @@ class ToolContext(msgspec.Struct, frozen=True):
     call_id: str
 
 
+def _result(value: Any) -> ToolResult:
+    return value if isinstance(value, ToolResult) else ToolResult(_render(value))
+
+
 def _render(value: Any) -> str:
     if isinstance(value, str):
         return value
@@ -180,10 +184,8 @@ class FunctionTool:
         try:
             value = self._handler(**prepared)
         except Exception as error:  # noqa: BLE001 - reported to the model
-            return ToolResult(
-                f"{self._name} failed: {type(error).__name__}: {error}", True
-            )
-        return value if isinstance(value, ToolResult) else ToolResult(_render(value))
+            return self._failure(error)
+        return _result(value)
 
     async def run_async(self, arguments: str, context: Mapping[str, Any]) -> ToolResult:
         """Validates the arguments and awaits an async handler; never raises."""
@@ -193,10 +195,11 @@ class FunctionTool:
         try:
             value = await self._handler(**prepared)
         except Exception as error:  # noqa: BLE001 - reported to the model
-            return ToolResult(
-                f"{self._name} failed: {type(error).__name__}: {error}", True
-            )
-        return value if isinstance(value, ToolResult) else ToolResult(_render(value))
+            return self._failure(error)
+        return _result(value)
+
+    def _failure(self, error: Exception) -> ToolResult:
+        return ToolResult(f"{self._name} failed: {type(error).__name__}: {error}", True)
 
     def __repr__(self) -> str:
         return f"FunctionTool({self._name!r})"

@@ -9,33 +9,10 @@ from turnlog import (
     Runtime,
     ScriptedModel,
     UsageError,
-    calls,
-    function_tool,
-    tool_call,
 )
 from turnlog.rebuild import NEXT_SUFFIX, rebuild
 from turnlog.store import Store
 from turnlog.views import ViewTables
-
-
-@function_tool
-def lookup(key: str) -> str:
-    """Looks a key up."""
-    return key.upper()
-
-
-def fill(url: str, sessions: int = 3, turns: int = 3) -> None:
-    with Runtime.open(url) as rt:
-        for index in range(sessions):
-            model = ScriptedModel()
-            for turn in range(turns):
-                model.add(calls(tool_call("lookup", {"key": f"k{turn}"})), f"a{turn}")
-            session = rt.create_session(
-                Agent("a", model=model, tools=[lookup]), session_id=f"s{index}"
-            )
-            for turn in range(turns):
-                session.prompt(f"q{turn}", timeout=10)
-        rt.projections.catch_up()
 
 
 def snapshot(url: str) -> dict:
@@ -51,8 +28,8 @@ def snapshot(url: str) -> dict:
         store.close()
 
 
-def test_a_rebuild_equals_the_live_views(store_url: str) -> None:
-    fill(store_url)
+def test_a_rebuild_equals_the_live_views(store_url: str, filled) -> None:
+    filled(store_url)
     live = snapshot(store_url)
     store = Store(store_url)
     try:
@@ -69,9 +46,9 @@ def test_a_rebuild_equals_the_live_views(store_url: str) -> None:
 
 
 def test_verify_names_a_corrupted_document_and_a_rebuild_repairs_it(
-    sqlite_url: str,
+    sqlite_url: str, filled
 ) -> None:
-    fill(sqlite_url, sessions=2, turns=1)
+    filled(sqlite_url, sessions=2, turns=1)
     store = Store(sqlite_url)
     try:
         assert all(r.differences == [] for r in rebuild(store, verify=True))
@@ -94,8 +71,10 @@ def test_verify_names_a_corrupted_document_and_a_rebuild_repairs_it(
         store.close()
 
 
-def test_an_interrupted_rebuild_resumes_where_it_stopped(sqlite_url: str) -> None:
-    fill(sqlite_url)
+def test_an_interrupted_rebuild_resumes_where_it_stopped(
+    sqlite_url: str, filled
+) -> None:
+    filled(sqlite_url)
     live = snapshot(sqlite_url)
     store = Store(sqlite_url)
     batches: list[int] = []

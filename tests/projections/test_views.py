@@ -8,39 +8,12 @@ import threading
 import pytest
 
 from turnlog import (
-    Agent,
     ReplayError,
-    Runtime,
-    ScriptedModel,
-    calls,
-    function_tool,
-    tool_call,
 )
 from turnlog.projections.checkpoints import CheckpointProjection
 from turnlog.projections.transcript import TranscriptProjection
 from turnlog.store import Store
 from turnlog.views import ProjectionRunner
-
-
-@function_tool
-def lookup(key: str) -> str:
-    """Looks a key up."""
-    return key.upper()
-
-
-def fill_log(url: str, sessions: int = 3, turns: int = 3) -> None:
-    with Runtime.open(url) as rt:
-        for index in range(sessions):
-            model = ScriptedModel()
-            for turn in range(turns):
-                model.add(
-                    calls(tool_call("lookup", {"key": f"k{turn}"})), f"answer {turn}"
-                )
-            session = rt.create_session(
-                Agent("a", model=model, tools=[lookup]), session_id=f"s{index}"
-            )
-            for turn in range(turns):
-                session.prompt(f"question {turn}", timeout=10)
 
 
 def projections() -> list:
@@ -63,8 +36,10 @@ def fresh_runner(url: str, view_suffix: str) -> tuple[Store, ProjectionRunner]:
     return store, ProjectionRunner(store, views)
 
 
-def test_a_view_built_in_chunks_equals_one_built_in_one_pass(store_url: str) -> None:
-    fill_log(store_url)
+def test_a_view_built_in_chunks_equals_one_built_in_one_pass(
+    store_url: str, filled
+) -> None:
+    filled(store_url)
     one_store, one_pass = fresh_runner(store_url, "_one")
     chunk_store, chunked = fresh_runner(store_url, "_chunked")
     try:
@@ -81,8 +56,8 @@ def test_a_view_built_in_chunks_equals_one_built_in_one_pass(store_url: str) -> 
         chunk_store.close()
 
 
-def test_catching_up_again_changes_nothing(sqlite_url: str) -> None:
-    fill_log(sqlite_url)
+def test_catching_up_again_changes_nothing(sqlite_url: str, filled) -> None:
+    filled(sqlite_url)
     store, runner = fresh_runner(sqlite_url, "_again")
     try:
         end = runner.catch_up()
@@ -94,9 +69,9 @@ def test_catching_up_again_changes_nothing(sqlite_url: str) -> None:
 
 
 def test_a_restarted_follower_resumes_from_its_tracking_position(
-    sqlite_url: str,
+    sqlite_url: str, filled
 ) -> None:
-    fill_log(sqlite_url)
+    filled(sqlite_url)
     store, runner = fresh_runner(sqlite_url, "_resume")
     reference_store, reference = fresh_runner(sqlite_url, "_reference")
     try:
@@ -115,8 +90,10 @@ def test_a_restarted_follower_resumes_from_its_tracking_position(
         reference_store.close()
 
 
-def test_two_followers_of_one_database_fold_each_event_once(store_url: str) -> None:
-    fill_log(store_url, sessions=4, turns=2)
+def test_two_followers_of_one_database_fold_each_event_once(
+    store_url: str, filled
+) -> None:
+    filled(store_url, sessions=4, turns=2)
     first_store, first = fresh_runner(store_url, "")
     second_store, second = fresh_runner(store_url, "")
     reference_store, reference = fresh_runner(store_url, "_ref")
@@ -138,8 +115,10 @@ def test_two_followers_of_one_database_fold_each_event_once(store_url: str) -> N
         reference_store.close()
 
 
-def test_a_new_fold_version_rebuilds_the_view_from_the_log(sqlite_url: str) -> None:
-    fill_log(sqlite_url, sessions=1, turns=1)
+def test_a_new_fold_version_rebuilds_the_view_from_the_log(
+    sqlite_url: str, filled
+) -> None:
+    filled(sqlite_url, sessions=1, turns=1)
     store, runner = fresh_runner(sqlite_url, "")
     runner.catch_up()
     store.close()
@@ -159,9 +138,9 @@ def test_a_new_fold_version_rebuilds_the_view_from_the_log(sqlite_url: str) -> N
 
 
 def test_a_poison_event_stops_the_view_at_that_event_and_names_it(
-    sqlite_url: str,
+    sqlite_url: str, filled
 ) -> None:
-    fill_log(sqlite_url, sessions=1, turns=2)
+    filled(sqlite_url, sessions=1, turns=2)
 
     class Fussy(CheckpointProjection):
         name = "fussy"
