@@ -182,3 +182,18 @@ def test_other_sessions_still_verify_after_one_is_tampered(sqlite_log: str) -> N
         store.close()
     assert verdicts == {"s": False, "o": True}
     assert session_uuid("s") != session_uuid("o")
+
+
+def test_a_session_whose_first_event_was_deleted_is_still_reported(
+    sqlite_log: str,
+) -> None:
+    db = sqlite_path(sqlite_log)
+    tamper(db, "DELETE FROM stored_events WHERE topic = 'turnlog:SessionCreated'")
+    store = Store(sqlite_log)
+    try:
+        reports = {r.session_id: r for r in verify_all(store)}
+    finally:
+        store.close()
+    assert set(reports) == {"s", "o"}
+    assert reports["s"].problem.kind == "missing"
+    assert reports["o"].problem.kind == "missing"

@@ -2,16 +2,25 @@
 
 ::
 
-    turnlog [--store URL] demo [--session ID]      an offline scripted session
-    turnlog [--store URL] sessions                 the sessions in the log
-    turnlog [--store URL] audit SESSION [--json]   a session's timeline
+    turnlog [--store URL] demo [--session ID]       an offline scripted session
+    turnlog [--store URL] sessions                  the sessions in the log
+    turnlog [--store URL] audit SESSION [--json]    a session's timeline
+    turnlog [--store URL] audit SESSION --verify    check its hash chain
+    turnlog [--store URL] audit --verify --all      check every session
+    turnlog [--store URL] replay SESSION            its EventMsg stream (JSON lines)
+    turnlog [--store URL] export SESSION [-o FILE]  its stored events (JSON lines)
+    turnlog [--store URL] import FILE|-             events exported elsewhere
+    turnlog [--store URL] rebuild [VIEW...] [--verify]  views rebuilt offline
+    turnlog [--store URL] project [--follow]        keep the views up to date
 
 The log is the one ``--store`` names, else the ``TURNLOG_STORE`` environment
 variable, else ``.turnlog/turnlog.sqlite3`` under the working directory (see
 ``turnlog.store`` for the URL forms). Errors are one line on stderr
 (``turnlog: error: ...``), never a traceback; the exit code is 2 for a
-mistake in what was asked (a bad URL, an unknown session), 1 for a log that
-cannot be opened or read, or a run that failed.
+mistake in what was asked (a bad URL, an unknown session, a file that is
+not an export), 1 for a log that cannot be opened or read, a run that
+failed, a chain that does not verify or a view that differs from its
+rebuild, and 130 for Ctrl-C.
 """
 
 from __future__ import annotations
@@ -21,21 +30,40 @@ import contextlib
 import os
 import shlex
 import sys
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from turnlog import __version__
-from turnlog.audit_format import Timeline, format_time, one_line
+from turnlog.audit_format import (
+    Timeline,
+    format_time,
+    one_line,
+    verdict,
+    verdict_record,
+    verify_summary,
+)
+from turnlog.cli_parser import STORE_ENV, build_parser
 from turnlog.demo import RUN_TIMEOUT, run_demo
-from turnlog.domain.errors import TurnlogError, UnknownSessionError, UsageError
+from turnlog.domain.errors import (
+    TurnlogError,
+    UnknownSessionError,
+    UsageError,
+)
 from turnlog.domain.ids import check_session_id
+from turnlog.domain.protocol import encode_json
+from turnlog.progress import ProgressLine, catch_up, rebuild_summary, views_position
 from turnlog.readers import Checkpoint
+from turnlog.rebuild import (
+    default_projections,
+    rebuild,
+    select_projections,
+)
 from turnlog.runtime import Runtime
-from turnlog.store import parse_store_url
-
-STORE_ENV = "TURNLOG_STORE"
-"""Environment variable naming the log when ``--store`` is not given."""
+from turnlog.store import Store, parse_store_url
+from turnlog.transfer import export_session, import_events, read_lines, write_lines
+from turnlog.verify import VerifyReport, all_session_ids, verify_session
+from turnlog.views import ProjectionRunner
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -45,63 +73,6 @@ EXIT_INTERRUPTED = 130
 
 _MESSAGE_LIMIT = 1000
 """Longest error line printed; messages are short, this only bounds garbage."""
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of ``turnlog`` and its subcommands."""
-    parser = argparse.ArgumentParser(
-        prog="turnlog",
-        description="An agent runtime for LLM sessions on an event-sourced log.",
-    )
-    parser.add_argument(
-        "--store",
-        metavar="URL",
-        help=(
-            "the log: sqlite:///relative/path, sqlite:////absolute/path, "
-            f"memory:// or postgresql://...; default: ${STORE_ENV}, else "
-            ".turnlog/turnlog.sqlite3 under the working directory"
-        ),
-    )
-    parser.add_argument("--version", action="version", version=f"turnlog {__version__}")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    commands.required = True
-
-    demo = commands.add_parser(
-        "demo",
-        help="run an offline scripted session (start here)",
-        description=(
-            "Runs a scripted agent (no network, no API key) that answers one "
-            "question with one tool call, and records it in the log."
-        ),
-    )
-    demo.add_argument(
-        "--session",
-        metavar="ID",
-        help="the session to run in (default: a new demo-... session)",
-    )
-
-    commands.add_parser(
-        "sessions",
-        help="list the sessions in the log",
-        description=(
-            "One line per session: id, turns, status (running, idle or closed) "
-            "and the time of its last event. A turn cut off by a crash shows "
-            "as running until the session is opened again."
-        ),
-    )
-
-    audit = commands.add_parser(
-        "audit",
-        help="show a session's timeline from the log",
-        description="One line per stored event of the session, oldest first.",
-    )
-    audit.add_argument("session", metavar="SESSION", help="the session id")
-    audit.add_argument(
-        "--json",
-        action="store_true",
-        help="print one JSON object per event (sequence, time, event, data)",
-    )
-    return parser
 
 
 def _store_url(args: argparse.Namespace) -> str | None:
@@ -125,15 +96,38 @@ def _missing_sqlite_log(url: str | None) -> Path | None:
     return None if path.exists() else path
 
 
+def _require_log(url: str | None) -> None:
+    """Refuses an SQLite log that does not exist (opening would create it)."""
+    missing = _missing_sqlite_log(url)
+    if missing is not None:
+        msg = f"there is no log at {missing}"
+        raise UsageError(msg)
+
+
+def _session_and_log(args: argparse.Namespace) -> tuple[str, str | None]:
+    """The SESSION asked for and the URL of its log.
+
+    Both are checked before the log is opened (opening creates a missing
+    SQLite log), so a bad id or a log that is not there changes nothing.
+    """
+    session_id = check_session_id(args.session)
+    url = _store_url(args)
+    missing = _missing_sqlite_log(url)
+    if missing is not None:
+        msg = f"no session {session_id!r}: there is no log at {missing}"
+        raise UnknownSessionError(msg)
+    return session_id, url
+
+
 # -- demo -----------------------------------------------------------------
 
 
-def _audit_hint(args: argparse.Namespace, session_id: str) -> str:
+def _command_hint(args: argparse.Namespace, *words: str) -> str:
+    """``turnlog [--store URL] WORDS...``, quoted for a shell."""
     command = ["turnlog"]
     if args.store is not None:  # from the environment, it applies again anyway
         command += ["--store", args.store]
-    command += ["audit", session_id]
-    return shlex.join(command)
+    return shlex.join([*command, *words])
 
 
 def _command_demo(args: argparse.Namespace) -> int:
@@ -155,7 +149,7 @@ def _command_demo(args: argparse.Namespace) -> int:
     if location == "memory":
         print("audit it:     not possible, a memory:// log ends with the command")
     else:
-        print(f"audit it:     {_audit_hint(args, session_id)}")
+        print(f"audit it:     {_command_hint(args, 'audit', session_id)}")
     if not result.completed:
         _print_error(f"the demo run {result.status}: {result.error}")
         return EXIT_FAILURE
@@ -204,8 +198,8 @@ def _command_sessions(args: argparse.Namespace) -> int:
     rows.sort()  # by last activity: the most recent session is listed last
     width = max(len("SESSION"), *(len(row[1]) for row in rows))
     print(f"{'SESSION':<{width}}  TURNS  STATUS   LAST ACTIVITY (UTC)")
-    for _, session_id, turns, status, time in rows:
-        print(f"{session_id:<{width}}  {turns:>5}  {status:<7}  {time}")
+    for _, session_id, turns, status, when in rows:
+        print(f"{session_id:<{width}}  {turns:>5}  {status:<7}  {when}")
     return EXIT_OK
 
 
@@ -213,12 +207,15 @@ def _command_sessions(args: argparse.Namespace) -> int:
 
 
 def _command_audit(args: argparse.Namespace) -> int:
-    session_id = check_session_id(args.session)
-    url = _store_url(args)
-    missing = _missing_sqlite_log(url)
-    if missing is not None:
-        msg = f"no session {session_id!r}: there is no log at {missing}"
-        raise UnknownSessionError(msg)
+    if args.all and not args.verify:
+        msg = "--all works with --verify: turnlog audit --verify --all"
+        raise UsageError(msg)
+    if args.all == (args.session is not None):
+        msg = "give a SESSION, or --verify --all"
+        raise UsageError(msg)
+    if args.verify:
+        return _audit_verify(args)
+    session_id, url = _session_and_log(args)
     with Runtime.open(url) as runtime:
         items = runtime.transcript.all(session_id)
         if not items:
@@ -236,12 +233,162 @@ def _command_audit(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _audit_verify(args: argparse.Namespace) -> int:
+    if args.all:
+        url = _store_url(args)
+        _require_log(url)
+    else:
+        _, url = _session_and_log(args)
+    show: Callable[[VerifyReport], str] = verdict_record if args.json else verdict
+    started = time.perf_counter()
+    sessions = failed = events = 0
+    store = Store(url)
+    try:
+        if not args.all:
+            report = verify_session(store, args.session)
+            print(show(report))
+            return EXIT_OK if report.ok else EXIT_FAILURE
+        for session_id in all_session_ids(store):
+            report = verify_session(store, session_id)
+            print(show(report), flush=True)  # a verdict as soon as it is known
+            sessions += 1
+            failed += not report.ok
+            events += report.events
+        location = store.location
+    finally:
+        store.close()
+    seconds = time.perf_counter() - started
+    if not args.json:
+        print(
+            verify_summary(sessions, failed, events, seconds)
+            if sessions
+            else f"no sessions in the log at {location}"
+        )
+    return EXIT_FAILURE if failed else EXIT_OK
+
+
+# -- replay, export, import -------------------------------------------------
+
+
+def _command_replay(args: argparse.Namespace) -> int:
+    session_id, url = _session_and_log(args)
+    with Runtime.open(url) as runtime:
+        events = runtime.replay_events(session_id)
+        if not events:  # every session starts with SessionConfigured
+            msg = f"no session {session_id!r} in the log at {runtime.location}"
+            raise UnknownSessionError(msg)
+    sys.stdout.writelines(encode_json(event).decode() + "\n" for event in events)
+    return EXIT_OK
+
+
+def _command_export(args: argparse.Namespace) -> int:
+    session_id, url = _session_and_log(args)
+    store = Store(url)
+    try:
+        lines = export_session(store, session_id)
+    finally:
+        store.close()
+    if args.output is None:
+        sys.stdout.writelines(line.decode() for line in lines)
+        return EXIT_OK
+    write_lines(args.output, lines)
+    print(f"exported {len(lines)} events of {session_id!r} to {args.output}")
+    return EXIT_OK
+
+
+def _command_import(args: argparse.Namespace) -> int:
+    lines = read_lines(args.file)  # a file that cannot be read opens no log
+    store = Store(_store_url(args))
+    try:
+        count = import_events(store, lines)
+        location = store.location
+    finally:
+        store.close()
+    print(f"imported {count} events into the log at {location}")
+    return EXIT_OK
+
+
+# -- rebuild ----------------------------------------------------------------
+
+
+def _command_rebuild(args: argparse.Namespace) -> int:
+    select_projections(args.views)  # an unknown view is refused before opening
+    url = _store_url(args)
+    _require_log(url)
+    bar = ProgressLine()
+    store = Store(url)
+    try:
+        reports = rebuild(
+            store, args.views, verify=args.verify, progress=bar.show, batch=args.batch
+        )
+    except KeyboardInterrupt:
+        bar.end()
+        # Each batch committed with its tracking position: nothing is lost.
+        again = [*args.views, "--verify"] if args.verify else args.views
+        hint = _command_hint(args, "rebuild", *again)
+        print(
+            f"turnlog: rebuild interrupted; it resumes where it stopped: {hint}",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
+    finally:
+        bar.end()
+        store.close()
+    print("\n".join(rebuild_summary(reports, verified=args.verify)))
+    return EXIT_FAILURE if any(report.differences for report in reports) else EXIT_OK
+
+
+# -- project ----------------------------------------------------------------
+
+
+def _command_project(args: argparse.Namespace) -> int:
+    url = _store_url(args)
+    _require_log(url)
+    store = Store(url)
+    try:
+        runner = ProjectionRunner(store, default_projections())
+        _project(runner, follow=args.follow, interval=args.interval)
+    finally:
+        store.close()
+    return EXIT_OK
+
+
+def _project(runner: ProjectionRunner, *, follow: bool, interval: float) -> None:
+    bar = ProgressLine()
+    try:
+        position = catch_up(runner, bar.show)
+        bar.end()
+        names = ", ".join(p.name for p in runner.projections)
+        print(f"views ({names}) at log position {position}", flush=True)
+        while follow:
+            time.sleep(interval)
+            now = runner.catch_up()
+            if now != position:
+                position = now
+                print(f"views at log position {position}", flush=True)
+    except KeyboardInterrupt:
+        bar.end()
+        if not follow:
+            raise
+        # Ctrl-C is how a follower is stopped: a batch cut short was rolled
+        # back whole, so the views stand at a position they fully hold.
+        print(
+            f"stopped following {runner.store.location}: "
+            f"views at log position {views_position(runner)}"
+        )
+
+
 # -- entry point ----------------------------------------------------------
 
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "demo": _command_demo,
     "sessions": _command_sessions,
     "audit": _command_audit,
+    "replay": _command_replay,
+    "export": _command_export,
+    "import": _command_import,
+    "rebuild": _command_rebuild,
+    "project": _command_project,
 }
 
 
@@ -287,6 +434,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_FAILURE
     except BrokenPipeError:
         _quiet_stdout()
+        return EXIT_FAILURE
+    except OSError as error:  # the network or the disk, outside the log
+        _print_error(_describe(error))
         return EXIT_FAILURE
     except KeyboardInterrupt:
         _print_error("interrupted")

@@ -361,6 +361,21 @@ class Store:
                 except PersistenceError:
                     logger.warning("could not snapshot %s", aggregate.session_id)
 
+    def insert_stored(self, events: Sequence[StoredEvent]) -> None:
+        """Appends events exactly as given (ids, versions, topics, bytes).
+
+        For importing a history written elsewhere: one transaction, nothing
+        decoded or re-stamped. Raises ConcurrencyConflictError if any of
+        them is already in the log; then nothing is written.
+        """
+        try:
+            self._app.recorder.insert_events(list(events))
+        except IntegrityError as error:
+            msg = f"the log at {self.location} already holds some of these events"
+            raise ConcurrencyConflictError(msg) from error
+        except PersistenceError as error:
+            raise _as_store_error(error, self.location) from error
+
     # -- reading --------------------------------------------------------------
 
     def get(self, aggregate_id: uuid.UUID) -> Any | None:

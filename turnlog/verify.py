@@ -48,7 +48,9 @@ class VerifyReport(msgspec.Struct, frozen=True):
         return self.problem is None
 
 
-class _Row(msgspec.Struct):
+class ChainRow(msgspec.Struct):
+    """One stored event as the chain check reads it."""
+
     position: int
     topic: str
     originator_id: str
@@ -56,7 +58,7 @@ class _Row(msgspec.Struct):
     state: dict[str, Any]
 
 
-def _session_rows(store: Store, session_id: str) -> list[_Row]:
+def _session_rows(store: Store, session_id: str) -> list[ChainRow]:
     """Every stored event of the session's aggregates (in any order)."""
     ids = [session_uuid(session_id)]
     rows = [_row(r) for r in store.stored_rows(ids)]
@@ -75,9 +77,9 @@ def _session_rows(store: Store, session_id: str) -> list[_Row]:
     return rows
 
 
-def _row(raw: tuple[int, Any, int, str, bytes]) -> _Row:
+def _row(raw: tuple[int, Any, int, str, bytes]) -> ChainRow:
     position, originator, version, topic, state = raw
-    return _Row(position, topic, str(originator), version, _decoder.decode(state))
+    return ChainRow(position, topic, str(originator), version, _decoder.decode(state))
 
 
 def verify_session(store: Store, session_id: str) -> VerifyReport:
@@ -87,10 +89,11 @@ def verify_session(store: Store, session_id: str) -> VerifyReport:
     if not rows:
         msg = f"no session {session_id!r} in the log at {store.location}"
         raise UnknownSessionError(msg)
-    return VerifyReport(session_id, len(rows), _first_problem(rows))
+    return VerifyReport(session_id, len(rows), first_problem(rows))
 
 
-def _first_problem(rows: list[_Row]) -> ChainProblem | None:
+def first_problem(rows: list[ChainRow]) -> ChainProblem | None:
+    """The first event of one session's ``rows`` that breaks the chain, if any."""
     unchained = [r for r in rows if not isinstance(r.state.get(SEQ_FIELD), int)]
     if unchained:
         first = min(unchained, key=lambda r: r.position)
@@ -144,15 +147,30 @@ def _first_problem(rows: list[_Row]) -> ChainProblem | None:
     return None
 
 
+class _SessionOf(msgspec.Struct):
+    session_id: str | None = None
+
+
+_session_of = msgspec.json.Decoder(_SessionOf)
+
+
 def all_session_ids(store: Store, batch: int = 1000) -> Iterator[str]:
-    """Every session id in the log, in the order sessions were created."""
+    """Every session id in the log, in the order of its first event.
+
+    Read from every event, not only ``SessionCreated``: a session whose
+    first event was deleted must still be found, and reported.
+    """
+    seen: set[str] = set()
     start = 1
     while True:
-        notes = store.notifications(start, batch, topics=("turnlog:SessionCreated",))
+        notes = store.notifications(start, batch)
         if not notes:
             return
         for note in notes:
-            yield str(_decoder.decode(note.state)["session_id"])
+            session_id = _session_of.decode(note.state).session_id
+            if session_id is not None and session_id not in seen:
+                seen.add(session_id)
+                yield session_id
         start = notes[-1].id + 1
 
 

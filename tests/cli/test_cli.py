@@ -16,6 +16,7 @@ import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -325,10 +326,15 @@ def test_audit_shows_the_demo_timeline_in_log_order(
     assert summaries["TurnCompleted"] == f'turn 1, "{FINAL_ANSWER}"'
     # The dict kept the last of the two model steps: the final answer.
     assert summaries["ModelStepCompleted"] == (
-        f'step 2, usage in=61 out=14 total=75, says "{FINAL_ANSWER}"'
+        f'step 2, route default, usage in=61 out=14 total=75, says "{FINAL_ANSWER}"'
     )
     first_step = next(s for _, _, n, s in lines if n == "ModelStepCompleted")
-    assert first_step.startswith("step 1, usage in=48 out=22 total=70, calls add_days")
+    assert first_step.startswith(
+        "step 1, route default, usage in=48 out=22 total=70, calls add_days"
+    )
+    assert summaries["UsageRecorded"] == (
+        "model call, step 2, route default, usage in=61 out=14 total=75"
+    )
 
 
 def test_audit_json_prints_one_object_per_event(
@@ -342,9 +348,11 @@ def test_audit_json_prints_one_object_per_event(
     assert (code, err) == (0, "")
     records = [json.loads(line) for line in out.splitlines()]
     assert [set(record) for record in records] == [
-        {"sequence", "time", "event", "data"}
+        {"sequence", "session_seq", "time", "event", "data"}
     ] * len(DEMO_EVENTS)
     assert [record["event"] for record in records] == DEMO_EVENTS
+    # its place in the session, which the hash chain numbers from 1
+    assert [r["session_seq"] for r in records] == list(range(1, len(DEMO_EVENTS) + 1))
     text_lines = audit_lines(text)
     assert [r["sequence"] for r in records] == [line[0] for line in text_lines]
     # Same instants as the text timeline, at full (microsecond) precision.
@@ -390,11 +398,23 @@ def test_audit_summarizes_approvals_and_failures(
     )
     assert requested is not None, summaries["ApprovalRequested"]
     # The decision names the tool, found through its request id.
-    assert summaries["ApprovalDecided"] == (
-        f"delete_file: deny by policy (request {requested.group(1)})"
+    decided = re.fullmatch(
+        rf"delete_file: deny by policy, waited (\d+) ms \(request {requested[1]}\)",
+        summaries["ApprovalDecided"],
     )
+    assert decided is not None, summaries["ApprovalDecided"]
+    # how long the request waited: between the two events' own timestamps
+    _, records, _ = run(capsys, "--store", store, "audit", "s1", "--json")
+    times = {
+        record["event"]: datetime.fromisoformat(record["time"])
+        for record in map(json.loads, records.splitlines())
+    }
+    waited = times["ApprovalDecided"] - times["ApprovalRequested"]
+    assert int(decided[1]) == round(waited.total_seconds() * 1000)
     assert summaries["ToolCallFinished"].startswith('delete_file error: "')
-    assert summaries["ModelStepFailed"] == "step 1, ProviderError: backend unavailable"
+    assert summaries["ModelStepFailed"] == (
+        "step 1, route default, ProviderError: backend unavailable"
+    )
     assert summaries["TurnAborted"] == (
         "turn 2 failed: model step failed: ProviderError: backend unavailable"
     )
@@ -436,10 +456,24 @@ def test_audit_of_an_unknown_session_exits_2_with_one_line(
 # -- errors -----------------------------------------------------------------
 
 
+COMMANDS = [
+    ["demo"],
+    ["sessions"],
+    ["audit", "s1"],
+    ["audit", "s1", "--verify"],
+    ["audit", "--verify", "--all"],
+    ["replay", "s1"],
+    ["export", "s1"],
+    ["rebuild"],
+    ["project"],
+]
+"""Every command that opens a log, with arguments it accepts."""
+
+
 @pytest.mark.parametrize(
     "url", ["ftp://x", "no-scheme", "sqlite:/relative", "memory://extra"]
 )
-@pytest.mark.parametrize("command", [["demo"], ["sessions"], ["audit", "s1"]])
+@pytest.mark.parametrize("command", COMMANDS)
 def test_a_bad_store_url_is_one_line_and_exit_2(
     capsys: pytest.CaptureFixture[str], url: str, command: list[str]
 ) -> None:
@@ -449,7 +483,7 @@ def test_a_bad_store_url_is_one_line_and_exit_2(
     assert url in one_error_line(err)
 
 
-@pytest.mark.parametrize("command", [["demo"], ["sessions"], ["audit", "s1"]])
+@pytest.mark.parametrize("command", COMMANDS)
 def test_a_file_that_is_not_a_log_is_refused_and_left_alone(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, command: list[str]
 ) -> None:
