@@ -9,6 +9,7 @@ process alive.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -35,6 +36,8 @@ from turnlog.session import ASK_TIMEOUT, AgentHandle, AgentSession
 from turnlog.store import Store
 from turnlog.views import ProjectionRunner
 
+logger = logging.getLogger(__name__)
+
 
 class Runtime:
     """Runs agent sessions on one event log. Open with :meth:`open`."""
@@ -52,6 +55,7 @@ class Runtime:
         self._lock = threading.Lock()
         self._closed = False
         self._sessions: dict[str, tuple[pykka.ActorRef[Any], str]] = {}
+        self._agents: dict[int, Agent] = {}
         self.projections = ProjectionRunner(store, default_projections())
         self.transcript = Transcripts(self.projections)
         self.checkpoints = Checkpoints(self.projections, self.transcript)
@@ -171,6 +175,7 @@ class Runtime:
             else:
                 ref = self._start_session(agent, chosen, shared_state, config)
                 self._sessions[chosen] = (ref, agent.digest())
+            self._agents[id(agent)] = agent
         handle = AgentSession(chosen, ref, config.event_buffer)
         if shared_state and live is not None:
             handle.update_shared_state(**shared_state)
@@ -259,8 +264,25 @@ class Runtime:
         for ref in refs:
             if ref.is_alive():
                 ref.stop(block=True, timeout=10)
+        self._close_providers()
         self._stop_services()
         self.store.close()
+
+    def _close_providers(self) -> None:
+        """Closes HTTP providers while the I/O loop they live on still runs."""
+        seen: set[int] = set()
+        for agent in self._agents.values():
+            for provider in agent.router.routes.values():
+                closer = getattr(provider, "close", None)
+                if id(provider) in seen or not callable(closer):
+                    continue
+                seen.add(id(provider))
+                try:
+                    closer()
+                except (
+                    Exception
+                ):  # a provider that will not close must not stop close()
+                    logger.warning("could not close %r", provider, exc_info=True)
 
     def __enter__(self) -> Runtime:
         return self

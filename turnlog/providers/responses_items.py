@@ -1,0 +1,112 @@
+"""turnlog's context as Responses input items, and Responses items back.
+
+Context items are already Responses-shaped; what changes at this edge is
+turnlog's bookkeeping: item keys the server must not see are left out,
+attachments become a note the model can read, and the compaction
+marker's prompt cache breakpoint becomes an explicit one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from turnlog.domain.context import PROMPT_CACHE_BREAKPOINT_FIELD
+from turnlog.domain.model import Item, function_call
+from turnlog.providers.errors import MalformedStreamError
+from turnlog.providers.wire import (
+    attachment_note,
+    put_count,
+    text_of_parts,
+    without_turnlog_keys,
+)
+
+
+def responses_input(
+    items: Iterable[Mapping[str, Any]], cache_breakpoints: bool
+) -> list[Item]:
+    """Context items as Responses ``input`` items, without turnlog's keys."""
+    translated: list[Item] = []
+    for item in items:
+        kind = item.get("type")
+        if kind == "message":
+            translated.append(_input_message(item, cache_breakpoints))
+        elif kind == "function_call":
+            translated.append(
+                function_call(item["call_id"], item["name"], item["arguments"])
+            )
+        elif kind == "function_call_output":
+            translated.append(
+                {
+                    "type": "function_call_output",
+                    "call_id": item["call_id"],
+                    "output": item["output"],
+                }
+            )
+        else:  # compaction and other items the server made: sent back as they came
+            translated.append(without_turnlog_keys(item))
+    return translated
+
+
+def _input_message(item: Mapping[str, Any], cache_breakpoints: bool) -> Item:
+    content = item.get("content")
+    note = attachment_note(item)
+    if isinstance(content, str):
+        if note:
+            content = f"{content}\n\n{note}" if content else note
+        return {"type": "message", "role": item.get("role"), "content": content}
+    parts: list[Item] = []
+    for part in content if isinstance(content, list) else []:
+        cleaned = {
+            key: value
+            for key, value in part.items()
+            if key != PROMPT_CACHE_BREAKPOINT_FIELD and not key.startswith("turnlog_")
+        }
+        breakpoint_ = part.get(PROMPT_CACHE_BREAKPOINT_FIELD)
+        if cache_breakpoints and breakpoint_:
+            explicit = (
+                breakpoint_ if isinstance(breakpoint_, dict) else {"mode": "explicit"}
+            )
+            cleaned[PROMPT_CACHE_BREAKPOINT_FIELD] = explicit
+        parts.append(cleaned)
+    if note:
+        parts.append({"type": "input_text", "text": note})
+    return {"type": "message", "role": item.get("role"), "content": parts}
+
+
+def responses_usage(usage: object) -> dict[str, int] | None:
+    """Responses usage in turnlog's counters; None if the server sent none."""
+    if not isinstance(usage, dict):
+        return None
+    counts: dict[str, int] = {}
+    put_count(counts, "input_tokens", usage.get("input_tokens"))
+    input_details = usage.get("input_tokens_details")
+    if isinstance(input_details, dict):
+        put_count(counts, "cached_input_tokens", input_details.get("cached_tokens"))
+    put_count(counts, "output_tokens", usage.get("output_tokens"))
+    output_details = usage.get("output_tokens_details")
+    if isinstance(output_details, dict):
+        put_count(counts, "reasoning_tokens", output_details.get("reasoning_tokens"))
+    put_count(counts, "total_tokens", usage.get("total_tokens"))
+    return counts or None
+
+
+def compacted_item(item: object, where: str) -> Item:
+    """An item of a compaction's output, as turnlog keeps it in the context.
+
+    Messages whose parts are all text become plain-text messages (as
+    turnlog's own are); server bookkeeping (``id``, ``status``) is dropped
+    from messages; the opaque compaction item is kept as it came.
+    """
+    if not isinstance(item, dict) or not isinstance(item.get("type"), str):
+        msg = f"the compaction from {where} holds an item without a type: {item!r:.80}"
+        raise MalformedStreamError(msg)
+    if item["type"] != "message":
+        return dict(item)
+    content = item.get("content")
+    text = text_of_parts(content)
+    return {
+        "type": "message",
+        "role": item.get("role", "user"),
+        "content": text if text is not None else content,
+    }

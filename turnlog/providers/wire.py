@@ -1,0 +1,150 @@
+"""What both dialects share at the wire: turnlog's own keys, usage, events.
+
+Context items carry turnlog's bookkeeping (``turnlog_kind``,
+``input_kind``, ``attachments``, ``prompt_cache_breakpoint`` on content
+parts); no server may see them, so each dialect builds its request from
+the fields it knows and turns attachments into a note the model can read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import httpx
+import msgspec
+
+from turnlog.domain.model import Item
+from turnlog.providers.errors import MalformedStreamError, ResponseFailedError
+from turnlog.providers.sse import ServerSentEvent
+from turnlog.providers.status import shorten
+
+TURNLOG_ITEM_KEYS = frozenset({"input_kind", "attachments"})
+"""Item keys turnlog adds besides those starting with ``turnlog_``."""
+
+TEXT_PART_TYPES = frozenset({"input_text", "output_text", "text"})
+
+DRAIN_SECONDS = 1.0
+"""How long to read on after the last event, so the connection can be reused."""
+
+
+def without_turnlog_keys(item: Mapping[str, Any]) -> Item:
+    """A copy of ``item`` without turnlog's bookkeeping keys."""
+    return {
+        key: value
+        for key, value in item.items()
+        if key not in TURNLOG_ITEM_KEYS and not key.startswith("turnlog_")
+    }
+
+
+def attachment_note(item: Mapping[str, Any]) -> str | None:
+    """A line per attached file, for the model; None without attachments.
+
+    turnlog records references to files that live elsewhere, not their
+    bytes, so the model is told what was attached and under which id.
+    """
+    attachments = item.get("attachments")
+    if not isinstance(attachments, list) or not attachments:
+        return None
+    lines = []
+    for attachment in attachments:
+        if not isinstance(attachment, Mapping):
+            continue
+        name = attachment.get("name", "unnamed")
+        media_type = attachment.get("media_type", "unknown type")
+        size = attachment.get("size", "?")
+        file_id = attachment.get("id", "?")
+        lines.append(
+            f"[attached file: {name} ({media_type}, {size} bytes), id {file_id}]"
+        )
+    return "\n".join(lines) or None
+
+
+def text_of_parts(parts: object) -> str | None:
+    """The text of a list of content parts if every part is text, else None."""
+    if not isinstance(parts, list):
+        return None
+    texts = []
+    for part in parts:
+        if not isinstance(part, Mapping) or part.get("type") not in TEXT_PART_TYPES:
+            return None
+        text = part.get("text")
+        if not isinstance(text, str):
+            return None
+        texts.append(text)
+    return "".join(texts)
+
+
+def put_count(usage: dict[str, int], key: str, value: object) -> None:
+    """Sets ``usage[key]`` if ``value`` is a token count (a non-negative int)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        usage[key] = value
+
+
+def cache_key(session_id: str) -> str:
+    """A stable prompt cache key for a session that does not reveal its id."""
+    return hashlib.sha256(session_id.encode()).hexdigest()[:32]
+
+
+def decode_event(event: ServerSentEvent, number: int, where: str) -> dict[str, Any]:
+    """The JSON object an event carries; MalformedStreamError otherwise."""
+    try:
+        payload = msgspec.json.decode(event.data)
+    except msgspec.DecodeError as error:
+        sample = event.data[:80].decode("utf-8", "replace")
+        msg = f"event {number} from {where} is not JSON ({error}): {sample!r}"
+        raise MalformedStreamError(msg) from None
+    if not isinstance(payload, dict):
+        msg = f"event {number} from {where} is not a JSON object"
+        raise MalformedStreamError(msg)
+    return payload
+
+
+def failure_from(
+    error: object, where: str, redact: Callable[[str], str]
+) -> ResponseFailedError:
+    """The error for a failure the server reported inside the stream."""
+    code: str | None = None
+    message: object = error
+    if isinstance(error, Mapping):
+        raw_code = error.get("code") or error.get("type")
+        code = str(raw_code) if raw_code is not None else None
+        message = error.get("message") or code or "no message"
+    text = f"the server reported a failure in the stream from {where}: {message}"
+    if code and code != message:
+        text += f" ({code})"
+    return ResponseFailedError(shorten(redact(text)), code)
+
+
+def content_type_of(headers: Mapping[str, str]) -> str:
+    """The media type of a response, lower-case, without parameters."""
+    return headers.get("content-type", "").split(";", 1)[0].strip().lower()
+
+
+def decode_body(body: bytes, where: str) -> dict[str, Any]:
+    """A whole JSON response body as an object; MalformedStreamError otherwise."""
+    try:
+        payload = msgspec.json.decode(body)
+    except msgspec.DecodeError as error:
+        msg = f"the answer from {where} is not JSON: {error}"
+        raise MalformedStreamError(msg) from None
+    if not isinstance(payload, dict):
+        msg = f"the answer from {where} is not a JSON object"
+        raise MalformedStreamError(msg)
+    return payload
+
+
+async def drain(chunks: Any) -> None:
+    """Reads what is left of a finished stream, briefly, to keep the connection.
+
+    An unread body forces the connection closed; a server that keeps the
+    stream open after its last event costs at most ``DRAIN_SECONDS``.
+    """
+    try:
+        async with asyncio.timeout(DRAIN_SECONDS):
+            async for _ in chunks:
+                pass
+    except (TimeoutError, httpx.HTTPError):
+        pass
