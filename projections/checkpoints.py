@@ -102,11 +102,12 @@ class CheckpointProjection:
         if not isinstance(session_id, str):
             return
         doc = rows.get(session_id, 0)
-        state = (
-            CheckpointState(session_id=session_id)
-            if doc is None
-            else msgspec.convert(doc, CheckpointState)
-        )
+        if isinstance(doc, CheckpointState):
+            state = doc  # kept typed by the runner between events
+        elif doc is None:
+            state = CheckpointState(session_id=session_id)
+        else:
+            state = msgspec.convert(doc, CheckpointState)
         if _apply(state, event, notification.id) or doc is None:
             state.updated_sequence = notification.id
-            rows.put(session_id, 0, msgspec.to_builtins(state))
+            rows.put(session_id, 0, state)

@@ -53,7 +53,7 @@ class ExecutionProjection:
                 sequence=notification.id,
                 started_at=event.timestamp.isoformat(),
             )
-            rows.put(session_id, notification.id, msgspec.to_builtins(record))
+            rows.put(session_id, notification.id, record)
             rows.put(session_id, 0, {"turn_id": event.turn_id, "at": notification.id})
             return
         pointer = rows.get(session_id, 0)
@@ -67,9 +67,9 @@ class ExecutionProjection:
         doc = rows.get(session_id, pointer["at"])
         if doc is None:
             return
-        record = msgspec.convert(doc, Execution)
+        record = doc if isinstance(doc, Execution) else msgspec.convert(doc, Execution)
         if _apply(record, event):
-            rows.put(session_id, pointer["at"], msgspec.to_builtins(record))
+            rows.put(session_id, pointer["at"], record)
 
 
 def _apply(record: Execution, event: Any) -> bool:

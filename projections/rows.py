@@ -16,12 +16,16 @@ from eventsourcing.persistence import Notification
 class Rows(Protocol):
     """The documents of one view, as a fold sees them."""
 
-    def get(self, part: str, position: int) -> dict[str, Any] | None:
-        """The document at (part, position), or None."""
+    def get(self, part: str, position: int) -> Any:
+        """The document at (part, position), or None.
+
+        A dict as stored, or the very object last put there (folds may put
+        a msgspec Struct and mutate it in place: it is encoded at commit).
+        """
         ...
 
-    def put(self, part: str, position: int, doc: dict[str, Any]) -> None:
-        """Sets the document at (part, position)."""
+    def put(self, part: str, position: int, doc: Any) -> None:
+        """Sets the document at (part, position) (a dict or a Struct)."""
         ...
 
 

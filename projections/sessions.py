@@ -39,11 +39,12 @@ class SessionIndexProjection:
         if not isinstance(session_id, str):
             return
         doc = rows.get(session_id, 0)
-        summary = (
-            SessionSummary(session_id)
-            if doc is None
-            else msgspec.convert(doc, SessionSummary)
-        )
+        if isinstance(doc, SessionSummary):
+            summary = doc  # kept typed by the runner between events
+        elif doc is None:
+            summary = SessionSummary(session_id)
+        else:
+            summary = msgspec.convert(doc, SessionSummary)
         when = event.timestamp.isoformat()  # type: ignore[attr-defined]
         match event:
             case s.SessionCreated(agent_name=agent_name):
@@ -61,4 +62,4 @@ class SessionIndexProjection:
                 summary.usage = totals
         summary.last_activity = when
         summary.last_sequence = notification.id
-        rows.put(session_id, 0, msgspec.to_builtins(summary))
+        rows.put(session_id, 0, summary)

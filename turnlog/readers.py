@@ -20,12 +20,13 @@ from turnlog.domain.model import Item
 from turnlog.domain.protocol import Event, replay
 from turnlog.projections.checkpoints import CheckpointProjection, CheckpointState
 from turnlog.projections.executions import Execution, ExecutionProjection
-from turnlog.projections.transcript import TranscriptProjection, TranscriptRow
+from turnlog.projections.transcript import TranscriptProjection
 from turnlog.transcoder import MsgspecTranscoder
 from turnlog.views import ProjectionRunner
 
 _mapper: Mapper[UUID] = Mapper(transcoder=MsgspecTranscoder())
-_row_decoder = msgspec.json.Decoder(TranscriptRow)
+_FETCH = 500
+"""Log positions fetched per query when reading a transcript."""
 _execution_decoder = msgspec.json.Decoder(Execution)
 
 
@@ -91,15 +92,18 @@ class Checkpoint(msgspec.Struct, frozen=True):
         return messages_of(self.context)
 
 
-def _item(position: int, raw: bytes) -> TranscriptItem:
-    row = _row_decoder.decode(raw)
-    return TranscriptItem(
-        row.sequence,
-        row.topic,
-        row.originator_id,
-        row.originator_version,
-        bytes(row.state),
-    )
+def _items(store: Any, positions: list[int]) -> list[TranscriptItem]:
+    """The stored events at ``positions`` (the transcript's index), in order."""
+    items = []
+    for start in range(0, len(positions), _FETCH):
+        chunk = positions[start : start + _FETCH]
+        stored = store.stored_at(chunk)
+        for position in chunk:
+            originator, version, topic, state = stored[position]
+            items.append(
+                TranscriptItem(position, topic, str(originator), version, state)
+            )
+    return items
 
 
 def replay_events(transcript: Iterable[TranscriptItem], session_id: str) -> list[Event]:
@@ -133,20 +137,17 @@ class Transcripts:
             newest_first=True,
         )
         has_more = len(rows) > max_batches
-        items = [_item(p, raw) for p, raw in rows[:max_batches]]
-        items.reverse()
-        return TranscriptPage(tuple(items), has_more)
+        positions = sorted(position for position, _ in rows[:max_batches])
+        return TranscriptPage(tuple(_items(self._runner.store, positions)), has_more)
 
     def all(self, session_id: str, from_sequence: int = 0) -> list[TranscriptItem]:
         """Every item of a session from ``from_sequence`` on, oldest first."""
         check_session_id(session_id)
         self._runner.catch_up()
-        return [
-            _item(p, raw)
-            for p, raw in self._runner.tables.range(
-                TranscriptProjection.name, session_id, from_position=from_sequence
-            )
-        ]
+        rows = self._runner.tables.range(
+            TranscriptProjection.name, session_id, from_position=from_sequence
+        )
+        return _items(self._runner.store, [position for position, _ in rows])
 
     def sessions(self) -> list[str]:
         """Every session id with a transcript."""

@@ -438,6 +438,38 @@ class Store:
             )
         return out
 
+    def stored_at(
+        self, positions: Sequence[int]
+    ) -> dict[int, tuple[uuid.UUID, int, str, bytes]]:
+        """The stored events at these log positions: (id, version, topic, state)."""
+        if not positions:
+            return {}
+        if self.is_postgres:
+            statement = (
+                f"SELECT notification_id, originator_id, originator_version, topic, "
+                f"state FROM {self.events_table} WHERE notification_id = ANY(%s)"
+            )
+            params: Any = (list(positions),)
+        else:
+            marks = ",".join("?" * len(positions))
+            statement = (
+                f"SELECT rowid, originator_id, originator_version, topic, state "
+                f"FROM {self.events_table} WHERE rowid IN ({marks})"
+            )
+            params = list(positions)
+        with self.datastore.transaction(commit=False) as cursor:
+            cursor.execute(statement, params)
+            rows = cursor.fetchall()
+        found = {}
+        for row in rows:
+            position, originator, version, topic, state = (
+                tuple(row.values()) if isinstance(row, dict) else tuple(row)
+            )
+            if not isinstance(originator, uuid.UUID):
+                originator = uuid.UUID(originator)
+            found[int(position)] = (originator, int(version), str(topic), bytes(state))
+        return found
+
     def max_position(self) -> int:
         """The position of the newest log entry (0 if the log is empty)."""
         return self._app.recorder.max_notification_id() or 0

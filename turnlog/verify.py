@@ -66,14 +66,19 @@ def _session_rows(store: Store, session_id: str) -> list[ChainRow]:
         (r.state.get("number", 0) for r in rows if r.topic == "turnlog:TurnStarted"),
         default=0,
     )
-    # Probe past the last TurnStarted too: a forged turn would be missed.
-    number = 1
-    while True:
-        found = store.stored_rows([turn_uuid(session_id, number)])
-        if not found and number > turns:
-            break
-        rows.extend(_row(r) for r in found)
-        number += 1
+    # Read every turn the Session names in a few queries, then probe past
+    # the last one: a forged turn beyond it would otherwise go unseen.
+    numbers = list(range(1, turns + 2))
+    while numbers:
+        found_numbers: set[int] = set()
+        for start in range(0, len(numbers), 500):
+            chunk = numbers[start : start + 500]
+            by_id = {turn_uuid(session_id, n): n for n in chunk}
+            for raw in store.stored_rows(list(by_id)):
+                rows.append(_row(raw))
+                found_numbers.add(by_id[raw[1]])
+        last = numbers[-1]
+        numbers = [last + 1] if last in found_numbers else []
     return rows
 
 

@@ -30,6 +30,8 @@ logger = logging.getLogger(__name__)
 ROWS_TABLE = "turnlog_view_rows"
 TRACKING_TABLE = "turnlog_view_tracking"
 BATCH_SIZE = 1000
+CACHE_LIMIT = 20_000
+"""Documents a runner keeps per view between batches before starting afresh."""
 FOLLOW_INTERVAL = 0.2
 """Seconds the live follower gathers new events before committing them."""
 
@@ -194,21 +196,39 @@ def _values(row: Any) -> tuple[Any, ...]:
 
 
 class _Unit:
-    """The documents one batch of one view reads and writes."""
+    """The documents one batch of one view reads and writes.
 
-    def __init__(self, tables: ViewTables, view: str) -> None:
+    Documents read are kept in ``cache`` (shared by the runner across
+    batches, misses included): a fold reads the same few documents again and
+    again (a session's checkpoint, its running execution), and each read is
+    a query. A fold may keep a document as a msgspec Struct in the cache and
+    mutate it; it is encoded only when the batch commits.
+    """
+
+    def __init__(
+        self, tables: ViewTables, view: str, cache: dict[tuple[str, int], Any]
+    ) -> None:
         self.tables = tables
         self.view = view
-        self.writes: dict[tuple[str, int], dict[str, Any]] = {}
+        self.cache = cache
+        self.dirty: set[tuple[str, int]] = set()
 
-    def get(self, part: str, position: int) -> dict[str, Any] | None:
+    def get(self, part: str, position: int) -> Any:
         key = (part, position)
-        if key in self.writes:
-            return self.writes[key]
-        return self.tables.get(self.view, part, position)
+        if key in self.cache:
+            return self.cache[key]
+        doc = self.tables.get(self.view, part, position)
+        self.cache[key] = doc
+        return doc
 
-    def put(self, part: str, position: int, doc: dict[str, Any]) -> None:
-        self.writes[(part, position)] = doc
+    def put(self, part: str, position: int, doc: Any) -> None:
+        key = (part, position)
+        self.cache[key] = doc
+        self.dirty.add(key)
+
+    @property
+    def writes(self) -> dict[tuple[str, int], Any]:
+        return {key: self.cache[key] for key in self.dirty}
 
 
 class ProjectionRunner:
@@ -224,6 +244,9 @@ class ProjectionRunner:
         self.projections = list(projections)
         self._lock = threading.Lock()
         self._positions: dict[str, int] = {}
+        self._caches: dict[str, dict[tuple[str, int], Any]] = {
+            projection.name: {} for projection in projections
+        }
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
@@ -256,6 +279,8 @@ class ProjectionRunner:
                 try:
                     return self._catch_up_locked(until)
                 except _TrackingMoved:
+                    # Another follower wrote these views: nothing cached holds.
+                    self._forget()
                     for projection in self.projections:
                         self._positions[projection.name] = self._load_position(
                             projection
@@ -275,6 +300,7 @@ class ProjectionRunner:
                 units = self._fold(batch)
             except _PoisonError as poison:
                 # Keep what came before the poison entry, then stop at it.
+                self._forget()  # the failed fold left half-changed documents
                 if poison.index:
                     self._commit(
                         batch[: poison.index], self._fold(batch[: poison.index])
@@ -285,7 +311,10 @@ class ProjectionRunner:
 
     def _fold(self, batch: Sequence[Notification]) -> dict[str, _Unit]:
         """Folds ``batch`` into fresh units; raises _PoisonError at a bad entry."""
-        units = {p.name: _Unit(self.tables, p.name) for p in self.projections}
+        units = {
+            p.name: _Unit(self.tables, p.name, self._caches[p.name])
+            for p in self.projections
+        }
         for index, notification in enumerate(batch):
             try:
                 event = self.store.decode(notification)
@@ -308,8 +337,20 @@ class ProjectionRunner:
             name = projection.name
             if self._positions[name] >= last:
                 continue
-            self.tables.commit(name, units[name].writes, self._positions[name], last)
+            try:
+                self.tables.commit(
+                    name, units[name].writes, self._positions[name], last
+                )
+            except BaseException:
+                self._forget()  # the cache may hold what was not written
+                raise
             self._positions[name] = last
+            if len(self._caches[name]) > CACHE_LIMIT:
+                self._caches[name].clear()
+
+    def _forget(self) -> None:
+        for cache in self._caches.values():
+            cache.clear()
 
     def _fail(self, position: int, topic: str, view: str, error: Exception) -> NoReturn:
         failure = ReplayError(
