@@ -9,6 +9,7 @@ only one turn of a session runs at a time, so a small pointer document
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import msgspec
@@ -31,15 +32,16 @@ class Execution(msgspec.Struct):
     model_calls: int = 0
     tool_calls: int = 0
     usage: dict[str, int] = msgspec.field(default_factory=dict)
-    started_at: str = ""
-    ended_at: str | None = None
+    # datetimes, not ISO strings: formatted once at commit, not per event
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
 
 
 class ExecutionProjection:
     """Keeps one execution record per turn."""
 
     name = "executions"
-    version = 1
+    version = 2
 
     def fold(self, rows: Rows, notification: Notification, event: object) -> None:
         session_id: Any = getattr(event, "session_id", None)
@@ -51,7 +53,7 @@ class ExecutionProjection:
                 number=event.number,
                 submission_id=event.submission_id,
                 sequence=notification.id,
-                started_at=event.timestamp.isoformat(),
+                started_at=event.timestamp,
             )
             rows.put(session_id, notification.id, record)
             rows.put(session_id, 0, {"turn_id": event.turn_id, "at": notification.id})
@@ -85,11 +87,11 @@ def _apply(record: Execution, event: Any) -> bool:
             record.usage = totals
         case s.TurnCompleted():
             record.outcome = "completed"
-            record.ended_at = event.timestamp.isoformat()
+            record.ended_at = event.timestamp
         case s.TurnAborted(reason=reason, failed=failed):
             record.outcome = "failed" if failed else "aborted"
             record.reason = reason
-            record.ended_at = event.timestamp.isoformat()
+            record.ended_at = event.timestamp
         case _:
             return False
     return True

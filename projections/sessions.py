@@ -6,6 +6,7 @@ runs, is idle or is closed, and the tokens it has used.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import msgspec
@@ -20,8 +21,9 @@ class SessionSummary(msgspec.Struct):
 
     session_id: str
     agent_name: str = ""
-    created_at: str = ""
-    last_activity: str = ""
+    # datetimes, not ISO strings: formatted once at commit, not per event
+    created_at: datetime | None = None
+    last_activity: datetime | None = None
     last_sequence: int = 0
     turns: int = 0
     status: str = "idle"
@@ -32,7 +34,7 @@ class SessionIndexProjection:
     """Keeps the sessions index."""
 
     name = "sessions"
-    version = 1
+    version = 2
 
     def fold(self, rows: Rows, notification: Notification, event: object) -> None:
         session_id: Any = getattr(event, "session_id", None)
@@ -45,7 +47,7 @@ class SessionIndexProjection:
             summary = SessionSummary(session_id)
         else:
             summary = msgspec.convert(doc, SessionSummary)
-        when = event.timestamp.isoformat()  # type: ignore[attr-defined]
+        when = event.timestamp  # type: ignore[attr-defined]
         match event:
             case s.SessionCreated(agent_name=agent_name):
                 summary.agent_name, summary.created_at = agent_name, when
