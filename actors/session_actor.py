@@ -109,6 +109,7 @@ class SessionActor(TurnFlow, pykka.ThreadingActor):
         self._run: RunState | None = None
         self._latest_run: RunResult | None = None
         self._turn_actor: pykka.ActorRef[Any] | None = None
+        self._ending_turns: list[pykka.ActorRef[Any]] = []
         self._close_when_idle = False
         self._tool_specs = tuple(tool.spec for tool in agent.tools_by_name.values())
         self._pending_input: dict[str, Any] | None = None
@@ -417,6 +418,12 @@ class SessionActor(TurnFlow, pykka.ThreadingActor):
     def on_stop(self) -> None:
         if self._turn_actor is not None:
             self._turn_actor.tell(CancelTurn())
+            self._ending_turns.append(self._turn_actor)
+        # Turns still cancelling their work finish before this actor is
+        # reported stopped, so the runtime never stops the executor or the
+        # I/O loop under them.
+        for ref in self._ending_turns:
+            ref.stop(block=True, timeout=5)
         stopped = f"session {self._session_id!r} stopped before the run ended"
         waiters = list(self._run.waiters) if self._run is not None else []
         # Messages still in the inbox are never handled: answer every one a

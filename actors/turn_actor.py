@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -111,7 +112,9 @@ class TurnActor(pykka.ThreadingActor):
             case CancelTurn():
                 for future in list(self._inflight):
                     future.cancel()
-                self._tools.tell(CancelTools(self._turn_id))
+                # The executor may already be gone when the runtime closes.
+                with contextlib.suppress(pykka.ActorDeadError):
+                    self._tools.tell(CancelTools(self._turn_id))
                 self.stop()
             case _:
                 msg = f"TurnActor got an unknown message: {message!r}"

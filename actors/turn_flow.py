@@ -76,6 +76,7 @@ class TurnFlow(ApprovalFlow):
     _context: list[Item]
     _run: RunState | None
     _turn_actor: pykka.ActorRef[Any] | None
+    _ending_turns: list[pykka.ActorRef[Any]]
     _tool_specs: tuple[ToolSpec, ...]
     _pending_input: dict[str, Any] | None
     _startup_hooks_due: bool
@@ -553,6 +554,10 @@ class TurnFlow(ApprovalFlow):
     ) -> None:
         if self._turn_actor is not None:
             self._turn_actor.tell(CancelTurn())
+            # Kept until it has stopped: the session's own stop waits for it.
+            self._ending_turns = [
+                ref for ref in self._ending_turns if ref.is_alive()
+            ] + [self._turn_actor]
             self._turn_actor = None
         self._turn = None
         self._pending_input = None

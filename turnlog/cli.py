@@ -3,6 +3,8 @@
 ::
 
     turnlog [--store URL] demo [--session ID]       an offline scripted session
+    turnlog [--store URL] run [--session ID] [--model ROUTE] [--tools]
+                              [--approval ask|allow|deny]  talk to a real model
     turnlog [--store URL] sessions                  the sessions in the log
     turnlog [--store URL] audit SESSION [--json]    a session's timeline
     turnlog [--store URL] audit SESSION --verify    check its hash chain
@@ -59,7 +61,10 @@ from turnlog.rebuild import (
     rebuild,
     select_projections,
 )
+from turnlog.run import HOW_TO_CONFIGURE, RunOptions, run_interactive
+from turnlog.run_terminal import StdioTerminal
 from turnlog.runtime import Runtime
+from turnlog.settings import NoModelConfiguredError, load_settings
 from turnlog.store import Store, parse_store_url
 from turnlog.transfer import export_session, import_events, read_lines, write_lines
 from turnlog.verify import VerifyReport, all_session_ids, verify_session
@@ -153,6 +158,33 @@ def _command_demo(args: argparse.Namespace) -> int:
     if not result.completed:
         _print_error(f"the demo run {result.status}: {result.error}")
         return EXIT_FAILURE
+    return EXIT_OK
+
+
+# -- run ------------------------------------------------------------------
+
+
+def _command_run(args: argparse.Namespace) -> int:
+    options = RunOptions(
+        store=_store_url(args),
+        session_id=args.session,
+        route=args.model,
+        tools=args.tools,
+        approval=args.approval,
+        workspace=Path.cwd(),
+    )
+    try:
+        session_id, location = run_interactive(
+            options, load_settings(), StdioTerminal()
+        )
+    except NoModelConfiguredError:
+        print(HOW_TO_CONFIGURE, file=sys.stderr)
+        raise
+    if location == "memory":
+        print(f"session {session_id} ended with the command (a memory:// log)")
+    else:
+        hint = _command_hint(args, "run", "--session", session_id)
+        print(f"session {session_id} is in the log at {location}; continue: {hint}")
     return EXIT_OK
 
 
@@ -382,6 +414,7 @@ def _project(runner: ProjectionRunner, *, follow: bool, interval: float) -> None
 
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "demo": _command_demo,
+    "run": _command_run,
     "sessions": _command_sessions,
     "audit": _command_audit,
     "replay": _command_replay,

@@ -64,6 +64,42 @@ def build_parser() -> argparse.ArgumentParser:
         help="the session to run in (default: a new demo-... session)",
     )
 
+    run = commands.add_parser(
+        "run",
+        help="talk to a model in an interactive session",
+        description=(
+            "An interactive session against an OpenAI-compatible endpoint, "
+            "configured by TURNLOG_MODEL, OPENAI_API_KEY, OPENAI_BASE_URL and "
+            "TURNLOG_API, or by routes in turnlog.toml. Answers stream as they "
+            "arrive; Ctrl-C stops a running turn, and Ctrl-C twice (or Ctrl-D "
+            "at the prompt) quits."
+        ),
+    )
+    run.add_argument(
+        "--session",
+        metavar="ID",
+        help="the session to continue (or create); default: a new session",
+    )
+    run.add_argument(
+        "--model",
+        metavar="ROUTE",
+        help="the model route to use (default: the configured default route)",
+    )
+    run.add_argument(
+        "--tools",
+        action="store_true",
+        help=(
+            "let the model list, read and write files under the working "
+            "directory (writing asks for approval)"
+        ),
+    )
+    run.add_argument(
+        "--approval",
+        choices=("ask", "allow", "deny"),
+        default="ask",
+        help="tools that need approval: ask (default), allow or deny them",
+    )
+
     commands.add_parser(
         "sessions",
         help="list the sessions in the log",

@@ -1,0 +1,45 @@
+"""Fixtures of the ``turnlog run`` tests: a clean environment, the fake server.
+
+The fake OpenAI-style server of the provider tests is reused: its folder
+goes on ``sys.path`` as the providers' conftest puts it there, and so does
+this folder, for ``run_support``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent.parent / "providers"))
+sys.path.insert(0, str(Path(__file__).parent))
+
+from fake_openai import FakeOpenAI
+
+
+@pytest.fixture(autouse=True)
+def _no_settings_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A model configured in the developer's shell must not leak into tests."""
+    for name in list(os.environ):
+        if name.startswith(("TURNLOG_", "OPENAI_")):
+            monkeypatch.delenv(name)
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeOpenAI]:
+    """A started fake server, stopped after the test."""
+    server = FakeOpenAI().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty working directory (no turnlog.toml), made the current one."""
+    path = tmp_path / "workspace"
+    path.mkdir()
+    monkeypatch.chdir(path)
+    return path

@@ -1,0 +1,361 @@
+"""``turnlog run`` end to end: the installed command in a pseudo-terminal.
+
+Each test starts the fake OpenAI-style server, points the child's
+environment at it and talks to ``turnlog run`` as a user would, through
+pexpect: typing lines, answering approval questions, pressing Ctrl-C and
+Ctrl-D. Every wait is an ``expect`` with a timeout; every child is
+stopped at teardown.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pexpect
+import pytest
+from fake_openai import Call, Fail, FakeOpenAI, Reply, Trickle
+from run_support import API_KEY
+
+pytestmark = pytest.mark.subprocess
+
+TURNLOG = Path(sys.executable).with_name("turnlog")
+"""The installed console script of this virtualenv."""
+
+TIMEOUT = 20
+"""Seconds any one expectation may take (a child starts in about one)."""
+
+PROMPT = r"you> "
+APPROVAL = r"\[q\]uit turn: "
+HEADER = r"turnlog run: session (\S+) \((new|resumed: \d+ earlier messages?)\)"
+
+Spawn = Callable[..., pexpect.spawn]
+
+
+def clean_environment() -> dict[str, str]:
+    """The environment without any turnlog or OpenAI setting of the developer."""
+    return {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith(("TURNLOG_", "OPENAI_"))
+    }
+
+
+@pytest.fixture
+def spawn(tmp_path: Path, workspace: Path, fake: FakeOpenAI) -> Iterator[Spawn]:
+    """``spawn(*args, configured=True, env={})``: ``turnlog run ARGS`` in a pty.
+
+    The child runs in ``workspace`` against ``tmp_path/log.sqlite3``;
+    ``configured`` points TURNLOG_MODEL / OPENAI_BASE_URL at the fake server.
+    ``output_of(child)`` is what it printed.
+    """
+    assert TURNLOG.exists(), f"the console script is not installed at {TURNLOG}"
+    children: list[pexpect.spawn] = []
+
+    def start(
+        *args: str, configured: bool = True, env: dict[str, str] | None = None
+    ) -> pexpect.spawn:
+        environment = clean_environment()
+        if configured:
+            environment.update(
+                TURNLOG_MODEL="gpt-test",
+                OPENAI_BASE_URL=fake.base_url,
+                OPENAI_API_KEY=API_KEY,
+            )
+        environment.update(env or {})
+        child = pexpect.spawn(
+            str(TURNLOG),
+            ["--store", f"sqlite:///{tmp_path}/log.sqlite3", "run", *args],
+            cwd=str(workspace),
+            env=environment,
+            encoding="utf-8",
+            timeout=TIMEOUT,
+            dimensions=(40, 400),
+        )
+        child.logfile_read = io.StringIO()
+        children.append(child)
+        return child
+
+    yield start
+    for child in children:
+        if child.isalive():
+            child.terminate(force=True)
+        child.close(force=True)
+    for child in children:
+        assert API_KEY not in output_of(child)
+
+
+def output_of(child: pexpect.spawn) -> str:
+    """Everything the child printed so far."""
+    return str(child.logfile_read.getvalue())
+
+
+def started(child: pexpect.spawn) -> str:
+    """Waits for the header and the first prompt; returns the session id."""
+    child.expect(HEADER)
+    session_id = str(child.match.group(1))
+    child.expect(PROMPT)
+    return session_id
+
+
+def quits(child: pexpect.spawn, how: str = "eof") -> str:
+    """Quits at the prompt (Ctrl-D or Ctrl-C); checks exit 0; returns the output."""
+    if how == "eof":
+        child.sendeof()
+    else:
+        child.sendintr()
+    child.expect(pexpect.EOF)
+    child.close()
+    output = output_of(child)
+    assert child.exitstatus == 0, output
+    assert "Traceback" not in output
+    return output
+
+
+def tool_outputs(body: dict[str, Any]) -> list[str]:
+    """The function-call outputs a Responses request sent."""
+    return [
+        item["output"]
+        for item in body["input"]
+        if item.get("type") == "function_call_output"
+    ]
+
+
+def test_a_streamed_answer_appears(spawn: Spawn, fake: FakeOpenAI) -> None:
+    fake.script(Reply(text="Streaming works fine today.", chunks=6))
+    child = spawn()
+    started(child)
+    child.sendline("hello")
+    child.expect(r"assistant> Streaming works fine today\.\r\n")
+    child.expect(PROMPT)
+    output = quits(child)
+    assert "continue: turnlog --store" in output
+    [request] = fake.requests
+    assert request.body["stream"] is True
+    assert request.path == "/v1/responses"
+
+
+def test_a_tool_call_and_its_result_are_shown(
+    spawn: Spawn, fake: FakeOpenAI, workspace: Path
+) -> None:
+    (workspace / "notes.txt").write_text("the meeting is at noon\n")
+    fake.script(
+        Reply(calls=(Call("call_1", "read_file", '{"path": "notes.txt"}'),)),
+        Reply(text="Your meeting is at noon."),
+    )
+    child = spawn("--tools")
+    started(child)
+    child.sendline("when is my meeting?")
+    child.expect(r'  tool    read_file \{"path": "notes.txt"\}\r\n')
+    child.expect(r"  result  read_file: the meeting is at noon\r\n")
+    child.expect(r"assistant> Your meeting is at noon\.")
+    child.expect(PROMPT)
+    quits(child)
+    assert tool_outputs(fake.requests[1].body) == ["the meeting is at noon\n"]
+
+
+def test_allowed_for_the_session_a_tool_is_not_asked_again(
+    spawn: Spawn, fake: FakeOpenAI, workspace: Path
+) -> None:
+    fake.script(
+        Reply(calls=(Call("c1", "write_file", '{"path": "a.txt", "content": "A"}'),)),
+        Reply(text="Wrote the first file."),
+        Reply(calls=(Call("c2", "write_file", '{"path": "b.txt", "content": "B"}'),)),
+        Reply(text="Wrote the second file."),
+    )
+    child = spawn("--tools")
+    started(child)
+    child.sendline("write a")
+    child.expect(r'approve write_file\(\{"path": "a.txt", "content": "A"\}\)\? ')
+    child.expect(APPROVAL)
+    child.sendline("a")
+    child.expect(r"write_file is allowed for the rest of the session")
+    child.expect(r"assistant> Wrote the first file\.")
+    child.expect(PROMPT)
+    child.sendline("write b")
+    asked = child.expect([APPROVAL, r"assistant> Wrote the second file\."])
+    assert asked == 1, "the second call was asked about again"
+    child.expect(PROMPT)
+    quits(child)
+    assert (workspace / "a.txt").read_text() == "A"
+    assert (workspace / "b.txt").read_text() == "B"
+
+
+def test_no_denies_the_call(spawn: Spawn, fake: FakeOpenAI, workspace: Path) -> None:
+    fake.script(
+        Reply(calls=(Call("c1", "write_file", '{"path": "a.txt", "content": "A"}'),)),
+        Reply(text="Understood, I did not write it."),
+    )
+    child = spawn("--tools")
+    started(child)
+    child.sendline("write a")
+    child.expect(APPROVAL)
+    child.sendline("n")
+    child.expect(r"  error   write_file: the call was denied approval and was not run")
+    child.expect(r"assistant> Understood, I did not write it\.")
+    child.expect(PROMPT)
+    quits(child)
+    assert not (workspace / "a.txt").exists()
+    assert tool_outputs(fake.requests[1].body) == [
+        "the call was denied approval and was not run"
+    ]
+
+
+def test_ctrl_c_interrupts_a_streaming_turn_and_a_second_one_quits(
+    spawn: Spawn, fake: FakeOpenAI
+) -> None:
+    fake.script(Trickle(text="tick ", interval=0.02), Reply(text="Back again."))
+    child = spawn()
+    started(child)
+    child.sendline("count forever")
+    child.expect(r"assistant> (tick )+")  # the server is still streaming
+    child.sendintr()
+    child.expect(r"interrupting the turn \(Ctrl-C again quits\)")
+    child.expect(r"  turn stopped: interrupted\r\n")
+    child.expect(PROMPT)
+    assert fake.client_gone.wait(TIMEOUT)  # the stream was hung up on
+    child.sendline("still there?")
+    child.expect(r"assistant> Back again\.")
+    child.expect(PROMPT)
+    quits(child, "ctrl-c")
+
+
+def test_ctrl_c_twice_during_a_turn_quits(spawn: Spawn, fake: FakeOpenAI) -> None:
+    fake.script(Trickle(text="tick ", interval=0.02))
+    child = spawn()
+    started(child)
+    child.sendline("count forever")
+    child.expect(r"assistant> (tick )+")
+    child.sendintr()
+    child.expect(r"interrupting the turn")
+    child.sendintr()
+    child.expect(r"quitting once the turn has stopped")
+    child.expect(r"  turn stopped: interrupted")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+
+
+def test_a_session_is_resumed_with_its_messages(spawn: Spawn, fake: FakeOpenAI) -> None:
+    fake.script(Reply(text="My name is Fake."), Reply(text="I said: Fake."))
+    first = spawn()
+    session_id = started(first)
+    first.sendline("what is your name?")
+    first.expect(r"assistant> My name is Fake\.")
+    first.expect(PROMPT)
+    quits(first)
+
+    again = spawn("--session", session_id)
+    again.expect(rf"turnlog run: session {session_id} \(resumed: 2 earlier messages\)")
+    again.expect(PROMPT)
+    again.sendline("what did you say?")
+    again.expect(r"assistant> I said: Fake\.")
+    again.expect(PROMPT)
+    quits(again)
+    history = json.dumps(fake.requests[1].body["input"])
+    assert "what is your name?" in history  # the earlier turn is in the context
+    assert "My name is Fake." in history
+
+
+def test_no_endpoint_prints_how_to_configure_one(
+    spawn: Spawn, tmp_path: Path, fake: FakeOpenAI
+) -> None:
+    child = spawn(configured=False)
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 2
+    output = output_of(child)
+    assert "export TURNLOG_MODEL=" in output
+    assert "[routes.local]" in output
+    assert "turnlog demo" in output
+    assert (
+        output.rstrip()
+        .splitlines()[-1]
+        .startswith("turnlog: error: no model configured: set TURNLOG_MODEL")
+    )
+    assert "Traceback" not in output
+    assert not (tmp_path / "log.sqlite3").exists()  # nothing was opened
+    assert fake.requests == []
+
+
+def test_a_path_outside_the_workspace_is_refused(
+    spawn: Spawn, fake: FakeOpenAI, tmp_path: Path, workspace: Path
+) -> None:
+    (tmp_path / "secret.txt").write_text("the launch codes")
+    (workspace / "link.txt").symlink_to(tmp_path / "secret.txt")
+    fake.script(
+        Reply(
+            calls=(
+                Call("c1", "read_file", '{"path": "../secret.txt"}'),
+                Call("c2", "read_file", '{"path": "link.txt"}'),
+            )
+        ),
+        Reply(text="I may not read those."),
+    )
+    child = spawn("--tools")
+    started(child)
+    child.sendline("read the secret")
+    child.expect(r"assistant> I may not read those\.")
+    child.expect(PROMPT)
+    output = quits(child)
+    # The two calls run side by side: their results come in either order.
+    assert "  error   read_file: '../secret.txt' is outside the workspace" in output
+    assert "  error   read_file: 'link.txt' is outside the workspace" in output
+    outputs = tool_outputs(fake.requests[1].body)
+    assert len(outputs) == 2
+    assert all("outside the workspace" in text for text in outputs)
+    assert "launch codes" not in "".join(outputs) + output
+
+
+def test_a_route_from_turnlog_toml_is_picked_with_model(
+    spawn: Spawn, fake: FakeOpenAI, workspace: Path
+) -> None:
+    (workspace / "turnlog.toml").write_text(
+        f"""
+default_route = "cloud"
+
+[routes.cloud]
+model = "gpt-test"
+base_url = "{fake.base_url}"
+
+[routes.local]
+model = "llama-test"
+base_url = "{fake.base_url}"
+api = "chat"
+"""
+    )
+    fake.script(Reply(text="Hello from the chat API."))
+    child = spawn("--model", "local", configured=False)
+    started(child)
+    child.sendline("hi")
+    child.expect(r"assistant> Hello from the chat API\.")
+    child.expect(PROMPT)
+    output = quits(child)
+    assert f"model: local (llama-test at {fake.base_url}, chat API)" in output
+    assert fake.paths() == ["/v1/chat/completions"]
+    assert fake.requests[0].body["model"] == "llama-test"
+
+
+def test_a_failed_model_call_is_one_line_and_the_session_goes_on(
+    spawn: Spawn, fake: FakeOpenAI
+) -> None:
+    fake.script(
+        Fail(401, f"Incorrect API key provided: {API_KEY}"),
+        Reply(text="Working again."),
+    )
+    child = spawn()
+    started(child)
+    child.sendline("hello")
+    child.expect(r"  model error: AuthenticationError: HTTP 401 from \S+: ")
+    child.expect(r"Incorrect API key provided: \[redacted\]")
+    child.expect(r"  turn failed: ")
+    child.expect(PROMPT)
+    child.sendline("and now?")
+    child.expect(r"assistant> Working again\.")
+    child.expect(PROMPT)
+    quits(child)  # the fixture checks the key was never shown

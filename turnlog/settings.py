@@ -1,0 +1,361 @@
+"""Where the model lives: settings from the environment and ``turnlog.toml``.
+
+The environment names one model (the route ``default``)::
+
+    TURNLOG_MODEL     the model name; without it (or routes) nothing is configured
+    OPENAI_API_KEY    its API key (local servers usually need none)
+    OPENAI_BASE_URL   the API root (default https://api.openai.com/v1)
+    TURNLOG_API       responses (default) or chat (/chat/completions)
+    TURNLOG_STORE     the log (as ``--store``)
+    TURNLOG_CONFIG    the route file (default: turnlog.toml in the working dir)
+
+The route file names more, each its own endpoint::
+
+    default_route = "fast"
+
+    [routes.fast]
+    model = "llama3.1"
+    base_url = "http://127.0.0.1:8080/v1"
+    api = "chat"
+    api_key_env = "LOCAL_KEY"   # the variable holding the key, never the key
+
+A route without ``base_url`` or ``api`` takes ``OPENAI_BASE_URL`` and
+``TURNLOG_API``; one without ``api_key_env`` takes ``OPENAI_API_KEY``. The
+environment wins over the file: ``TURNLOG_MODEL`` replaces a
+``[routes.default]``. API keys live only in the environment and in
+``SecretStr`` values: no message, ``repr`` or file of turnlog holds one.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import httpx
+import pydantic
+import pydantic_settings
+
+from turnlog.agent import DEFAULT_ROUTE
+from turnlog.domain.errors import InvalidInputError, UsageError
+from turnlog.providers import (
+    HttpModelProvider,
+    OpenAIChatCompletionsProvider,
+    OpenAIResponsesProvider,
+)
+from turnlog.routing import ModelRouter
+
+Api = Literal["responses", "chat"]
+
+CONFIG_FILE = "turnlog.toml"
+"""The route file looked for in the working directory."""
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
+KEYED_HOSTS = frozenset({"api.openai.com"})
+"""Hosts that refuse every request without a key: a missing one is named early."""
+
+NOT_CONFIGURED = (
+    "no model configured: set TURNLOG_MODEL (and OPENAI_API_KEY) or add [routes] "
+    f"to {CONFIG_FILE}; try `turnlog demo` for an offline session"
+)
+
+
+class NoModelConfiguredError(UsageError):
+    """Neither the environment nor the route file names a model."""
+
+
+class EnvironmentSettings(pydantic_settings.BaseSettings):
+    """The settings read from environment variables (names as documented above).
+
+    Empty variables count as unset. Only the environment is read: no
+    ``.env`` file, no secrets directory.
+    """
+
+    model_config = pydantic_settings.SettingsConfigDict(
+        frozen=True, extra="ignore", env_ignore_empty=True
+    )
+
+    store: str | None = pydantic.Field(default=None, validation_alias="TURNLOG_STORE")
+    model: str | None = pydantic.Field(default=None, validation_alias="TURNLOG_MODEL")
+    api_key: pydantic.SecretStr | None = pydantic.Field(
+        default=None, validation_alias="OPENAI_API_KEY"
+    )
+    base_url: str = pydantic.Field(
+        default=DEFAULT_BASE_URL, validation_alias="OPENAI_BASE_URL"
+    )
+    api: Api = pydantic.Field(default="responses", validation_alias="TURNLOG_API")
+    config: Path | None = pydantic.Field(
+        default=None, validation_alias="TURNLOG_CONFIG"
+    )
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[pydantic_settings.BaseSettings],
+        init_settings: pydantic_settings.PydanticBaseSettingsSource,
+        env_settings: pydantic_settings.PydanticBaseSettingsSource,
+        dotenv_settings: pydantic_settings.PydanticBaseSettingsSource,
+        file_secret_settings: pydantic_settings.PydanticBaseSettingsSource,
+    ) -> tuple[pydantic_settings.PydanticBaseSettingsSource, ...]:
+        """Arguments, then the environment; nothing else is read."""
+        return init_settings, env_settings
+
+
+class RouteConfig(pydantic.BaseModel, frozen=True, extra="forbid"):
+    """One ``[routes.NAME]`` table of the route file.
+
+    Attributes:
+        model: the model name the endpoint knows.
+        base_url: the API root (default: ``OPENAI_BASE_URL``).
+        api: ``responses`` or ``chat`` (default: ``TURNLOG_API``).
+        api_key_env: the environment variable holding the key (default:
+            ``OPENAI_API_KEY``); the key itself never goes in the file.
+    """
+
+    model: str = pydantic.Field(min_length=1)
+    base_url: str | None = None
+    api: Api | None = None
+    api_key_env: str | None = pydantic.Field(default=None, min_length=1)
+
+
+class ConfigFile(pydantic.BaseModel, frozen=True, extra="forbid"):
+    """The route file: named routes and the one new sessions start on."""
+
+    default_route: str | None = None
+    routes: dict[str, RouteConfig] = pydantic.Field(default_factory=dict)
+
+
+class Route(pydantic.BaseModel, frozen=True):
+    """A route with every default filled in: what a provider is built from."""
+
+    name: str
+    model: str
+    base_url: str
+    api: Api
+    api_key: pydantic.SecretStr | None
+    api_key_env: str
+
+    def describe(self) -> str:
+        """``NAME (MODEL at URL, API)``: the route without its key."""
+        return f"{self.name} ({self.model} at {self.base_url}, {self.api} API)"
+
+
+class Settings(pydantic.BaseModel, frozen=True):
+    """Everything ``turnlog run`` needs to know, from :func:`load_settings`.
+
+    Attributes:
+        environment: what the environment variables say.
+        file: what the route file says (empty if there is none).
+        config_path: the route file read, if one was.
+    """
+
+    environment: EnvironmentSettings
+    file: ConfigFile = ConfigFile()
+    config_path: Path | None = None
+
+    @property
+    def store(self) -> str | None:
+        """The log's URL from ``TURNLOG_STORE``, if set."""
+        return self.environment.store
+
+    def routes(self) -> dict[str, Route]:
+        """Every configured route by name, the file's order, ``default`` last.
+
+        Raises UsageError naming the setting at fault (an ``api_key_env``
+        that is not set, a keyless route to a host that needs a key).
+        """
+        env = self.environment
+        routes: dict[str, Route] = {}
+        for name, config in self.file.routes.items():
+            if name == DEFAULT_ROUTE and env.model is not None:
+                continue  # TURNLOG_MODEL replaces it: the environment wins
+            key_env = config.api_key_env or DEFAULT_API_KEY_ENV
+            if config.api_key_env is None:
+                key = env.api_key
+            else:
+                key = _secret_from(config.api_key_env, name, self._where())
+            routes[name] = _checked(
+                Route(
+                    name=name,
+                    model=config.model,
+                    base_url=config.base_url or env.base_url,
+                    api=config.api or env.api,
+                    api_key=key,
+                    api_key_env=key_env,
+                )
+            )
+        if env.model is not None:
+            routes[DEFAULT_ROUTE] = _checked(
+                Route(
+                    name=DEFAULT_ROUTE,
+                    model=env.model,
+                    base_url=env.base_url,
+                    api=env.api,
+                    api_key=env.api_key,
+                    api_key_env=DEFAULT_API_KEY_ENV,
+                )
+            )
+        return routes
+
+    def default_route(self, routes: Mapping[str, Route]) -> str:
+        """The route new sessions start on.
+
+        ``default_route`` from the file if given, else ``default`` (the
+        one ``TURNLOG_MODEL`` makes), else the file's first route.
+        """
+        if not routes:
+            raise NoModelConfiguredError(NOT_CONFIGURED)
+        chosen = self.file.default_route
+        if chosen is not None:
+            if chosen not in routes:
+                msg = (
+                    f"{self._where()}: default_route {chosen!r} is not a route; "
+                    f"configured routes: {', '.join(routes)}"
+                )
+                raise UsageError(msg)
+            return chosen
+        if DEFAULT_ROUTE in routes:
+            return DEFAULT_ROUTE
+        return next(iter(routes))
+
+    def _where(self) -> str:
+        return str(self.config_path) if self.config_path else CONFIG_FILE
+
+
+def _secret_from(variable: str, route: str, where: str) -> pydantic.SecretStr:
+    value = os.environ.get(variable)
+    if not value:
+        msg = (
+            f"route {route!r} in {where} reads its API key from ${variable}, "
+            "which is not set"
+        )
+        raise UsageError(msg)
+    return pydantic.SecretStr(value)
+
+
+def _checked(route: Route) -> Route:
+    """``route`` if it can work; a UsageError naming the setting otherwise."""
+    try:
+        url = httpx.URL(route.base_url)
+    except httpx.InvalidURL:
+        url = None
+    if url is None or url.scheme not in ("http", "https") or not url.host:
+        msg = (
+            f"route {route.name!r}: base_url must be an http(s) URL, "
+            f"not {route.base_url!r}"
+        )
+        raise UsageError(msg)
+    if route.api_key is None and url.host in KEYED_HOSTS:
+        msg = (
+            f"route {route.name!r} ({url.host}) needs an API key: "
+            f"set ${route.api_key_env}"
+        )
+        raise UsageError(msg)
+    return route
+
+
+def load_settings(cwd: Path | None = None) -> Settings:
+    """Reads the environment and the route file (``TURNLOG_CONFIG``, else
+    ``turnlog.toml`` in ``cwd``, default the working directory).
+
+    A missing default route file is no error; a ``TURNLOG_CONFIG`` that names
+    no file is. Raises InvalidInputError, in one line naming the setting and
+    never its value, for anything malformed.
+    """
+    try:
+        environment = EnvironmentSettings()
+    except pydantic.ValidationError as error:
+        raise InvalidInputError(_problems("environment", error)) from None
+    if environment.config is not None:
+        path: Path = environment.config
+        if not path.is_file():
+            msg = f"TURNLOG_CONFIG names {path}, which is not a file"
+            raise InvalidInputError(msg)
+    else:
+        path = (cwd or Path.cwd()) / CONFIG_FILE
+        if not path.is_file():
+            return Settings(environment=environment)
+    return Settings(environment=environment, file=read_config(path), config_path=path)
+
+
+def read_config(path: Path) -> ConfigFile:
+    """The route file at ``path``; InvalidInputError in one line if malformed."""
+    try:
+        with path.open("rb") as file:
+            data: dict[str, Any] = tomllib.load(file)
+    except tomllib.TOMLDecodeError as error:
+        msg = f"{path} is not valid TOML: {error}"
+        raise InvalidInputError(msg) from None
+    except OSError as error:
+        msg = f"cannot read {path}: {error.strerror or error}"
+        raise InvalidInputError(msg) from None
+    try:
+        return ConfigFile.model_validate(data)
+    except pydantic.ValidationError as error:
+        raise InvalidInputError(_problems(str(path), error)) from None
+
+
+def _problems(where: str, error: pydantic.ValidationError) -> str:
+    """The validation problems on one line, without the values given.
+
+    pydantic's own message quotes the input, which could be a key.
+    """
+    parts = []
+    for problem in error.errors(include_input=False, include_url=False):
+        # Environment problems are located by variable name (the alias).
+        location = ".".join(str(part) for part in problem["loc"])
+        if problem["type"] == "extra_forbidden":
+            hint = " (API keys go in the environment: name one with api_key_env)"
+            detail = "unknown setting" + (hint if "key" in location else "")
+        else:
+            detail = problem["msg"]
+        parts.append(f"{location}: {detail}")
+    return f"{where}: {'; '.join(parts)}"
+
+
+def build_provider(
+    route: Route,
+) -> OpenAIResponsesProvider | OpenAIChatCompletionsProvider:
+    """The HTTP provider of ``route``, its API key given only to the client."""
+    key = route.api_key.get_secret_value() if route.api_key is not None else None
+    kind = (
+        OpenAIResponsesProvider
+        if route.api == "responses"
+        else OpenAIChatCompletionsProvider
+    )
+    return kind(route.model, api_key=key, base_url=route.base_url)
+
+
+def build_router(settings: Settings, route: str | None = None) -> ModelRouter:
+    """A ModelRouter with one provider per configured route.
+
+    Its default is ``route`` if given, else the configured default route.
+    Raises NoModelConfiguredError if nothing is configured, UsageError
+    listing the routes if ``route`` is not one. Close it with
+    :func:`close_router`.
+    """
+    routes = settings.routes()
+    default = settings.default_route(routes)
+    if route is not None:
+        if route not in routes:
+            msg = f"no model route {route!r}; configured routes: {', '.join(routes)}"
+            raise UsageError(msg)
+        default = route
+    router = ModelRouter(default, build_provider(routes[default]))
+    for name, configured in routes.items():
+        if name != default:
+            router.register(name, build_provider(configured))
+    return router
+
+
+def close_router(router: ModelRouter) -> None:
+    """Closes the HTTP clients of the router's providers.
+
+    Call it before closing the runtime whose I/O loop ran them.
+    """
+    for provider in router.routes.values():
+        if isinstance(provider, HttpModelProvider):
+            provider.close()
