@@ -15,7 +15,7 @@ from eventsourcing.persistence import Notification
 
 from turnlog.domain import session as s
 from turnlog.domain import turn as t
-from turnlog.projections.rows import Rows
+from turnlog.projections.rows import Rows, typed
 
 
 class CheckpointState(msgspec.Struct):
@@ -101,13 +101,11 @@ class CheckpointProjection:
         session_id: Any = getattr(event, "session_id", None)
         if not isinstance(session_id, str):
             return
-        doc = rows.get(session_id, 0)
-        if isinstance(doc, CheckpointState):
-            state = doc  # kept typed by the runner between events
-        elif doc is None:
-            state = CheckpointState(session_id=session_id)
-        else:
-            state = msgspec.convert(doc, CheckpointState)
-        if _apply(state, event, notification.id) or doc is None:
+        state, new = typed(
+            rows.get(session_id, 0),
+            CheckpointState,
+            CheckpointState(session_id=session_id),
+        )
+        if _apply(state, event, notification.id) or new:
             state.updated_sequence = notification.id
             rows.put(session_id, 0, state)

@@ -8,8 +8,9 @@ and the position are written, always together in one transaction.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
+import msgspec
 from eventsourcing.persistence import Notification
 
 
@@ -42,3 +43,19 @@ class Projection(Protocol):
     def fold(self, rows: Rows, notification: Notification, event: object) -> None:
         """Applies one log entry (and its decoded event) to the view."""
         ...
+
+
+T = TypeVar("T", bound=msgspec.Struct)
+
+
+def typed(doc: Any, kind: type[T], fresh: T) -> tuple[T, bool]:
+    """``doc`` as a ``kind`` Struct (``fresh`` when there is none yet).
+
+    Returns it and whether it is new. A runner hands back the very Struct a
+    fold put, so it is converted from its stored dict at most once a batch.
+    """
+    if isinstance(doc, kind):
+        return doc, False
+    if doc is None:
+        return fresh, True
+    return msgspec.convert(doc, kind), False

@@ -13,7 +13,7 @@ import msgspec
 from eventsourcing.persistence import Notification
 
 from turnlog.domain import session as s
-from turnlog.projections.rows import Rows
+from turnlog.projections.rows import Rows, typed
 
 
 class SessionSummary(msgspec.Struct):
@@ -40,13 +40,9 @@ class SessionIndexProjection:
         session_id: Any = getattr(event, "session_id", None)
         if not isinstance(session_id, str):
             return
-        doc = rows.get(session_id, 0)
-        if isinstance(doc, SessionSummary):
-            summary = doc  # kept typed by the runner between events
-        elif doc is None:
-            summary = SessionSummary(session_id)
-        else:
-            summary = msgspec.convert(doc, SessionSummary)
+        summary, _ = typed(
+            rows.get(session_id, 0), SessionSummary, SessionSummary(session_id)
+        )
         when = event.timestamp  # type: ignore[attr-defined]
         match event:
             case s.SessionCreated(agent_name=agent_name):

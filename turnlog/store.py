@@ -405,70 +405,50 @@ class Store:
         Read straight from the events table, for auditing: no decoding, no
         upcasting, no projection in between.
         """
-        if not aggregate_ids:
-            return []
         if self.is_postgres:
-            statement = (
-                f"SELECT notification_id, originator_id, originator_version, topic, "
-                f"state FROM {self.events_table} WHERE originator_id = ANY(%s)"
-            )
-            params: Any = (list(aggregate_ids),)
-        else:
-            marks = ",".join("?" * len(aggregate_ids))
-            statement = (
-                f"SELECT rowid, originator_id, originator_version, topic, state "
-                f"FROM {self.events_table} WHERE originator_id IN ({marks})"
-            )
-            params = [a.hex for a in aggregate_ids]
-        with self.datastore.transaction(commit=False) as cursor:
-            cursor.execute(statement, params)
-            rows = cursor.fetchall()
-        out = []
-        for row in rows:
-            position, originator, version, topic, state = (
-                tuple(row.values()) if isinstance(row, dict) else tuple(row)
-            )
-            aggregate = (
-                originator
-                if isinstance(originator, uuid.UUID)
-                else uuid.UUID(originator)
-            )
-            out.append(
-                (int(position), aggregate, int(version), str(topic), bytes(state))
-            )
-        return out
+            return self._select_stored("originator_id", list(aggregate_ids))
+        return self._select_stored("originator_id", [a.hex for a in aggregate_ids])
 
     def stored_at(
         self, positions: Sequence[int]
     ) -> dict[int, tuple[uuid.UUID, int, str, bytes]]:
         """The stored events at these log positions: (id, version, topic, state)."""
-        if not positions:
-            return {}
+        column = "notification_id" if self.is_postgres else "rowid"
+        return {
+            position: (aggregate, version, topic, state)
+            for position, aggregate, version, topic, state in self._select_stored(
+                column, list(positions)
+            )
+        }
+
+    def _select_stored(
+        self, column: str, values: list[Any]
+    ) -> list[tuple[int, uuid.UUID, int, str, bytes]]:
+        """Stored events whose ``column`` is one of ``values``, as plain tuples."""
+        if not values:
+            return []
+        position = "notification_id" if self.is_postgres else "rowid"
+        select = (
+            f"SELECT {position}, originator_id, originator_version, topic, state "
+            f"FROM {self.events_table} WHERE {column} "
+        )
+        params: Any
         if self.is_postgres:
-            statement = (
-                f"SELECT notification_id, originator_id, originator_version, topic, "
-                f"state FROM {self.events_table} WHERE notification_id = ANY(%s)"
-            )
-            params: Any = (list(positions),)
+            statement, params = select + "= ANY(%s)", (values,)
         else:
-            marks = ",".join("?" * len(positions))
-            statement = (
-                f"SELECT rowid, originator_id, originator_version, topic, state "
-                f"FROM {self.events_table} WHERE rowid IN ({marks})"
-            )
-            params = list(positions)
+            statement, params = select + f"IN ({','.join('?' * len(values))})", values
         with self.datastore.transaction(commit=False) as cursor:
             cursor.execute(statement, params)
             rows = cursor.fetchall()
-        found = {}
+        out = []
         for row in rows:
-            position, originator, version, topic, state = (
+            at, originator, version, topic, state = (
                 tuple(row.values()) if isinstance(row, dict) else tuple(row)
             )
             if not isinstance(originator, uuid.UUID):
                 originator = uuid.UUID(originator)
-            found[int(position)] = (originator, int(version), str(topic), bytes(state))
-        return found
+            out.append((int(at), originator, int(version), str(topic), bytes(state)))
+        return out
 
     def max_position(self) -> int:
         """The position of the newest log entry (0 if the log is empty)."""
