@@ -166,6 +166,17 @@ class ReviewInput(msgspec.Struct, frozen=True):
     info: Any
 
 
+class BeginTurn(msgspec.Struct, frozen=True):
+    """Work for turn ``turn`` from now on (a TurnActor serves turn after turn)."""
+
+    turn: int
+    turn_id: str
+
+
+class EndTurn(msgspec.Struct, frozen=True):
+    """The turn ended: cancel whatever is in flight and wait for the next."""
+
+
 class CancelTurn(msgspec.Struct, frozen=True):
     """The turn ended: cancel whatever is in flight and stop."""
 

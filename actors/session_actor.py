@@ -16,6 +16,7 @@ fact that cannot be recorded fails the turn instead of the actor.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import logging
 import queue
 from collections.abc import Callable, Sequence
@@ -109,7 +110,7 @@ class SessionActor(TurnFlow, pykka.ThreadingActor):
         self._run: RunState | None = None
         self._latest_run: RunResult | None = None
         self._turn_actor: pykka.ActorRef[Any] | None = None
-        self._ending_turns: list[pykka.ActorRef[Any]] = []
+        self._idle_turn_actor: pykka.ActorRef[Any] | None = None
         self._close_when_idle = False
         self._tool_specs = tuple(tool.spec for tool in agent.tools_by_name.values())
         self._pending_input: dict[str, Any] | None = None
@@ -416,14 +417,14 @@ class SessionActor(TurnFlow, pykka.ThreadingActor):
             subscriber.close()
 
     def on_stop(self) -> None:
-        if self._turn_actor is not None:
-            self._turn_actor.tell(CancelTurn())
-            self._ending_turns.append(self._turn_actor)
-        # Turns still cancelling their work finish before this actor is
+        # The turn actor finishes cancelling its work before this actor is
         # reported stopped, so the runtime never stops the executor or the
-        # I/O loop under them.
-        for ref in self._ending_turns:
-            ref.stop(block=True, timeout=5)
+        # I/O loop under it.
+        for ref in (self._turn_actor, self._idle_turn_actor):
+            if ref is not None:
+                with contextlib.suppress(pykka.ActorDeadError):
+                    ref.tell(CancelTurn())
+                ref.stop(block=True, timeout=5)
         stopped = f"session {self._session_id!r} stopped before the run ended"
         waiters = list(self._run.waiters) if self._run is not None else []
         # Messages still in the inbox are never handled: answer every one a

@@ -1,4 +1,8 @@
-"""The TurnActor: the slow work of one turn, kept off the session's thread.
+"""The TurnActor: the slow work of a turn, kept off the session's thread.
+
+A session keeps one TurnActor and hands it turn after turn (``BeginTurn``,
+``EndTurn``): starting an actor (a thread) for every turn cost a fifth of
+a millisecond a turn.
 
 It runs the turn's model calls, middleware hooks and compaction as
 coroutines on the I/O loop and hands its tool calls to the ToolExecutor;
@@ -29,10 +33,12 @@ from turnlog.actors.hooks import (
 )
 from turnlog.actors.io_loop import IoLoop
 from turnlog.actors.messages import (
+    BeginTurn,
     CallModel,
     CancelTools,
     CancelTurn,
     CompactionBegan,
+    EndTurn,
     InputReviewed,
     PrepareStep,
     ReviewInput,
@@ -109,16 +115,26 @@ class TurnActor(pykka.ThreadingActor):
                 self._start(
                     self._post_tool_hooks(message), self._failed_post_tool(message)
                 )
+            case BeginTurn(turn=turn, turn_id=turn_id):
+                self._turn, self._turn_id = turn, turn_id
+            case EndTurn():
+                self._cancel_all()
             case CancelTurn():
-                for future in list(self._inflight):
-                    future.cancel()
-                # The executor may already be gone when the runtime closes.
-                with contextlib.suppress(pykka.ActorDeadError):
-                    self._tools.tell(CancelTools(self._turn_id))
+                self._cancel_all()
                 self.stop()
             case _:
                 msg = f"TurnActor got an unknown message: {message!r}"
                 raise TypeError(msg)
+
+    def _cancel_all(self) -> None:
+        """Cancels every coroutine and tool call of the current turn."""
+        for future in list(self._inflight):
+            future.cancel()
+        self._inflight.clear()
+        self._calls.clear()
+        # The executor may already be gone when the runtime closes.
+        with contextlib.suppress(pykka.ActorDeadError):
+            self._tools.tell(CancelTools(self._turn_id))
 
     def _start(
         self,

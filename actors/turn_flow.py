@@ -29,9 +29,10 @@ from turnlog.actors.approval_flow import ApprovalFlow, arguments_of
 from turnlog.actors.contracts import AgentDefinition
 from turnlog.actors.hooks import any_implements
 from turnlog.actors.messages import (
+    BeginTurn,
     CallModel,
-    CancelTurn,
     CompactionBegan,
+    EndTurn,
     InputReviewed,
     PrepareStep,
     ReviewInput,
@@ -76,7 +77,7 @@ class TurnFlow(ApprovalFlow):
     _context: list[Item]
     _run: RunState | None
     _turn_actor: pykka.ActorRef[Any] | None
-    _ending_turns: list[pykka.ActorRef[Any]]
+    _idle_turn_actor: pykka.ActorRef[Any] | None
     _tool_specs: tuple[ToolSpec, ...]
     _pending_input: dict[str, Any] | None
     _startup_hooks_due: bool
@@ -144,6 +145,11 @@ class TurnFlow(ApprovalFlow):
             self._after_step_due(turn, due[0])
 
     def _spawn_turn_actor(self, turn: Turn) -> None:
+        idle, self._idle_turn_actor = self._idle_turn_actor, None
+        if idle is not None and idle.is_alive():
+            idle.tell(BeginTurn(turn.number, str(turn.id)))
+            self._turn_actor = idle
+            return
         self._turn_actor = TurnActor.start(
             session=self.actor_ref,
             session_id=self._session_id,
@@ -553,11 +559,9 @@ class TurnFlow(ApprovalFlow):
         self, status: RunStatus, final_output: str | None, error: str | None
     ) -> None:
         if self._turn_actor is not None:
-            self._turn_actor.tell(CancelTurn())
-            # Kept until it has stopped: the session's own stop waits for it.
-            self._ending_turns = [
-                ref for ref in self._ending_turns if ref.is_alive()
-            ] + [self._turn_actor]
+            # Kept for the next turn; the session's own stop stops it.
+            self._turn_actor.tell(EndTurn())
+            self._idle_turn_actor = self._turn_actor
             self._turn_actor = None
         self._turn = None
         self._pending_input = None

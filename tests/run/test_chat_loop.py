@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from fake_openai import FakeOpenAI, Reply
-from run_support import ScriptedTerminal, turn_actors_stopped
+from run_support import ScriptedTerminal
 
 from turnlog import (
     Agent,
@@ -63,7 +63,6 @@ def _no_deploys() -> None:
 def runtime() -> Iterator[Runtime]:
     with Runtime.open("memory://", run_config=RunConfig(approval_policy="ask")) as rt:
         yield rt
-        turn_actors_stopped()  # see there: the runtime does not wait for them
 
 
 def talk(
@@ -265,7 +264,7 @@ def test_a_prompt_the_session_refuses_is_shown_and_the_loop_goes_on(
         session.send_input("busy work", kind="system")  # a turn that never ends
         while not is_delta(watching.get(timeout=10)):
             pass  # once it streamed, that run shows nothing more
-    terminal = ScriptedTerminal(["hello"], wait_for_turns=False)
+    terminal = ScriptedTerminal(["hello"])
     loop = ChatLoop(session, terminal, CtrlC(), poll=0.02)
     try:
         loop.run()
