@@ -177,6 +177,10 @@ class EndTurn(msgspec.Struct, frozen=True):
     """The turn ended: cancel whatever is in flight and wait for the next."""
 
 
+class RetireTurnActor(msgspec.Struct, frozen=True):
+    """Time to see whether the kept TurnActor has idled long enough to stop."""
+
+
 class CancelTurn(msgspec.Struct, frozen=True):
     """The turn ended: cancel whatever is in flight and stop."""
 

@@ -19,6 +19,7 @@ import concurrent.futures
 import contextlib
 import logging
 import queue
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -34,6 +35,7 @@ from turnlog.actors.messages import (
     FollowUp,
     InputReviewed,
     Query,
+    RetireTurnActor,
     StartPrompt,
     StepFailed,
     StepPrepared,
@@ -48,7 +50,7 @@ from turnlog.actors.messages import (
 from turnlog.actors.revive import load_context, load_turn
 from turnlog.actors.session_parts import RunState, SessionServices, SessionSettings
 from turnlog.actors.subscribers import Subscriber
-from turnlog.actors.turn_flow import TurnFlow
+from turnlog.actors.turn_flow import TURN_ACTOR_IDLE_SECONDS, TurnFlow
 from turnlog.domain.chain import event_seq
 from turnlog.domain.context import apply_to_context, messages_of
 from turnlog.domain.errors import (
@@ -111,6 +113,8 @@ class SessionActor(TurnFlow, pykka.ThreadingActor):
         self._latest_run: RunResult | None = None
         self._turn_actor: pykka.ActorRef[Any] | None = None
         self._idle_turn_actor: pykka.ActorRef[Any] | None = None
+        self._idle_since = 0.0
+        self._retirement_scheduled = False
         self._close_when_idle = False
         self._tool_specs = tuple(tool.spec for tool in agent.tools_by_name.values())
         self._pending_input: dict[str, Any] | None = None
@@ -135,6 +139,9 @@ class SessionActor(TurnFlow, pykka.ThreadingActor):
                 | InputReviewed()
             ):
                 self._handle_fact(message)
+                return None
+            case RetireTurnActor():
+                self._retire_turn_actor()
                 return None
             case TextDelta(turn=turn, text=text):
                 # Transient: published as it comes, never recorded.
@@ -378,6 +385,41 @@ class SessionActor(TurnFlow, pykka.ThreadingActor):
         assert self._run is not None
         self._run.waiters.append(waiter)
         return submission_id
+
+    def _retire_turn_actor(self) -> None:
+        """Stops the kept TurnActor once it has been idle long enough."""
+        self._retirement_scheduled = False
+        idle = self._idle_turn_actor
+        if idle is None:
+            return
+        waited = time.monotonic() - self._idle_since
+        if waited < TURN_ACTOR_IDLE_SECONDS:
+            self._schedule_retirement(TURN_ACTOR_IDLE_SECONDS - waited)
+            return
+        self._idle_turn_actor = None
+        with contextlib.suppress(pykka.ActorDeadError):
+            idle.tell(CancelTurn())
+
+    def _start_next_queued(self) -> bool:
+        """Starts the turn of the oldest queued input; False if none started."""
+        if not self._session.queued or self._session.closed:
+            return False
+        queued = self._session.queued[0]
+        attachments = tuple(
+            msgspec.convert(a, SessionFileReference) for a in queued["attachments"]
+        )
+        try:
+            self._start_turn(
+                queued["submission_id"], queued["kind"], queued["text"], attachments
+            )
+        except TurnlogError as failure:
+            logger.warning(
+                "session %s: queued input failed to start: %s",
+                self._session_id,
+                failure,
+            )
+            return False
+        return True
 
     def _finish_run(self) -> None:
         run = self._run

@@ -18,6 +18,7 @@ transaction as the facts that made it due.
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -35,6 +36,7 @@ from turnlog.actors.messages import (
     EndTurn,
     InputReviewed,
     PrepareStep,
+    RetireTurnActor,
     ReviewInput,
     RunCalls,
     StepFailed,
@@ -57,6 +59,8 @@ from turnlog.domain.turn import Turn
 logger = logging.getLogger(__name__)
 
 INTERRUPT_REASON = "interrupted"
+TURN_ACTOR_IDLE_SECONDS = 2.0
+"""How long a session keeps its TurnActor (a thread) after a turn ends."""
 STEP_LIMIT = 0
 """``_step_due`` answers: the turn hit its step limit (and was aborted)."""
 PREPARE = -1
@@ -78,6 +82,8 @@ class TurnFlow(ApprovalFlow):
     _run: RunState | None
     _turn_actor: pykka.ActorRef[Any] | None
     _idle_turn_actor: pykka.ActorRef[Any] | None
+    _idle_since: float
+    _retirement_scheduled: bool
     _tool_specs: tuple[ToolSpec, ...]
     _pending_input: dict[str, Any] | None
     _startup_hooks_due: bool
@@ -95,6 +101,17 @@ class TurnFlow(ApprovalFlow):
 
     def _finish_run(self) -> None:
         raise NotImplementedError
+
+    def _start_next_queued(self) -> bool:
+        raise NotImplementedError
+
+    def _schedule_retirement(self, delay: float) -> None:
+        """One timer at a time: back-to-back turns must not each wake the loop."""
+        if self._retirement_scheduled:
+            return
+        self._retirement_scheduled = True
+        me = self.actor_ref
+        self._services.io_loop.call_later(delay, lambda: me.tell(RetireTurnActor()))
 
     @property
     def _prepares(self) -> bool:
@@ -559,10 +576,13 @@ class TurnFlow(ApprovalFlow):
         self, status: RunStatus, final_output: str | None, error: str | None
     ) -> None:
         if self._turn_actor is not None:
-            # Kept for the next turn; the session's own stop stops it.
+            # Kept for the next turn, which usually follows at once; retired
+            # if none comes soon, so an idle session holds no second thread.
             self._turn_actor.tell(EndTurn())
             self._idle_turn_actor = self._turn_actor
             self._turn_actor = None
+            self._idle_since = time.monotonic()
+            self._schedule_retirement(TURN_ACTOR_IDLE_SECONDS)
         self._turn = None
         self._pending_input = None
         run = self._run
@@ -570,24 +590,3 @@ class TurnFlow(ApprovalFlow):
             run.status, run.final_output, run.error = status, final_output, error
         if not self._start_next_queued():
             self._finish_run()
-
-    def _start_next_queued(self) -> bool:
-        """Starts the turn of the oldest queued input; False if none started."""
-        if not self._session.queued or self._session.closed:
-            return False
-        queued = self._session.queued[0]
-        attachments = tuple(
-            msgspec.convert(a, SessionFileReference) for a in queued["attachments"]
-        )
-        try:
-            self._start_turn(
-                queued["submission_id"], queued["kind"], queued["text"], attachments
-            )
-        except TurnlogError as failure:
-            logger.warning(
-                "session %s: queued input failed to start: %s",
-                self._session_id,
-                failure,
-            )
-            return False
-        return True

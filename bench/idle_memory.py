@@ -1,8 +1,10 @@
 """Memory per idle session: 1,000 sessions open at once in one runtime.
 
 Each session is created, runs one turn, and then sits idle with its actor
-(and thread) live. Printed: the process's resident memory before and
-after, and the growth per idle session (budget: 64 KiB).
+(and thread) live; the TurnActor a session keeps between turns is retired
+after TURN_ACTOR_IDLE_SECONDS, and the figure is read once all are.
+Printed: the process's resident memory before and after, and the growth
+per idle session (budget: 64 KiB).
 
 Run: python bench/idle_memory.py [--sessions 1000]
 """
@@ -12,9 +14,13 @@ from __future__ import annotations
 import argparse
 import gc
 import tempfile
+import time
 from pathlib import Path
 
+import pykka
+
 from turnlog import Agent, Runtime, ScriptedModel
+from turnlog.actors.turn_flow import TURN_ACTOR_IDLE_SECONDS
 
 
 def rss_kib() -> int:
@@ -42,6 +48,13 @@ def main() -> None:
                 session = rt.create_session(agent, session_id=f"idle-{n}")
                 session.prompt("hello", timeout=30)
                 handles.append(session)
+            # Idle means idle: a session retires its TurnActor (a thread) when
+            # no turn follows within TURN_ACTOR_IDLE_SECONDS.
+            deadline = time.monotonic() + TURN_ACTOR_IDLE_SECONDS + 10
+            while pykka.ActorRegistry.get_by_class_name("TurnActor"):
+                if time.monotonic() > deadline:
+                    raise SystemExit("turn actors were not retired")
+                time.sleep(0.1)
             gc.collect()
             after = rss_kib()
             live = rt.live_sessions()

@@ -266,3 +266,24 @@ def test_streamed_text_reaches_subscribers_but_never_the_log(rt: Runtime) -> Non
     assert all(e.sequence == 0 for e in live if e.transient)
     durable = [e for e in live if not e.transient]
     assert rt.replay_events("stream")[-len(durable) :] == durable
+
+
+def test_the_turn_actor_is_reused_across_turns_and_retired_when_idle(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pykka
+
+    from turnlog.actors import session_actor, turn_flow
+
+    monkeypatch.setattr(turn_flow, "TURN_ACTOR_IDLE_SECONDS", 1.0)
+    monkeypatch.setattr(session_actor, "TURN_ACTOR_IDLE_SECONDS", 1.0)
+    with Runtime.open(sqlite_url) as rt:
+        session = rt.create_session(
+            Agent("a", model=ScriptedModel(["one", "two", "three"])), session_id="r"
+        )
+        session.follow_up("two")  # one run, two turns: one TurnActor for both
+        session.prompt("one", timeout=10)
+        (turn_actor,) = pykka.ActorRegistry.get_by_class_name("TurnActor")
+        assert turn_actor.actor_stopped.wait(10)  # retired once idle
+        assert pykka.ActorRegistry.get_by_class_name("TurnActor") == []
+        assert session.prompt("three", timeout=10).final_output == "three"
