@@ -50,7 +50,7 @@ class SlowModel:
 
     async def respond(self, request: ModelRequest) -> ModelResponse:
         emit_delta("thinking")
-        await asyncio.sleep(60)
+        await asyncio.Event().wait()  # until the interrupt cancels the call
         raise AssertionError("the turn should have been interrupted")
 
 
