@@ -17,6 +17,7 @@ transaction as the facts that made it due.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import uuid
@@ -111,7 +112,12 @@ class TurnFlow(ApprovalFlow):
             return
         self._retirement_scheduled = True
         me = self.actor_ref
-        self._services.io_loop.call_later(delay, lambda: me.tell(RetireTurnActor()))
+
+        def remind() -> None:
+            with contextlib.suppress(pykka.ActorDeadError):  # the session stopped
+                me.tell(RetireTurnActor())
+
+        self._services.io_loop.call_later(delay, remind)
 
     @property
     def _prepares(self) -> bool:
