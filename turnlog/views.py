@@ -206,18 +206,25 @@ class _Unit:
     """
 
     def __init__(
-        self, tables: ViewTables, view: str, cache: dict[tuple[str, int], Any]
+        self,
+        tables: ViewTables,
+        view: str,
+        cache: dict[tuple[str, int], Any],
+        complete: bool,
     ) -> None:
         self.tables = tables
         self.view = view
         self.cache = cache
+        self.complete = complete
         self.dirty: set[tuple[str, int]] = set()
 
     def get(self, part: str, position: int) -> Any:
         key = (part, position)
         if key in self.cache:
             return self.cache[key]
-        doc = self.tables.get(self.view, part, position)
+        # A view this runner built from empty, whose cache was never
+        # dropped, holds nothing the cache does not: no query needed.
+        doc = None if self.complete else self.tables.get(self.view, part, position)
         self.cache[key] = doc
         return doc
 
@@ -252,8 +259,11 @@ class ProjectionRunner:
         self._thread: threading.Thread | None = None
         self.follow_interval = FOLLOW_INTERVAL
         self.failure: ReplayError | None = None
+        self._complete: set[str] = set()
         for projection in self.projections:
             self._positions[projection.name] = self._load_position(projection)
+            if self._positions[projection.name] == 0:
+                self._complete.add(projection.name)
 
     def _load_position(self, projection: Projection) -> int:
         tracking = self.tables.tracking_of(projection.name)
@@ -312,7 +322,9 @@ class ProjectionRunner:
     def _fold(self, batch: Sequence[Notification]) -> dict[str, _Unit]:
         """Folds ``batch`` into fresh units; raises _PoisonError at a bad entry."""
         units = {
-            p.name: _Unit(self.tables, p.name, self._caches[p.name])
+            p.name: _Unit(
+                self.tables, p.name, self._caches[p.name], p.name in self._complete
+            )
             for p in self.projections
         }
         for index, notification in enumerate(batch):
@@ -347,10 +359,12 @@ class ProjectionRunner:
             self._positions[name] = last
             if len(self._caches[name]) > CACHE_LIMIT:
                 self._caches[name].clear()
+                self._complete.discard(name)
 
     def _forget(self) -> None:
         for cache in self._caches.values():
             cache.clear()
+        self._complete.clear()
 
     def _fail(self, position: int, topic: str, view: str, error: Exception) -> NoReturn:
         failure = ReplayError(
