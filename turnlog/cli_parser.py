@@ -7,7 +7,7 @@ import contextlib
 import math
 
 from turnlog import __version__
-from turnlog.views import BATCH_SIZE
+from turnlog.rebuild import REBUILD_BATCH
 
 STORE_ENV = "TURNLOG_STORE"
 """Environment variable naming the log when ``--store`` is not given."""
@@ -180,8 +180,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--batch",
         metavar="N",
         type=_positive_int,
-        default=BATCH_SIZE,
-        help=f"log entries per transaction (default: {BATCH_SIZE})",
+        default=REBUILD_BATCH,
+        help=f"log entries per transaction (default: {REBUILD_BATCH})",
     )
 
     project = commands.add_parser(

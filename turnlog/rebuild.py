@@ -29,10 +29,14 @@ from turnlog.projections.rows import Projection
 from turnlog.projections.sessions import SessionIndexProjection
 from turnlog.projections.transcript import TranscriptProjection
 from turnlog.store import Store
-from turnlog.views import BATCH_SIZE, ProjectionRunner, ViewTables
+from turnlog.views import ProjectionRunner, ViewTables
 
 NEXT_SUFFIX = ".next"
 """Name suffix of a view being rebuilt beside the one serving."""
+
+REBUILD_BATCH = 5000
+"""Log entries a rebuild folds per transaction: offline, nothing waits on
+its commits, and a killed rebuild resumes from its last one."""
 
 _decoder = msgspec.json.Decoder(dict[str, Any])
 
@@ -103,7 +107,7 @@ def rebuild(
     *,
     verify: bool = False,
     progress: Callable[[Progress], None] | None = None,
-    batch: int = BATCH_SIZE,
+    batch: int = REBUILD_BATCH,
 ) -> list[ViewReport]:
     """Rebuilds the named views (all by default) from the log, in one pass.
 
@@ -115,6 +119,7 @@ def rebuild(
     started = time.perf_counter()
     greens = [_renamed(p, p.name + NEXT_SUFFIX) for p in projections]
     runner = ProjectionRunner(store, greens)
+    runner.batch_size = batch
     total = store.max_position()
     first = {g.name: runner.position(g.name) for g in greens}
     done = min(first.values())

@@ -39,6 +39,10 @@ _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder(dict[str, Any])
 
 
+ViewAdvance = tuple[str, dict[tuple[str, int], Any], int, int]
+"""(view, documents to write, tracking position read, position to set)."""
+
+
 class _TrackingMoved(Exception):
     """Another follower advanced a view first; re-read and retry."""
 
@@ -158,14 +162,13 @@ class ViewTables:
             )
             return [str(_values(row)[0]) for row in cursor.fetchall()]
 
-    def commit(
-        self,
-        view: str,
-        writes: dict[tuple[str, int], dict[str, Any]],
-        from_position: int,
-        to_position: int,
-    ) -> None:
-        """Writes ``writes`` and moves the tracking row, in one transaction."""
+    def commit(self, advances: Sequence[ViewAdvance]) -> None:
+        """Writes every view's documents and moves its tracking row, at once.
+
+        One transaction for all of a batch's views: on SQLite each commit
+        waits for the disk, and views folded from the same read of the log
+        stay at the same position.
+        """
         upsert = self.store.sql(
             f"INSERT INTO {self.rows} VALUES (?, ?, ?, ?) "
             "ON CONFLICT (view, part, pos) DO UPDATE SET doc = excluded.doc"
@@ -174,15 +177,16 @@ class ViewTables:
             f"UPDATE {self.tracking} SET position = ? WHERE view = ? AND position = ?"
         )
         with self.store.transaction() as cursor:
-            cursor.execute(advance, (to_position, view, from_position))
-            if _rowcount(cursor) != 1:
-                raise _TrackingMoved(view)
-            params = [
-                (view, part, position, _encoder.encode(doc))
-                for (part, position), doc in writes.items()
-            ]
-            if params:
-                cursor.executemany(upsert, params)
+            for view, writes, from_position, to_position in advances:
+                cursor.execute(advance, (to_position, view, from_position))
+                if _rowcount(cursor) != 1:
+                    raise _TrackingMoved(view)
+                params = [
+                    (view, part, position, _encoder.encode(doc))
+                    for (part, position), doc in writes.items()
+                ]
+                if params:
+                    cursor.executemany(upsert, params)
 
 
 def _rowcount(cursor: Any) -> int:
@@ -258,6 +262,8 @@ class ProjectionRunner:
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self.follow_interval = FOLLOW_INTERVAL
+        self.batch_size = BATCH_SIZE
+        """Log entries folded per transaction."""
         self.failure: ReplayError | None = None
         self._complete: set[str] = set()
         for projection in self.projections:
@@ -279,8 +285,8 @@ class ProjectionRunner:
     def catch_up(self, until: int | None = None) -> int:
         """Folds what the log holds now (up to ``until``); returns the position.
 
-        Each batch of up to BATCH_SIZE entries is one transaction per view,
-        so an interrupted catch-up resumes after the last committed batch.
+        Each batch of up to ``batch_size`` entries is one transaction for
+        every view, so an interrupted catch-up resumes after the last committed batch.
         """
         if self.failure is not None:
             raise self.failure
@@ -302,7 +308,7 @@ class ProjectionRunner:
         end = self.store.max_position() if until is None else until
         start = min(self._positions.values(), default=0) + 1
         while True:
-            limit = min(BATCH_SIZE, end - start + 1)
+            limit = min(self.batch_size, end - start + 1)
             batch = self.store.notifications(start, limit) if limit > 0 else []
             if not batch:
                 return start - 1
@@ -345,17 +351,18 @@ class ProjectionRunner:
 
     def _commit(self, batch: Sequence[Notification], units: dict[str, _Unit]) -> None:
         last = batch[-1].id
-        for projection in self.projections:
-            name = projection.name
-            if self._positions[name] >= last:
-                continue
-            try:
-                self.tables.commit(
-                    name, units[name].writes, self._positions[name], last
-                )
-            except BaseException:
-                self._forget()  # the cache may hold what was not written
-                raise
+        behind = [p.name for p in self.projections if self._positions[p.name] < last]
+        if not behind:
+            return
+        advances = [
+            (name, units[name].writes, self._positions[name], last) for name in behind
+        ]
+        try:
+            self.tables.commit(advances)
+        except BaseException:
+            self._forget()  # the caches may hold what was not written
+            raise
+        for name in behind:
             self._positions[name] = last
             if len(self._caches[name]) > CACHE_LIMIT:
                 self._caches[name].clear()

@@ -183,3 +183,30 @@ def test_a_poison_event_stops_the_view_at_that_event_and_names_it(
             fresh.close()
     finally:
         store.close()
+
+
+def test_a_batch_that_cannot_be_written_advances_no_view(
+    sqlite_url: str, filled
+) -> None:
+    """Every view folded from one read commits together or not at all."""
+    filled(sqlite_url, sessions=1, turns=1)
+
+    class Unwritable(TranscriptProjection):
+        name = "unwritable"
+
+        def fold(self, rows, notification, event):
+            rows.put("s0", notification.id, {"not json": object()})
+
+    store = Store(sqlite_url)
+    try:
+        checkpoints = CheckpointProjection()
+        checkpoints.name = "checkpoints_fresh"
+        runner = ProjectionRunner(store, [checkpoints, Unwritable()])
+        with pytest.raises(TypeError):
+            runner.catch_up()
+        assert runner.tables.tracking_of("checkpoints_fresh")[0] == 0
+        assert runner.tables.tracking_of("unwritable")[0] == 0
+        assert runner.tables.parts("checkpoints_fresh") == []
+        assert runner.position("checkpoints_fresh") == 0
+    finally:
+        store.close()
