@@ -15,7 +15,7 @@ from eventsourcing.persistence import Notification
 
 from turnlog.domain import session as s
 from turnlog.domain import turn as t
-from turnlog.projections.rows import Rows, typed
+from turnlog.projections.rows import Rows, session_of, typed
 
 
 class CheckpointState(msgspec.Struct):
@@ -98,8 +98,8 @@ class CheckpointProjection:
     version = 2
 
     def fold(self, rows: Rows, notification: Notification, event: object) -> None:
-        session_id: Any = getattr(event, "session_id", None)
-        if not isinstance(session_id, str):
+        session_id = session_of(event)
+        if session_id is None:
             return
         state, new = typed(
             rows.get(session_id, 0),

@@ -17,7 +17,7 @@ from eventsourcing.persistence import Notification
 
 from turnlog.domain import session as s
 from turnlog.domain import turn as t
-from turnlog.projections.rows import Rows
+from turnlog.projections.rows import Rows, session_of
 
 
 class Execution(msgspec.Struct):
@@ -44,8 +44,8 @@ class ExecutionProjection:
     version = 2
 
     def fold(self, rows: Rows, notification: Notification, event: object) -> None:
-        session_id: Any = getattr(event, "session_id", None)
-        if not isinstance(session_id, str):
+        session_id = session_of(event)
+        if session_id is None:
             return
         if isinstance(event, s.TurnStarted):
             record = Execution(

@@ -45,6 +45,12 @@ class Projection(Protocol):
         ...
 
 
+def session_of(event: object) -> str | None:
+    """The session an event belongs to (every view is partitioned by it)."""
+    session_id = getattr(event, "session_id", None)
+    return session_id if isinstance(session_id, str) else None
+
+
 T = TypeVar("T", bound=msgspec.Struct)
 
 

@@ -7,13 +7,12 @@ runs, is idle or is closed, and the tokens it has used.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 import msgspec
 from eventsourcing.persistence import Notification
 
 from turnlog.domain import session as s
-from turnlog.projections.rows import Rows, typed
+from turnlog.projections.rows import Rows, session_of, typed
 
 
 class SessionSummary(msgspec.Struct):
@@ -37,8 +36,8 @@ class SessionIndexProjection:
     version = 2
 
     def fold(self, rows: Rows, notification: Notification, event: object) -> None:
-        session_id: Any = getattr(event, "session_id", None)
-        if not isinstance(session_id, str):
+        session_id = session_of(event)
+        if session_id is None:
             return
         summary, _ = typed(
             rows.get(session_id, 0), SessionSummary, SessionSummary(session_id)

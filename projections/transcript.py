@@ -15,7 +15,7 @@ from typing import Any
 
 from eventsourcing.persistence import Notification
 
-from turnlog.projections.rows import Rows
+from turnlog.projections.rows import Rows, session_of
 
 _INDEXED: dict[str, Any] = {}
 """Every transcript row's document: the position is the whole index."""
@@ -28,6 +28,6 @@ class TranscriptProjection:
     version = 2
 
     def fold(self, rows: Rows, notification: Notification, event: object) -> None:
-        session_id: Any = getattr(event, "session_id", None)
-        if isinstance(session_id, str):
+        session_id = session_of(event)
+        if session_id is not None:
             rows.put(session_id, notification.id, _INDEXED)

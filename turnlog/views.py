@@ -169,15 +169,6 @@ class ViewTables:
         waits for the disk, and views folded from the same read of the log
         stay at the same position.
         """
-        upsert = self.store.sql(
-            f"INSERT INTO {self.rows} VALUES (?, ?, ?, ?) "
-            "ON CONFLICT (view, part, pos) DO UPDATE SET doc = excluded.doc"
-        )
-        upsert_arrays = (
-            f"INSERT INTO {self.rows} SELECT %s::text, * FROM "
-            "unnest(%s::text[], %s::bigint[], %s::bytea[]) "
-            "ON CONFLICT (view, part, pos) DO UPDATE SET doc = excluded.doc"
-        )
         advance = self.store.sql(
             f"UPDATE {self.tracking} SET position = ? WHERE view = ? AND position = ?"
         )
@@ -186,32 +177,30 @@ class ViewTables:
                 cursor.execute(advance, (to_position, view, from_position))
                 if _rowcount(cursor) != 1:
                     raise _TrackingMoved(view)
-                if not writes:
-                    continue
-                if self.store.is_postgres:
-                    # One statement a view: psycopg adapts executemany's
-                    # parameters row by row in Python, twice as slow.
-                    cursor.execute(upsert_arrays, _columns(view, writes))
-                else:
-                    cursor.executemany(
-                        upsert,
-                        [
-                            (view, part, position, _encoder.encode(doc))
-                            for (part, position), doc in writes.items()
-                        ],
-                    )
+                if writes:
+                    self._upsert(cursor, view, writes)
 
-
-def _columns(
-    view: str, writes: dict[tuple[str, int], Any]
-) -> tuple[str, list[str], list[int], list[bytes]]:
-    """``writes`` as the column arrays of one PostgreSQL ``unnest``."""
-    parts, positions = [], []
-    for part, position in writes:
-        parts.append(part)
-        positions.append(position)
-    docs = [_encoder.encode(doc) for doc in writes.values()]
-    return view, parts, positions, docs
+    def _upsert(
+        self, cursor: Any, view: str, writes: dict[tuple[str, int], Any]
+    ) -> None:
+        conflict = "ON CONFLICT (view, part, pos) DO UPDATE SET doc = excluded.doc"
+        docs = [_encoder.encode(doc) for doc in writes.values()]
+        if self.store.is_postgres:
+            # One statement of column arrays: psycopg adapts executemany's
+            # parameters row by row in Python, twice as slow.
+            cursor.execute(
+                f"INSERT INTO {self.rows} SELECT %s::text, * FROM "
+                f"unnest(%s::text[], %s::bigint[], %s::bytea[]) {conflict}",
+                (view, [part for part, _ in writes], [pos for _, pos in writes], docs),
+            )
+        else:
+            cursor.executemany(
+                f"INSERT INTO {self.rows} VALUES (?, ?, ?, ?) {conflict}",
+                [
+                    (view, part, position, doc)
+                    for (part, position), doc in zip(writes, docs, strict=True)
+                ],
+            )
 
 
 def _rowcount(cursor: Any) -> int:
