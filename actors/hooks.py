@@ -76,7 +76,6 @@ class Prepared(msgspec.Struct):
     contexts: list[tuple[str, str]] = msgspec.field(default_factory=list)
     compaction: tuple[str, list[Item], dict[str, int] | None] | None = None
     stop: str | None = None
-    error: str | None = None
 
 
 def estimate_tokens(items: Sequence[Item]) -> int:

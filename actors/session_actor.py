@@ -27,6 +27,7 @@ import msgspec
 import pykka
 
 from turnlog.actors.contracts import AgentDefinition
+from turnlog.actors.hooks import any_implements
 from turnlog.actors.messages import (
     CancelTurn,
     ChangeRoute,
@@ -120,6 +121,8 @@ class SessionActor(TurnFlow, pykka.ThreadingActor):
         self._pending_input: dict[str, Any] | None = None
         self._startup_hooks_due = True
         self._last_step_epoch = session.context_epoch
+        # The agent is fixed for the session's life: asked once, not per turn.
+        self._reviews_input = any_implements(agent.middleware, "user_prompt")
 
     def on_start(self) -> None:
         turn = self._turn

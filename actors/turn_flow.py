@@ -21,7 +21,6 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
@@ -29,7 +28,6 @@ import pykka
 
 from turnlog.actors.approval_flow import ApprovalFlow, arguments_of
 from turnlog.actors.contracts import AgentDefinition
-from turnlog.actors.hooks import any_implements
 from turnlog.actors.messages import (
     BeginTurn,
     CallModel,
@@ -89,13 +87,7 @@ class TurnFlow(ApprovalFlow):
     _pending_input: dict[str, Any] | None
     _startup_hooks_due: bool
     _last_step_epoch: int
-
-    def _record(
-        self,
-        decide: Callable[[], Sequence[Any]],
-        before_publish: Callable[[], None] | None = None,
-    ) -> None:
-        raise NotImplementedError
+    _reviews_input: bool
 
     def _publish(self, item: Any) -> None:
         raise NotImplementedError
@@ -134,9 +126,7 @@ class TurnFlow(ApprovalFlow):
     ) -> None:
         session = self._session
         refs = [msgspec.to_builtins(a) for a in attachments]
-        review = kind in MESSAGE_INPUT_KINDS and any_implements(
-            self._agent.middleware, "user_prompt"
-        )
+        review = self._reviews_input and kind in MESSAGE_INPUT_KINDS
         holder: list[Turn] = []
         due: list[int] = []
 
