@@ -36,14 +36,14 @@ from turnlog.providers.errors import (
 )
 from turnlog.providers.http import DEFAULT_BASE_URL, Attempt
 from turnlog.providers.settings import RetryPolicy, Timeouts
-from turnlog.providers.sse import ServerSentEvent, SSEDecoder
+from turnlog.providers.sse import ServerSentEvent
 from turnlog.providers.wire import (
-    content_type_of,
     decode_body,
     decode_event,
-    drain,
     failure_from,
-    put_count,
+    is_whole_answer,
+    read_events,
+    token_usage,
 )
 
 DONE = b"[DONE]"
@@ -151,23 +151,11 @@ class OpenAIChatCompletionsProvider(HttpModelProvider):
     ) -> ModelResponse:
         where = f"{self._endpoint.where}/chat/completions"
         stream = _ChatStream(attempt, where, self._endpoint.redact)
-        media_type = content_type_of(response.headers)
-        if media_type == "application/json":
-            # A server that ignores stream=true answers with the whole completion.
+        if is_whole_answer(response.headers, where):
             stream.handle(decode_body(await response.aread(), where))
             return stream.result()
-        if media_type != "text/event-stream":
-            got = media_type or "no content type"
-            msg = f"expected an event stream from {where}, got {got}"
-            raise MalformedStreamError(msg)
-        decoder = SSEDecoder()
-        chunks = response.aiter_bytes()
-        async for chunk in chunks:
-            if stream.take(decoder.feed(chunk)):
-                await drain(chunks)
-                return stream.result()
-        if stream.take(decoder.end()) or stream.finish_reason is not None:
-            return stream.result()  # a server that ends without [DONE]
+        if await read_events(response, stream.take) or stream.finish_reason is not None:
+            return stream.result()  # a server may end without [DONE]
         msg = f"the stream from {where} ended before the completion did"
         raise StreamCutError(msg)
 
@@ -285,16 +273,4 @@ class _ChatStream:
 
 def chat_usage(usage: Mapping[str, Any]) -> dict[str, int] | None:
     """Chat usage in turnlog's counters; None if it holds none."""
-    counts: dict[str, int] = {}
-    put_count(counts, "input_tokens", usage.get("prompt_tokens"))
-    prompt_details = usage.get("prompt_tokens_details")
-    if isinstance(prompt_details, dict):
-        put_count(counts, "cached_input_tokens", prompt_details.get("cached_tokens"))
-    put_count(counts, "output_tokens", usage.get("completion_tokens"))
-    completion_details = usage.get("completion_tokens_details")
-    if isinstance(completion_details, dict):
-        put_count(
-            counts, "reasoning_tokens", completion_details.get("reasoning_tokens")
-        )
-    put_count(counts, "total_tokens", usage.get("total_tokens"))
-    return counts or None
+    return token_usage(usage, "prompt_tokens", "completion_tokens")

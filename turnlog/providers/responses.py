@@ -37,14 +37,14 @@ from turnlog.providers.responses_items import (
     responses_usage,
 )
 from turnlog.providers.settings import RetryPolicy, Timeouts
-from turnlog.providers.sse import ServerSentEvent, SSEDecoder
+from turnlog.providers.sse import ServerSentEvent
 from turnlog.providers.wire import (
     cache_key,
-    content_type_of,
     decode_body,
     decode_event,
-    drain,
     failure_from,
+    is_whole_answer,
+    read_events,
 )
 
 
@@ -158,29 +158,15 @@ class OpenAIResponsesProvider(HttpModelProvider):
         self, response: httpx.Response, attempt: Attempt
     ) -> ModelResponse:
         where = f"{self._endpoint.where}/responses"
-        media_type = content_type_of(response.headers)
-        if media_type == "application/json":
-            # A server that ignores stream=true answers with the whole response.
-            payload = decode_body(await response.aread(), where)
-            stream = _ResponseStream(attempt, where, self._endpoint.redact)
-            stream.finish(payload)
+        stream = _ResponseStream(attempt, where, self._endpoint.redact)
+        if is_whole_answer(response.headers, where):
+            stream.finish(decode_body(await response.aread(), where))
             result = stream.result()
             for item in result.output:  # subscribers still see the text
                 if item["type"] == "message":
                     attempt.emit(item["content"])
             return result
-        if media_type != "text/event-stream":
-            got = media_type or "no content type"
-            msg = f"expected an event stream from {where}, got {got}"
-            raise MalformedStreamError(msg)
-        stream = _ResponseStream(attempt, where, self._endpoint.redact)
-        decoder = SSEDecoder()
-        chunks = response.aiter_bytes()
-        async for chunk in chunks:
-            if stream.take(decoder.feed(chunk)):
-                await drain(chunks)
-                return stream.result()
-        if stream.take(decoder.end()):
+        if await read_events(response, stream.take):
             return stream.result()
         msg = f"the stream from {where} ended before response.completed"
         raise StreamCutError(msg)

@@ -16,8 +16,8 @@ from turnlog.domain.model import Item, function_call
 from turnlog.providers.errors import MalformedStreamError
 from turnlog.providers.wire import (
     attachment_note,
-    put_count,
     text_of_parts,
+    token_usage,
     without_turnlog_keys,
 )
 
@@ -78,17 +78,7 @@ def responses_usage(usage: object) -> dict[str, int] | None:
     """Responses usage in turnlog's counters; None if the server sent none."""
     if not isinstance(usage, dict):
         return None
-    counts: dict[str, int] = {}
-    put_count(counts, "input_tokens", usage.get("input_tokens"))
-    input_details = usage.get("input_tokens_details")
-    if isinstance(input_details, dict):
-        put_count(counts, "cached_input_tokens", input_details.get("cached_tokens"))
-    put_count(counts, "output_tokens", usage.get("output_tokens"))
-    output_details = usage.get("output_tokens_details")
-    if isinstance(output_details, dict):
-        put_count(counts, "reasoning_tokens", output_details.get("reasoning_tokens"))
-    put_count(counts, "total_tokens", usage.get("total_tokens"))
-    return counts or None
+    return token_usage(usage, "input_tokens", "output_tokens")
 
 
 def compacted_item(item: object, where: str) -> Item:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import httpx
@@ -18,7 +18,7 @@ import msgspec
 
 from turnlog.domain.model import Item
 from turnlog.providers.errors import MalformedStreamError, ResponseFailedError
-from turnlog.providers.sse import ServerSentEvent
+from turnlog.providers.sse import ServerSentEvent, SSEDecoder
 from turnlog.providers.status import shorten
 
 TURNLOG_ITEM_KEYS = frozenset({"input_kind", "attachments"})
@@ -83,6 +83,28 @@ def put_count(usage: dict[str, int], key: str, value: object) -> None:
         usage[key] = value
 
 
+def token_usage(
+    usage: Mapping[str, Any], input_key: str, output_key: str
+) -> dict[str, int] | None:
+    """A dialect's usage in turnlog's counters; None if it holds none.
+
+    The dialects differ only in the names of the input and output counts
+    (``prompt_tokens`` / ``input_tokens``, ...); each has its details
+    under the same name with ``_details`` appended.
+    """
+    counts: dict[str, int] = {}
+    put_count(counts, "input_tokens", usage.get(input_key))
+    input_details = usage.get(f"{input_key}_details")
+    if isinstance(input_details, dict):
+        put_count(counts, "cached_input_tokens", input_details.get("cached_tokens"))
+    put_count(counts, "output_tokens", usage.get(output_key))
+    output_details = usage.get(f"{output_key}_details")
+    if isinstance(output_details, dict):
+        put_count(counts, "reasoning_tokens", output_details.get("reasoning_tokens"))
+    put_count(counts, "total_tokens", usage.get("total_tokens"))
+    return counts or None
+
+
 def cache_key(session_id: str) -> str:
     """A stable prompt cache key for a session that does not reveal its id."""
     return hashlib.sha256(session_id.encode()).hexdigest()[:32]
@@ -123,6 +145,22 @@ def content_type_of(headers: Mapping[str, str]) -> str:
     return headers.get("content-type", "").split(";", 1)[0].strip().lower()
 
 
+def is_whole_answer(headers: Mapping[str, str], where: str) -> bool:
+    """True if the answer is one JSON body, False if it is an event stream.
+
+    A server that ignores ``stream: true`` answers with the whole body;
+    any other content type is a MalformedStreamError.
+    """
+    media_type = content_type_of(headers)
+    if media_type == "application/json":
+        return True
+    if media_type != "text/event-stream":
+        got = media_type or "no content type"
+        msg = f"expected an event stream from {where}, got {got}"
+        raise MalformedStreamError(msg)
+    return False
+
+
 def decode_body(body: bytes, where: str) -> dict[str, Any]:
     """A whole JSON response body as an object; MalformedStreamError otherwise."""
     try:
@@ -136,7 +174,24 @@ def decode_body(body: bytes, where: str) -> dict[str, Any]:
     return payload
 
 
-async def drain(chunks: Any) -> None:
+async def read_events(
+    response: httpx.Response, take: Callable[[list[ServerSentEvent]], bool]
+) -> bool:
+    """Feeds a stream's events to ``take``, a network chunk at a time.
+
+    True once ``take`` returns True (what is left of the stream is then
+    drained); False if the stream ended before it did.
+    """
+    decoder = SSEDecoder()
+    chunks = response.aiter_bytes()
+    async for chunk in chunks:
+        if take(decoder.feed(chunk)):
+            await drain(chunks)
+            return True
+    return take(decoder.end())
+
+
+async def drain(chunks: AsyncIterator[bytes]) -> None:
     """Reads what is left of a finished stream, briefly, to keep the connection.
 
     An unread body forces the connection closed; a server that keeps the
