@@ -1,11 +1,19 @@
-"""Fixtures of the command-line tests: ``turnlog`` run in-process, and logs."""
+"""Fixtures of the command-line tests: ``turnlog`` run in-process, and logs.
+
+This folder goes on ``sys.path`` for ``cli_support``, the helpers the tests
+import.
+"""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
 
 from turnlog import Agent, Runtime, ScriptedModel, calls, function_tool, tool_call
 from turnlog.cli import main

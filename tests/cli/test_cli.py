@@ -56,12 +56,6 @@ DEMO_EVENTS = [
 ]
 
 
-@pytest.fixture(autouse=True)
-def _no_store_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A TURNLOG_STORE in the developer's shell must not leak into tests."""
-    monkeypatch.delenv("TURNLOG_STORE", raising=False)
-
-
 @pytest.fixture
 def log_path(tmp_path: Path) -> Path:
     return tmp_path / "log.sqlite3"

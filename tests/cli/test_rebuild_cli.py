@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
+from cli_support import max_position
 
 from turnlog.progress import ProgressLine, format_eta
 from turnlog.rebuild import NEXT_SUFFIX, Progress, rebuild
@@ -30,14 +31,6 @@ def snapshot(url: str) -> dict:
         }
         tracking = {view: tables.tracking_of(view) for view in VIEWS}
         return {"documents": documents, "tracking": tracking}
-    finally:
-        store.close()
-
-
-def max_position(url: str) -> int:
-    store = Store(url)
-    try:
-        return store.max_position()
     finally:
         store.close()
 

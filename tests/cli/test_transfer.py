@@ -11,6 +11,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from cli_support import max_position
 
 from turnlog import (
     Agent,
@@ -46,14 +47,6 @@ def stored(url: str, session_id: str, turns: int = 2) -> list[tuple]:
     finally:
         store.close()
     return [row[1:] for row in rows]
-
-
-def max_position(url: str) -> int:
-    store = Store(url)
-    try:
-        return store.max_position()
-    finally:
-        store.close()
 
 
 def verdict(url: str, session_id: str) -> tuple[bool, int]:

@@ -15,6 +15,16 @@ from turnlog.domain.errors import UsageError
 from turnlog.domain.streaming import set_delta_sink
 
 
+async def cancelled_mid_stream(provider: Any) -> asyncio.Task[Any]:
+    """Starts a call, cancels it once it streams; returns its task to await."""
+    streaming = asyncio.Event()
+    set_delta_sink(lambda _: streaming.set())
+    task = asyncio.create_task(provider.respond(model_request()))
+    await streaming.wait()
+    task.cancel()
+    return task
+
+
 def test_successive_calls_reuse_one_connection(
     fake: FakeOpenAI, provider: Any, run: Any
 ) -> None:
@@ -36,11 +46,7 @@ def test_cancelling_a_streaming_call_closes_the_stream(
     fake.script(Trickle(interval=0.005))
 
     async def cancel_mid_stream() -> None:
-        streaming = asyncio.Event()
-        set_delta_sink(lambda _: streaming.set())
-        task = asyncio.create_task(provider.respond(model_request()))
-        await streaming.wait()
-        task.cancel()
+        task = await cancelled_mid_stream(provider)
         with pytest.raises(asyncio.CancelledError):
             await task
 
@@ -54,11 +60,7 @@ def test_a_call_after_a_cancelled_one_works(
     fake.script(Trickle(interval=0.005), Reply(text="fresh"))
 
     async def cancel_then_call() -> Any:
-        streaming = asyncio.Event()
-        set_delta_sink(lambda _: streaming.set())
-        task = asyncio.create_task(provider.respond(model_request()))
-        await streaming.wait()
-        task.cancel()
+        task = await cancelled_mid_stream(provider)
         with pytest.raises(asyncio.CancelledError):
             await task
         return await provider.respond(model_request())

@@ -1,4 +1,5 @@
-"""Fixtures for scenarios that kill real turnlog processes."""
+"""Fixtures of the scenarios: a runtime on a fresh SQLite file, and real
+turnlog processes to kill."""
 
 from __future__ import annotations
 
@@ -6,12 +7,22 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from turnlog import Runtime
+
 CHILD = Path(__file__).with_name("crash_child.py")
+
+
+@pytest.fixture
+def rt(sqlite_url: str) -> Iterator[Runtime]:
+    """A runtime on a fresh SQLite file store, closed after the test."""
+    runtime = Runtime.open(sqlite_url)
+    yield runtime
+    runtime.close()
 
 
 @pytest.fixture

@@ -26,13 +26,6 @@ from turnlog import (
 from turnlog.testing import HeldModel
 
 
-@pytest.fixture
-def rt(sqlite_url: str):
-    runtime = Runtime.open(sqlite_url)
-    yield runtime
-    runtime.close()
-
-
 def outputs_sent(model: ScriptedModel, request: int) -> list[str]:
     return [
         i["output"]

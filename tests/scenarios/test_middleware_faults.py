@@ -26,13 +26,6 @@ from turnlog import (
 from turnlog.domain import protocol as p
 
 
-@pytest.fixture
-def rt(sqlite_url: str):
-    runtime = Runtime.open(sqlite_url)
-    yield runtime
-    runtime.close()
-
-
 @function_tool
 def echo(text: str) -> str:
     """Echoes."""

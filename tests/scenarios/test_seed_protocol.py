@@ -95,13 +95,6 @@ class NativeCompactionModel:
         return ModelResponse((item,), dict(SCRIPTED_USAGE))
 
 
-@pytest.fixture
-def rt(sqlite_url: str):
-    runtime = Runtime.open(sqlite_url)
-    yield runtime
-    runtime.close()
-
-
 def until(handle, kind, submission: str | None = None) -> list[p.Event]:
     """Events up to and including the first ``kind`` (of ``submission``)."""
     seen = []
@@ -120,6 +113,17 @@ def compaction_blocks(events) -> list[p.RenderBlock]:
         for e in events
         if isinstance(e.msg, p.Frontend) and e.msg.capability == "compaction"
     ]
+
+
+def until_compaction_notice(handle) -> tuple[str | None, p.RenderBlock]:
+    """The running turn's id and the first compaction block shown for it."""
+    turn_id = None
+    while True:
+        msg = handle.next_event(timeout=10).msg
+        if isinstance(msg, p.TurnStarted):
+            turn_id = msg.turn_id
+        if isinstance(msg, p.Frontend) and msg.capability == "compaction":
+            return turn_id, msg.block
 
 
 def test_idle_session_start_stop_does_not_consume_the_next_prompt(rt: Runtime) -> None:
@@ -374,14 +378,7 @@ def test_compaction_notice_is_live_and_closes_on_success_failure_and_interrupt(
         Agent("a", model=model, middleware=[Compaction(1)]), session_id=outcome
     )
     handle.submit(UserInput("compact this"))
-    turn_id = None
-    while True:
-        msg = handle.next_event(timeout=10).msg
-        if isinstance(msg, p.TurnStarted):
-            turn_id = msg.turn_id
-        if isinstance(msg, p.Frontend) and msg.capability == "compaction":
-            pending = msg.block
-            break
+    turn_id, pending = until_compaction_notice(handle)
     assert (pending.title, pending.state) == ("Context compacting", "pending")
     assert pending.id is not None
     assert gate.entered.wait(10)
@@ -439,14 +436,7 @@ def test_compaction_notice_waits_for_later_preparation_hooks_to_settle(
         session_id=session_id,
     )
     handle.submit(UserInput("compact this"))
-    turn_id = None
-    while True:
-        msg = handle.next_event(timeout=10).msg
-        if isinstance(msg, p.TurnStarted):
-            turn_id = msg.turn_id
-        if isinstance(msg, p.Frontend) and msg.capability == "compaction":
-            pending = msg.block
-            break
+    turn_id, pending = until_compaction_notice(handle)
     assert pending.state == "pending"
     assert later.gate.entered.wait(10)
     assert model.compactions == 1

@@ -21,13 +21,6 @@ from turnlog.domain import protocol as p
 from turnlog.testing import HeldModel, wait_for
 
 
-@pytest.fixture
-def rt(sqlite_url: str):
-    runtime = Runtime.open(sqlite_url)
-    yield runtime
-    runtime.close()
-
-
 def start(session, text: str) -> tuple[threading.Thread, list]:
     results: list = []
     worker = threading.Thread(
