@@ -9,15 +9,15 @@ only one turn of a session runs at a time, so a small pointer document
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 import msgspec
-from eventsourcing.persistence import Notification
 
 from turnlog.domain import session as s
 from turnlog.domain import turn as t
-from turnlog.projections.rows import Rows, session_of
+from turnlog.projections.rows import Rows
 
 
 class Execution(msgspec.Struct):
@@ -37,26 +37,60 @@ class Execution(msgspec.Struct):
     ended_at: datetime | None = None
 
 
+def _model_call(record: Execution, _event: object) -> None:
+    record.model_calls += 1
+
+
+def _tool_call(record: Execution, _event: object) -> None:
+    record.tool_calls += 1
+
+
+def _usage(record: Execution, event: s.UsageRecorded) -> None:
+    totals = dict(record.usage)
+    for key, value in (event.usage or {}).items():
+        totals[key] = totals.get(key, 0) + value
+    record.usage = totals
+
+
+def _completed(record: Execution, event: s.TurnCompleted) -> None:
+    record.outcome = "completed"
+    record.ended_at = event.timestamp
+
+
+def _aborted(record: Execution, event: s.TurnAborted) -> None:
+    record.outcome = "failed" if event.failed else "aborted"
+    record.reason = event.reason
+    record.ended_at = event.timestamp
+
+
+_APPLY: dict[type, Callable[[Execution, Any], None]] = {
+    t.ModelStepStarted: _model_call,
+    t.ToolCallStarted: _tool_call,
+    s.UsageRecorded: _usage,
+    s.TurnCompleted: _completed,
+    s.TurnAborted: _aborted,
+}
+"""What each event that changes a running turn's record does to it."""
+
+
 class ExecutionProjection:
     """Keeps one execution record per turn."""
 
     name = "executions"
     version = 2
+    handles: frozenset[type] | None = frozenset({s.TurnStarted, *_APPLY})
 
-    def fold(self, rows: Rows, notification: Notification, event: object) -> None:
-        session_id = session_of(event)
-        if session_id is None:
-            return
+    def fold(self, rows: Rows, session_id: str, position: int, event: object) -> None:
         if isinstance(event, s.TurnStarted):
             record = Execution(
                 turn_id=event.turn_id,
                 number=event.number,
                 submission_id=event.submission_id,
-                sequence=notification.id,
+                sequence=position,
                 started_at=event.timestamp,
             )
-            rows.put(session_id, notification.id, record)
-            rows.put(session_id, 0, {"turn_id": event.turn_id, "at": notification.id})
+            rows.put(session_id, position, record)
+            rows.put(session_id, 0, {"turn_id": event.turn_id, "at": position})
             return
         pointer = rows.get(session_id, 0)
         if pointer is None:
@@ -70,28 +104,7 @@ class ExecutionProjection:
         if doc is None:
             return
         record = doc if isinstance(doc, Execution) else msgspec.convert(doc, Execution)
-        if _apply(record, event):
-            rows.put(session_id, pointer["at"], record)
-
-
-def _apply(record: Execution, event: Any) -> bool:
-    match event:
-        case t.ModelStepStarted():
-            record.model_calls += 1
-        case t.ToolCallStarted():
-            record.tool_calls += 1
-        case s.UsageRecorded(usage=usage) if usage:
-            totals = dict(record.usage)
-            for key, value in usage.items():
-                totals[key] = totals.get(key, 0) + value
-            record.usage = totals
-        case s.TurnCompleted():
-            record.outcome = "completed"
-            record.ended_at = event.timestamp
-        case s.TurnAborted(reason=reason, failed=failed):
-            record.outcome = "failed" if failed else "aborted"
-            record.reason = reason
-            record.ended_at = event.timestamp
-        case _:
-            return False
-    return True
+        if isinstance(event, s.UsageRecorded) and not event.usage:
+            return  # unknown usage leaves the record as it was
+        _APPLY[type(event)](record, event)
+        rows.put(session_id, pointer["at"], record)

@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any, Protocol, TypeVar
 
 import msgspec
-from eventsourcing.persistence import Notification
 
 
 class Rows(Protocol):
@@ -20,7 +19,7 @@ class Rows(Protocol):
     def get(self, part: str, position: int) -> Any:
         """The document at (part, position), or None.
 
-        A dict as stored, or the very object last put there (folds may put
+        As stored (a dict or a list), or the very object last put there (folds may put
         a msgspec Struct and mutate it in place: it is encoded at commit).
         """
         ...
@@ -31,7 +30,7 @@ class Rows(Protocol):
 
 
 class Projection(Protocol):
-    """A pure fold of log entries into a view.
+    """A pure fold of log entries into a view partitioned by session.
 
     ``version`` names the fold's logic: changing the fold means a new
     version, and a view built by another version is rebuilt from the log.
@@ -39,9 +38,16 @@ class Projection(Protocol):
 
     name: str
     version: int
+    handles: frozenset[type] | None
+    """The event classes the fold reads (None: every event); entries of
+    other classes never reach it."""
 
-    def fold(self, rows: Rows, notification: Notification, event: object) -> None:
-        """Applies one log entry (and its decoded event) to the view."""
+    def fold(self, rows: Rows, session_id: str, position: int, event: object) -> None:
+        """Applies the event at log ``position`` of ``session_id`` to the view.
+
+        The runner decodes each entry once and finds its session once for
+        every view; entries of no session never reach a fold.
+        """
         ...
 
 

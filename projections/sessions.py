@@ -6,13 +6,14 @@ runs, is idle or is closed, and the tokens it has used.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
+from typing import Any
 
 import msgspec
-from eventsourcing.persistence import Notification
 
 from turnlog.domain import session as s
-from turnlog.projections.rows import Rows, session_of, typed
+from turnlog.projections.rows import Rows, typed
 
 
 class SessionSummary(msgspec.Struct):
@@ -29,34 +30,55 @@ class SessionSummary(msgspec.Struct):
     usage: dict[str, int] = msgspec.field(default_factory=dict)
 
 
+def _created(summary: SessionSummary, event: s.SessionCreated) -> None:
+    summary.agent_name, summary.created_at = event.agent_name, event.timestamp
+
+
+def _turn_started(summary: SessionSummary, event: s.TurnStarted) -> None:
+    summary.turns, summary.status = event.number, "running"
+
+
+def _turn_ended(summary: SessionSummary, _event: object) -> None:
+    summary.status = "idle"
+
+
+def _closed(summary: SessionSummary, _event: object) -> None:
+    summary.status = "closed"
+
+
+def _usage(summary: SessionSummary, event: s.UsageRecorded) -> None:
+    if event.usage:
+        totals = dict(summary.usage)
+        for key, value in event.usage.items():
+            totals[key] = totals.get(key, 0) + value
+        summary.usage = totals
+
+
+_APPLY: dict[type, Callable[[SessionSummary, Any], None]] = {
+    s.SessionCreated: _created,
+    s.TurnStarted: _turn_started,
+    s.TurnCompleted: _turn_ended,
+    s.TurnAborted: _turn_ended,
+    s.SessionClosed: _closed,
+    s.UsageRecorded: _usage,
+}
+"""What the events that change more than the last activity do."""
+
+
 class SessionIndexProjection:
     """Keeps the sessions index."""
 
     name = "sessions"
     version = 2
+    handles: frozenset[type] | None = None  # every event is activity
 
-    def fold(self, rows: Rows, notification: Notification, event: object) -> None:
-        session_id = session_of(event)
-        if session_id is None:
-            return
+    def fold(self, rows: Rows, session_id: str, position: int, event: object) -> None:
         summary, _ = typed(
             rows.get(session_id, 0), SessionSummary, SessionSummary(session_id)
         )
-        when = event.timestamp  # type: ignore[attr-defined]
-        match event:
-            case s.SessionCreated(agent_name=agent_name):
-                summary.agent_name, summary.created_at = agent_name, when
-            case s.TurnStarted(number=number):
-                summary.turns, summary.status = number, "running"
-            case s.TurnCompleted() | s.TurnAborted():
-                summary.status = "idle"
-            case s.SessionClosed():
-                summary.status = "closed"
-            case s.UsageRecorded(usage=usage) if usage:
-                totals = dict(summary.usage)
-                for key, value in usage.items():
-                    totals[key] = totals.get(key, 0) + value
-                summary.usage = totals
-        summary.last_activity = when
-        summary.last_sequence = notification.id
+        apply = _APPLY.get(type(event))
+        if apply is not None:
+            apply(summary, event)
+        summary.last_activity = event.timestamp  # type: ignore[attr-defined]
+        summary.last_sequence = position
         rows.put(session_id, 0, summary)

@@ -1,33 +1,49 @@
 """The transcript view: each session's events, positioned for paging.
 
-The view is an index, not a copy: one tiny row per event, filed under its
-session and keyed by log position. A page reads the positions from the
-view and the events themselves from the log, so a transcript item is the
-stored event verbatim (turned back into a domain event by the log's own
-mapper, upcasters included) and replays into the exact EventMsg stream
-the session produced live. Copying each event's state into the view made
-a rebuild write the whole log a second time.
+The view is an index, not a copy: it files the log position of every
+event under its session. A page reads the positions from the view and the
+events themselves from the log, so a transcript item is the stored event
+verbatim (turned back into a domain event by the log's own mapper,
+upcasters included) and replays into the exact EventMsg stream the
+session produced live. Copying each event's state into the view made a
+rebuild write the whole log a second time.
+
+Positions are filed in chunks: each session's open chunk, the one growing,
+is the document at position 0 (``{"at": first, "positions": [...]}``);
+when it holds ``CHUNK`` positions it is filed as a plain list at its first
+position and a new one opens. A rebuild so writes a row per ``CHUNK``
+events instead of one per event, and a fold touches one document. Chunks
+are cut by count alone, so the view is the same whatever batches the log
+was folded in.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from eventsourcing.persistence import Notification
+from turnlog.projections.rows import Rows
 
-from turnlog.projections.rows import Rows, session_of
+CHUNK = 64
+"""Positions a transcript chunk lists before the next one opens."""
 
-_INDEXED: dict[str, Any] = {}
-"""Every transcript row's document: the position is the whole index."""
+OPEN = 0
+"""Position of each session's open chunk; filed chunks sit at their first."""
 
 
 class TranscriptProjection:
     """Files every event's log position under its session."""
 
     name = "transcript"
-    version = 2
+    version = 3
+    handles: frozenset[type] | None = None  # every event is listed
 
-    def fold(self, rows: Rows, notification: Notification, event: object) -> None:
-        session_id = session_of(event)
-        if session_id is not None:
-            rows.put(session_id, notification.id, _INDEXED)
+    def fold(self, rows: Rows, session_id: str, position: int, event: object) -> None:
+        open_chunk: dict[str, Any] | None = rows.get(session_id, OPEN)
+        if open_chunk is None:
+            open_chunk = {"at": position, "positions": [position]}
+        elif len(open_chunk["positions"]) >= CHUNK:
+            rows.put(session_id, open_chunk["at"], open_chunk["positions"])
+            open_chunk = {"at": position, "positions": [position]}
+        else:
+            open_chunk["positions"].append(position)
+        rows.put(session_id, OPEN, open_chunk)

@@ -20,7 +20,7 @@ from turnlog.domain.model import Item
 from turnlog.domain.protocol import Event, replay
 from turnlog.projections.checkpoints import CheckpointProjection, CheckpointState
 from turnlog.projections.executions import Execution, ExecutionProjection
-from turnlog.projections.transcript import TranscriptProjection
+from turnlog.projections.transcript import CHUNK, OPEN, TranscriptProjection
 from turnlog.transcoder import MsgspecTranscoder
 from turnlog.views import ProjectionRunner
 
@@ -28,6 +28,7 @@ _mapper: Mapper[UUID] = Mapper(transcoder=MsgspecTranscoder())
 _FETCH = 500
 """Log positions fetched per query when reading a transcript."""
 _execution_decoder = msgspec.json.Decoder(Execution)
+_filed_decoder = msgspec.json.Decoder(list[int])
 
 
 class TranscriptItem(msgspec.Struct, frozen=True):
@@ -129,25 +130,67 @@ class Transcripts:
             msg = "max_batches must be a positive int"
             raise InvalidInputError(msg)
         self._runner.catch_up()
-        rows = self._runner.tables.range(
-            TranscriptProjection.name,
-            session_id,
-            before=before_sequence,
-            limit=max_batches + 1,
-            newest_first=True,
-        )
-        has_more = len(rows) > max_batches
-        positions = sorted(position for position, _ in rows[:max_batches])
+        positions = self._newest(session_id, before_sequence, max_batches + 1)
+        has_more = len(positions) > max_batches
+        positions = sorted(positions[:max_batches])
         return TranscriptPage(tuple(_items(self._runner.store, positions)), has_more)
 
     def all(self, session_id: str, from_sequence: int = 0) -> list[TranscriptItem]:
         """Every item of a session from ``from_sequence`` on, oldest first."""
         check_session_id(session_id)
         self._runner.catch_up()
-        rows = self._runner.tables.range(
-            TranscriptProjection.name, session_id, from_position=from_sequence
+        tables, view = self._runner.tables, TranscriptProjection.name
+        # The filed chunk holding ``from_sequence`` starts at or before it.
+        first = tables.range(
+            view,
+            session_id,
+            from_position=1,
+            before=from_sequence + 1,
+            limit=1,
+            newest_first=True,
         )
-        return _items(self._runner.store, [position for position, _ in rows])
+        filed = first + tables.range(view, session_id, from_position=from_sequence + 1)
+        positions = [
+            position
+            for _, raw in filed
+            for position in _filed_decoder.decode(raw)
+            if position >= from_sequence
+        ]
+        positions.extend(p for p in self._open(session_id) if p >= from_sequence)
+        return _items(self._runner.store, positions)
+
+    def _open(self, session_id: str) -> list[int]:
+        """The positions of the session's open chunk (the newest ones)."""
+        doc = self._runner.tables.get(TranscriptProjection.name, session_id, OPEN)
+        return [] if doc is None else list(doc["positions"])
+
+    def _newest(self, session_id: str, before: int | None, count: int) -> list[int]:
+        """Up to ``count`` of the session's positions before ``before``, newest
+        first."""
+        tables, view = self._runner.tables, TranscriptProjection.name
+        newest = self._open(session_id)
+        positions = [p for p in reversed(newest) if before is None or p < before]
+        if newest and (before is None or before > newest[0]):
+            before = newest[0]  # every filed chunk is older than the open one
+        while len(positions) < count:
+            wanted = (count - len(positions)) // CHUNK + 2
+            chunks = tables.range(
+                view,
+                session_id,
+                from_position=1,
+                before=before,
+                limit=wanted,
+                newest_first=True,
+            )
+            for start, raw in chunks:
+                listed = _filed_decoder.decode(raw)
+                positions.extend(
+                    p for p in reversed(listed) if before is None or p < before
+                )
+                before = start
+            if len(chunks) < wanted:
+                break
+        return positions[:count]
 
     def sessions(self) -> list[str]:
         """Every session id with a transcript."""

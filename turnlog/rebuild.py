@@ -38,7 +38,7 @@ REBUILD_BATCH = 5000
 """Log entries a rebuild folds per transaction: offline, nothing waits on
 its commits, and a killed rebuild resumes from its last one."""
 
-_decoder = msgspec.json.Decoder(dict[str, Any])
+_decoder = msgspec.json.Decoder()
 
 
 def default_projections() -> list[Projection]:
@@ -66,8 +66,8 @@ class ViewDifference(msgspec.Struct, frozen=True):
 
     part: str
     position: int
-    live: dict[str, Any] | None
-    rebuilt: dict[str, Any] | None
+    live: Any
+    rebuilt: Any
 
 
 class ViewReport(msgspec.Struct, frozen=True):
@@ -148,7 +148,7 @@ def rebuild(
     return reports
 
 
-def _documents(tables: ViewTables, view: str) -> dict[tuple[str, int], dict[str, Any]]:
+def _documents(tables: ViewTables, view: str) -> dict[tuple[str, int], Any]:
     documents = {}
     for part in tables.parts(view):
         for position, raw in tables.range(view, part):

@@ -22,7 +22,7 @@ import msgspec
 from eventsourcing.persistence import Notification
 
 from turnlog.domain.errors import ReplayError, StoreError
-from turnlog.projections.rows import Projection
+from turnlog.projections.rows import Projection, session_of
 from turnlog.store import Store
 
 logger = logging.getLogger(__name__)
@@ -31,12 +31,14 @@ ROWS_TABLE = "turnlog_view_rows"
 TRACKING_TABLE = "turnlog_view_tracking"
 BATCH_SIZE = 1000
 CACHE_LIMIT = 20_000
-"""Documents a runner keeps per view between batches before starting afresh."""
+"""Documents a runner keeps per view between batches; past it, only the
+documents the last batch wrote stay (a session's checkpoint, its running
+turn: the ones the next batch is likely to read again)."""
 FOLLOW_INTERVAL = 0.2
 """Seconds the live follower gathers new events before committing them."""
 
 _encoder = msgspec.json.Encoder()
-_decoder = msgspec.json.Decoder(dict[str, Any])
+_decoder = msgspec.json.Decoder()
 
 
 ViewAdvance = tuple[str, dict[tuple[str, int], Any], int, int]
@@ -110,8 +112,8 @@ class ViewTables:
                 (view, 0, version),
             )
 
-    def get(self, view: str, part: str, position: int) -> dict[str, Any] | None:
-        """One document, or None."""
+    def get(self, view: str, part: str, position: int) -> Any:
+        """One document (as JSON decodes it), or None."""
         with self.store.datastore.transaction(commit=False) as cursor:
             cursor.execute(
                 self.store.sql(
@@ -213,6 +215,9 @@ def _values(row: Any) -> tuple[Any, ...]:
     return tuple(row.values()) if isinstance(row, dict) else tuple(row)
 
 
+_MISSING = object()
+
+
 class _Unit:
     """The documents one batch of one view reads and writes.
 
@@ -238,8 +243,9 @@ class _Unit:
 
     def get(self, part: str, position: int) -> Any:
         key = (part, position)
-        if key in self.cache:
-            return self.cache[key]
+        doc = self.cache.get(key, _MISSING)
+        if doc is not _MISSING:
+            return doc
         # A view this runner built from empty, whose cache was never
         # dropped, holds nothing the cache does not: no query needed.
         doc = None if self.complete else self.tables.get(self.view, part, position)
@@ -347,20 +353,38 @@ class ProjectionRunner:
             )
             for p in self.projections
         }
-        for index, notification in enumerate(batch):
-            try:
-                event = self.store.decode(notification)
-            except Exception as error:
-                raise _PoisonError(index, notification, "decode", error) from error
-            for projection in self.projections:
-                if notification.id <= self._positions[projection.name]:
+        # Each entry is decoded, and its session found, once for every view;
+        # it goes only to the views that fold its class.
+        folding = [
+            (p.name, p.fold, units[p.name], self._positions[p.name], p.handles)
+            for p in self.projections
+        ]
+        routes: dict[type, list[tuple[str, Any, _Unit, int]]] = {}
+        decode = self.store.decode
+        notification, view = batch[0], "decode"
+        try:
+            for notification in batch:
+                view = "decode"
+                event = decode(notification)
+                session_id = session_of(event)
+                if session_id is None:
                     continue
-                try:
-                    projection.fold(units[projection.name], notification, event)
-                except Exception as error:
-                    raise _PoisonError(
-                        index, notification, projection.name, error
-                    ) from error
+                position = notification.id
+                kind = type(event)
+                route = routes.get(kind)
+                if route is None:
+                    route = routes[kind] = [
+                        (name, fold, unit, folded)
+                        for name, fold, unit, folded, handles in folding
+                        if handles is None or kind in handles
+                    ]
+                # ``view`` is read by the handler below: it names the fold that failed.
+                for view, fold, unit, folded in route:  # noqa: B007
+                    if position > folded:
+                        fold(unit, session_id, position, event)
+        except Exception as error:
+            index = list(batch).index(notification)
+            raise _PoisonError(index, notification, view, error) from error
         return units
 
     def _commit(self, batch: Sequence[Notification], units: dict[str, _Unit]) -> None:
@@ -378,8 +402,12 @@ class ProjectionRunner:
             raise
         for name in behind:
             self._positions[name] = last
-            if len(self._caches[name]) > CACHE_LIMIT:
-                self._caches[name].clear()
+            cache = self._caches[name]
+            if len(cache) > CACHE_LIMIT:
+                hot = {key: cache[key] for key in units[name].dirty}
+                cache.clear()
+                cache.update(hot)
+                # What was dropped is in the table now: misses must query it.
                 self._complete.discard(name)
 
     def _forget(self) -> None:
