@@ -15,7 +15,7 @@ import msgspec
 
 from turnlog.domain import session as s
 from turnlog.domain import turn as t
-from turnlog.projections.rows import Rows, typed
+from turnlog.projections.rows import Entries, Rows, typed
 
 
 class CheckpointState(msgspec.Struct):
@@ -132,12 +132,13 @@ class CheckpointProjection:
     version = 2
     handles: frozenset[type] | None = frozenset(_APPLY)
 
-    def fold(self, rows: Rows, session_id: str, position: int, event: object) -> None:
-        state, _ = typed(
+    def fold(self, rows: Rows, session_id: str, entries: Entries) -> None:
+        state = typed(
             rows.get(session_id, 0),
             CheckpointState,
-            CheckpointState(session_id=session_id),
+            lambda: CheckpointState(session_id=session_id),
         )
-        _APPLY[type(event)](state, event, position)
-        state.updated_sequence = position
+        for position, event in entries:
+            _APPLY[type(event)](state, event, position)
+        state.updated_sequence = entries[-1][0]
         rows.put(session_id, 0, state)

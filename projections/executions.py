@@ -12,12 +12,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
+from uuid import UUID
 
 import msgspec
 
 from turnlog.domain import session as s
 from turnlog.domain import turn as t
-from turnlog.projections.rows import Rows
+from turnlog.domain.ids import turn_uuid
+from turnlog.projections.rows import Entries, Rows
 
 
 class Execution(msgspec.Struct):
@@ -72,6 +74,10 @@ _APPLY: dict[type, Callable[[Execution, Any], None]] = {
 }
 """What each event that changes a running turn's record does to it."""
 
+_TURN_EVENTS = frozenset({t.ModelStepStarted, t.ToolCallStarted})
+"""The handled events a Turn aggregate records (the others are the
+Session's, and name their turn by ``turn_id``)."""
+
 
 class ExecutionProjection:
     """Keeps one execution record per turn."""
@@ -80,31 +86,47 @@ class ExecutionProjection:
     version = 2
     handles: frozenset[type] | None = frozenset({s.TurnStarted, *_APPLY})
 
-    def fold(self, rows: Rows, session_id: str, position: int, event: object) -> None:
-        if isinstance(event, s.TurnStarted):
-            record = Execution(
-                turn_id=event.turn_id,
-                number=event.number,
-                submission_id=event.submission_id,
-                sequence=position,
-                started_at=event.timestamp,
-            )
-            rows.put(session_id, position, record)
-            rows.put(session_id, 0, {"turn_id": event.turn_id, "at": position})
-            return
-        pointer = rows.get(session_id, 0)
-        if pointer is None:
-            return
-        turn_id = getattr(event, "turn_id", None) or str(
-            getattr(event, "originator_id", "")
-        )
-        if turn_id != pointer["turn_id"]:
-            return  # not about the running turn (session-wide events)
-        doc = rows.get(session_id, pointer["at"])
-        if doc is None:
-            return
-        record = doc if isinstance(doc, Execution) else msgspec.convert(doc, Execution)
-        if isinstance(event, s.UsageRecorded) and not event.usage:
-            return  # unknown usage leaves the record as it was
-        _APPLY[type(event)](record, event)
-        rows.put(session_id, pointer["at"], record)
+    def fold(self, rows: Rows, session_id: str, entries: Entries) -> None:
+        pointer: dict[str, Any] | None = rows.get(session_id, 0)
+        record: Execution | None = None  # the running turn's, once read
+        running: UUID | None = None  # and that turn's aggregate id
+        changed = False
+        for position, event in entries:
+            kind = type(event)
+            if kind is s.TurnStarted:
+                if changed and pointer is not None and record is not None:
+                    rows.put(session_id, pointer["at"], record)
+                record = Execution(
+                    turn_id=event.turn_id,
+                    number=event.number,
+                    submission_id=event.submission_id,
+                    sequence=position,
+                    started_at=event.timestamp,
+                )
+                pointer = {"turn_id": event.turn_id, "at": position}
+                rows.put(session_id, 0, pointer)
+                running, changed = turn_uuid(session_id, event.number), True
+                continue
+            if pointer is None:
+                continue  # no turn has started yet
+            if record is None:
+                doc = rows.get(session_id, pointer["at"])
+                if doc is None:
+                    continue
+                record = (
+                    doc if type(doc) is Execution else msgspec.convert(doc, Execution)
+                )
+                running = turn_uuid(session_id, record.number)
+            if kind in _TURN_EVENTS:
+                # Events of a Turn aggregate: the turn is their originator.
+                ours = event.originator_id == running
+            else:
+                ours = event.turn_id == pointer["turn_id"]
+            if not ours:
+                continue  # about an earlier turn
+            if kind is s.UsageRecorded and not event.usage:
+                continue  # unknown usage leaves the record as it was
+            _APPLY[kind](record, event)
+            changed = True
+        if changed and pointer is not None and record is not None:
+            rows.put(session_id, pointer["at"], record)

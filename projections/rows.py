@@ -8,6 +8,7 @@ and the position are written, always together in one transaction.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
 import msgspec
@@ -29,6 +30,10 @@ class Rows(Protocol):
         ...
 
 
+Entries = Sequence[tuple[int, Any]]
+"""(log position, decoded event) pairs of one session, in log order."""
+
+
 class Projection(Protocol):
     """A pure fold of log entries into a view partitioned by session.
 
@@ -42,11 +47,14 @@ class Projection(Protocol):
     """The event classes the fold reads (None: every event); entries of
     other classes never reach it."""
 
-    def fold(self, rows: Rows, session_id: str, position: int, event: object) -> None:
-        """Applies the event at log ``position`` of ``session_id`` to the view.
+    def fold(self, rows: Rows, session_id: str, entries: Entries) -> None:
+        """Applies a run of one session's entries (never empty) to the view.
 
-        The runner decodes each entry once and finds its session once for
-        every view; entries of no session never reach a fold.
+        The runner decodes each log entry once for every view and hands
+        each view a batch's entries session by session: a fold reads and
+        writes its session's documents once a run, not once an event.
+        Sessions are independent, so this equals folding the log entry by
+        entry, which the runner does to name the entry a fold fails on.
         """
         ...
 
@@ -60,14 +68,14 @@ def session_of(event: object) -> str | None:
 T = TypeVar("T", bound=msgspec.Struct)
 
 
-def typed(doc: Any, kind: type[T], fresh: T) -> tuple[T, bool]:
-    """``doc`` as a ``kind`` Struct (``fresh`` when there is none yet).
+def typed(doc: Any, kind: type[T], fresh: Callable[[], T]) -> T:
+    """``doc`` as a ``kind`` Struct (``fresh()`` when there is none yet).
 
-    Returns it and whether it is new. A runner hands back the very Struct a
-    fold put, so it is converted from its stored dict at most once a batch.
+    A runner hands back the very Struct a fold put, so it is converted from
+    its stored dict at most once a batch.
     """
-    if isinstance(doc, kind):
-        return doc, False
+    if type(doc) is kind:
+        return doc
     if doc is None:
-        return fresh, True
-    return msgspec.convert(doc, kind), False
+        return fresh()
+    return msgspec.convert(doc, kind)

@@ -13,7 +13,7 @@ from typing import Any
 import msgspec
 
 from turnlog.domain import session as s
-from turnlog.projections.rows import Rows, typed
+from turnlog.projections.rows import Entries, Rows, typed
 
 
 class SessionSummary(msgspec.Struct):
@@ -72,13 +72,15 @@ class SessionIndexProjection:
     version = 2
     handles: frozenset[type] | None = None  # every event is activity
 
-    def fold(self, rows: Rows, session_id: str, position: int, event: object) -> None:
-        summary, _ = typed(
-            rows.get(session_id, 0), SessionSummary, SessionSummary(session_id)
+    def fold(self, rows: Rows, session_id: str, entries: Entries) -> None:
+        summary = typed(
+            rows.get(session_id, 0), SessionSummary, lambda: SessionSummary(session_id)
         )
-        apply = _APPLY.get(type(event))
-        if apply is not None:
-            apply(summary, event)
-        summary.last_activity = event.timestamp  # type: ignore[attr-defined]
-        summary.last_sequence = position
+        for _, event in entries:
+            apply = _APPLY.get(type(event))
+            if apply is not None:
+                apply(summary, event)
+        last_position, last_event = entries[-1]
+        summary.last_activity = last_event.timestamp
+        summary.last_sequence = last_position
         rows.put(session_id, 0, summary)

@@ -12,16 +12,15 @@ Positions are filed in chunks: each session's open chunk, the one growing,
 is the document at position 0 (``{"at": first, "positions": [...]}``);
 when it holds ``CHUNK`` positions it is filed as a plain list at its first
 position and a new one opens. A rebuild so writes a row per ``CHUNK``
-events instead of one per event, and a fold touches one document. Chunks
-are cut by count alone, so the view is the same whatever batches the log
-was folded in.
+events instead of one per event. Chunks are cut by count alone, so the
+view is the same whatever batches the log was folded in.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from turnlog.projections.rows import Rows
+from turnlog.projections.rows import Entries, Rows
 
 CHUNK = 64
 """Positions a transcript chunk lists before the next one opens."""
@@ -37,13 +36,14 @@ class TranscriptProjection:
     version = 3
     handles: frozenset[type] | None = None  # every event is listed
 
-    def fold(self, rows: Rows, session_id: str, position: int, event: object) -> None:
+    def fold(self, rows: Rows, session_id: str, entries: Entries) -> None:
         open_chunk: dict[str, Any] | None = rows.get(session_id, OPEN)
-        if open_chunk is None:
-            open_chunk = {"at": position, "positions": [position]}
-        elif len(open_chunk["positions"]) >= CHUNK:
-            rows.put(session_id, open_chunk["at"], open_chunk["positions"])
-            open_chunk = {"at": position, "positions": [position]}
-        else:
-            open_chunk["positions"].append(position)
+        for position, _ in entries:
+            if open_chunk is None:
+                open_chunk = {"at": position, "positions": [position]}
+            elif len(open_chunk["positions"]) >= CHUNK:
+                rows.put(session_id, open_chunk["at"], open_chunk["positions"])
+                open_chunk = {"at": position, "positions": [position]}
+            else:
+                open_chunk["positions"].append(position)
         rows.put(session_id, OPEN, open_chunk)

@@ -335,57 +335,108 @@ class ProjectionRunner:
             try:
                 units = self._fold(batch)
             except _PoisonError as poison:
-                # Keep what came before the poison entry, then stop at it.
-                self._forget()  # the failed fold left half-changed documents
-                if poison.index:
-                    self._commit(
-                        batch[: poison.index], self._fold(batch[: poison.index])
-                    )
-                self._fail(poison.position, poison.topic, poison.view, poison.error)
+                self._stop_at(batch, poison)
             self._commit(batch, units)
             start = batch[-1].id + 1
 
+    def _stop_at(self, batch: Sequence[Notification], poison: _PoisonError) -> NoReturn:
+        """Commits what came before the poison entry, then stops at it."""
+        while True:
+            self._forget()  # the failed fold left half-changed documents
+            if not poison.index:
+                break
+            before = batch[: poison.index]
+            try:
+                self._commit(before, self._fold(before))
+                break
+            except _PoisonError as earlier:
+                # An entry before an undecodable one that no view can fold.
+                poison = earlier
+        self._fail(poison.position, poison.topic, poison.view, poison.error)
+
     def _fold(self, batch: Sequence[Notification]) -> dict[str, _Unit]:
-        """Folds ``batch`` into fresh units; raises _PoisonError at a bad entry."""
-        units = {
+        """Folds ``batch`` into fresh units; raises _PoisonError at a bad entry.
+
+        Each entry is decoded once for every view, and each view gets the
+        batch session by session (its runs of entries of its classes). If
+        a fold raises, the batch is folded again entry by entry, in log
+        order, to name the entry it cannot fold.
+        """
+        decoded: list[tuple[str, int, Any]] = []
+        for index, notification in enumerate(batch):
+            try:
+                event = self.store.decode(notification)
+            except Exception as error:
+                raise _PoisonError(index, notification, "decode", error) from error
+            session_id = session_of(event)
+            if session_id is not None:
+                decoded.append((session_id, notification.id, event))
+        sessions: dict[str, list[tuple[int, Any]]] = {}
+        for session_id, position, event in decoded:
+            run = sessions.get(session_id)
+            if run is None:
+                run = sessions[session_id] = []
+            run.append((position, event))
+        try:
+            return self._fold_runs(list(sessions.items()))
+        except Exception:  # noqa: BLE001 - found again, and named, below
+            self._forget()  # the failed fold left half-changed documents
+        return self._fold_entry_by_entry(batch, decoded)
+
+    def _fold_entry_by_entry(
+        self, batch: Sequence[Notification], decoded: list[tuple[str, int, Any]]
+    ) -> dict[str, _Unit]:
+        """Folds in log order, one entry at a time; raises _PoisonError naming
+        the first entry, and the view, whose fold fails."""
+        units = self._units()
+        index_of = {notification.id: index for index, notification in enumerate(batch)}
+        for session_id, position, event in decoded:
+            for projection in self.projections:
+                unit = units[projection.name]
+                try:
+                    self._fold_run(projection, unit, session_id, [(position, event)])
+                except Exception as error:
+                    index = index_of[position]
+                    raise _PoisonError(
+                        index, batch[index], projection.name, error
+                    ) from error
+        return units
+
+    def _units(self) -> dict[str, _Unit]:
+        return {
             p.name: _Unit(
                 self.tables, p.name, self._caches[p.name], p.name in self._complete
             )
             for p in self.projections
         }
-        # Each entry is decoded, and its session found, once for every view;
-        # it goes only to the views that fold its class.
-        folding = [
-            (p.name, p.fold, units[p.name], self._positions[p.name], p.handles)
-            for p in self.projections
-        ]
-        routes: dict[type, list[tuple[str, Any, _Unit, int]]] = {}
-        decode = self.store.decode
-        notification, view = batch[0], "decode"
-        try:
-            for notification in batch:
-                view = "decode"
-                event = decode(notification)
-                session_id = session_of(event)
-                if session_id is None:
-                    continue
-                position = notification.id
-                kind = type(event)
-                route = routes.get(kind)
-                if route is None:
-                    route = routes[kind] = [
-                        (name, fold, unit, folded)
-                        for name, fold, unit, folded, handles in folding
-                        if handles is None or kind in handles
-                    ]
-                # ``view`` is read by the handler below: it names the fold that failed.
-                for view, fold, unit, folded in route:  # noqa: B007
-                    if position > folded:
-                        fold(unit, session_id, position, event)
-        except Exception as error:
-            index = list(batch).index(notification)
-            raise _PoisonError(index, notification, view, error) from error
+
+    def _fold_runs(
+        self, runs: list[tuple[str, list[tuple[int, Any]]]]
+    ) -> dict[str, _Unit]:
+        units = self._units()
+        for projection in self.projections:
+            unit = units[projection.name]
+            for session_id, run in runs:
+                self._fold_run(projection, unit, session_id, run)
         return units
+
+    def _fold_run(
+        self,
+        projection: Projection,
+        unit: _Unit,
+        session_id: str,
+        run: list[tuple[int, Any]],
+    ) -> None:
+        """Hands ``projection`` the entries of ``run`` it has not folded yet."""
+        folded, handles = self._positions[projection.name], projection.handles
+        if handles is not None or run[0][0] <= folded:
+            run = [
+                (position, event)
+                for position, event in run
+                if position > folded and (handles is None or type(event) in handles)
+            ]
+        if run:
+            projection.fold(unit, session_id, run)
 
     def _commit(self, batch: Sequence[Notification], units: dict[str, _Unit]) -> None:
         last = batch[-1].id

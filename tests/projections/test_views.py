@@ -3,6 +3,7 @@ built in one pass equals one built in chunks or by two followers at once."""
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 
 import pytest
@@ -144,10 +145,11 @@ def test_a_poison_event_stops_the_view_at_that_event_and_names_it(
     class Fussy(CheckpointProjection):
         name = "fussy"
 
-        def fold(self, rows, session_id, position, event):
-            if type(event).__name__ == "UsageRecorded" and position > 15:
-                raise ValueError("cannot digest this")
-            super().fold(rows, session_id, position, event)
+        def fold(self, rows, session_id, entries):
+            for position, event in entries:
+                if type(event).__name__ == "UsageRecorded" and position > 15:
+                    raise ValueError("cannot digest this")
+            super().fold(rows, session_id, entries)
 
     store = Store(sqlite_url)
     try:
@@ -193,8 +195,8 @@ def test_a_batch_that_cannot_be_written_advances_no_view(
     class Unwritable(TranscriptProjection):
         name = "unwritable"
 
-        def fold(self, rows, session_id, position, event):
-            rows.put(session_id, position, {"not json": object()})
+        def fold(self, rows, session_id, entries):
+            rows.put(session_id, entries[0][0], {"not json": object()})
 
     store = Store(sqlite_url)
     try:
@@ -231,3 +233,40 @@ def test_a_runner_that_outgrows_its_cache_builds_the_same_views(
         assert dump(tight) == expected
     finally:
         tight_store.close()
+
+
+def test_a_fold_failure_before_an_undecodable_entry_is_the_one_named(
+    sqlite_url: str, filled
+) -> None:
+    """Decoding comes first for the whole batch; the entry named must still
+    be the first one the views cannot take, and all before it kept."""
+    filled(sqlite_url, sessions=1, turns=2)
+    with sqlite3.connect(sqlite_url.removeprefix("sqlite:///")) as connection:
+        connection.execute(
+            "UPDATE stored_events SET topic = 'turnlog:SomethingFromTheFuture' "
+            "WHERE rowid = (SELECT MAX(rowid) FROM stored_events)"
+        )
+        connection.commit()
+
+    class Fussy(CheckpointProjection):
+        name = "fussy"
+
+        def fold(self, rows, session_id, entries):
+            for _, event in entries:
+                if type(event).__name__ == "UsageRecorded":
+                    raise ValueError("cannot digest this")
+            super().fold(rows, session_id, entries)
+
+    store = Store(sqlite_url)
+    try:
+        runner = ProjectionRunner(store, [Fussy()])
+        with pytest.raises(ReplayError) as raised:
+            runner.catch_up()
+        message = str(raised.value)
+        assert "view 'fussy'" in message
+        assert "(turnlog:UsageRecorded)" in message
+        poison = int(message.split("log entry ")[1].split(" ", maxsplit=1)[0])
+        assert poison < store.max_position()
+        assert runner.tables.tracking_of("fussy") == (poison - 1, Fussy.version)
+    finally:
+        store.close()
