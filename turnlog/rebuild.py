@@ -15,9 +15,11 @@ swapped.
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import gc
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import msgspec
@@ -125,7 +127,8 @@ def rebuild(
     done = min(first.values())
     label = ", ".join(p.name for p in projections)
     while done < total:
-        done = runner.catch_up(until=min(done + batch, total))
+        with _cyclic_gc_paused():
+            done = runner.catch_up(until=min(done + batch, total))
         if progress is not None:
             elapsed = time.perf_counter() - started
             rate = (done - min(first.values())) / elapsed if elapsed > 0 else 0.0
@@ -146,6 +149,26 @@ def rebuild(
             _swap(runner.tables, green.name, projection.name)
             reports.append(ViewReport(projection.name, events, seconds, True, []))
     return reports
+
+
+@contextlib.contextmanager
+def _cyclic_gc_paused() -> Iterator[None]:
+    """Holds off Python's cycle collector while a batch is folded.
+
+    A batch keeps thousands of decoded events and documents alive at once,
+    so the collector, triggered by allocation counts, walked them again and
+    again: about a seventh of a rebuild's time. Folds create no cycles
+    (reference counting frees everything they drop), and the collector runs
+    as usual between batches.
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def _documents(tables: ViewTables, view: str) -> dict[tuple[str, int], Any]:
