@@ -14,10 +14,14 @@ building the log the slowest part of the run by far).
 Then, on a fresh Store over the same log, it times:
 
 - the raw read: paging through ``store.notifications(start, 1000)`` and
-  ``store.decode`` of each entry, nothing else (best of four passes, three
-  before the rebuild and one after it);
+  ``store.decode`` of each entry, nothing else;
 - ``turnlog.rebuild.rebuild(store)``: the four views (checkpoints,
-  transcript, executions, sessions), folded from one pass over the log;
+  transcript, executions, sessions), folded from one pass over the log
+  and swapped in (each run rebuilds them all again from the log);
+
+``--runs`` raw passes and rebuilds take turns (one more raw pass closes),
+and each is judged by its best run: on a shared machine the best run is
+the one least slowed by others.
 - ``turnlog.verify.verify_all(store)``: every session's hash chain.
 
 ``--profile LINES`` rebuilds once more under cProfile and prints where the
@@ -227,7 +231,7 @@ class Measured:
         self.build_seconds = 0.0
         self.raw_rates: list[float] = []
         self.reports: list[ViewReport] = []
-        self.rebuild_seconds = 0.0
+        self.rebuild_seconds: list[float] = []
         self.verify_events = 0
         self.verify_seconds = 0.0
         self.verify_ok = False
@@ -253,13 +257,14 @@ def measure(url: str, args: argparse.Namespace, *, per_turn: bool) -> Measured:
     store = Store(url)
     try:
         out.events = store.max_position()
-        for _ in range(3):
+        # Raw passes and rebuilds take turns, so a machine that gets busier
+        # for a while slows both; each is judged by its best run.
+        for _ in range(args.runs):
             count, seconds = raw_read(store)
             assert count == out.events, (count, out.events)
             out.raw_rates.append(count / seconds)
-        out.reports, out.rebuild_seconds = timed(lambda: rebuild(store))
-        # And once more after the rebuild, so a machine that got busier
-        # during the rebuild shows up as spread in the raw rate.
+            out.reports, seconds = timed(lambda: rebuild(store))
+            out.rebuild_seconds.append(seconds)
         count, seconds = raw_read(store)
         out.raw_rates.append(count / seconds)
         verdicts, out.verify_seconds = timed(lambda: verify_all(store))
@@ -289,12 +294,14 @@ def report(backend: str, m: Measured) -> bool:
     # rebuild() folds every view from one read of the log, so its rate is
     # log events per second of the whole rebuild, swaps included: the
     # figure the budget compares with one raw read pass.
-    rate = m.events / m.rebuild_seconds
+    best = min(m.rebuild_seconds)
+    rate = m.events / best
     met = rate >= BUDGET * raw
     views = ", ".join(view.view for view in m.reports)
+    runs = ", ".join(f"{seconds:.2f}" for seconds in m.rebuild_seconds)
     print(
-        f"  rebuild of all views ({views}) in one pass: {m.rebuild_seconds:.2f} s = "
-        f"{rate:,.0f} log events/s = {rate / raw:.1%} of raw "
+        f"  rebuild of all views ({views}) in one pass: best {best:.2f} s "
+        f"(runs: {runs}) = {rate:,.0f} log events/s = {rate / raw:.1%} of raw "
         f"{'ok' if met else 'BELOW BUDGET'}"
     )
     print(
@@ -352,6 +359,9 @@ def main() -> None:
     )
     parser.add_argument(
         "--concurrent", type=int, default=50, help="sessions interleaved at a time"
+    )
+    parser.add_argument(
+        "--runs", type=int, default=3, help="rebuilds (and raw passes) per backend"
     )
     parser.add_argument("--postgres-url", default=DEFAULT_POSTGRES)
     parser.add_argument(
