@@ -5,8 +5,9 @@ one keeps serving; each batch of events is one transaction holding the
 rows and the tracking position, so a rebuild killed half-way resumes from
 its last batch when run again. When the new view has reached the end of
 the log it replaces the old one in one transaction. Followers of the old
-view (a live runtime) notice on their next commit that its tracking row
-moved and re-read it.
+view (a live runtime) notice on their next commit that the tracking row
+is another generation's, even at the same position, and re-read the view
+instead of writing over it from what they had cached.
 
 With ``verify`` the rebuilt view is compared with the live one (brought to
 the same log position) and the differences are reported; nothing is

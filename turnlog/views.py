@@ -14,9 +14,10 @@ session reported an event sees at least that event (read-your-writes).
 from __future__ import annotations
 
 import logging
+import secrets
 import threading
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import Any, NamedTuple, NoReturn
 
 import msgspec
 from eventsourcing.persistence import Notification
@@ -41,8 +42,24 @@ _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder()
 
 
-ViewAdvance = tuple[str, dict[tuple[str, int], Any], int, int]
-"""(view, documents to write, tracking position read, position to set)."""
+ViewAdvance = tuple[str, dict[tuple[str, int], Any], int, int, int]
+"""(view, documents to write, tracking position and generation read,
+position to set)."""
+
+
+class Tracking(NamedTuple):
+    """A view's tracking row.
+
+    ``generation`` is drawn anew whenever the view is started from empty;
+    a runner advances the row only if both position and generation are
+    the ones it read, so a view swapped in by a rebuild, even at the very
+    same position, is never written over from a cache of the one it
+    replaced.
+    """
+
+    position: int
+    version: int
+    generation: int
 
 
 class _TrackingMoved(Exception):
@@ -80,26 +97,66 @@ class ViewTables:
             )
             cursor.execute(
                 f"CREATE TABLE IF NOT EXISTS {self.tracking} (view TEXT PRIMARY KEY, "
-                "position BIGINT NOT NULL, version INTEGER NOT NULL)"
+                "position BIGINT NOT NULL, version INTEGER NOT NULL, "
+                "generation BIGINT NOT NULL DEFAULT 0)"
             )
+        self._add_generation_column()
+
+    def _tracking_columns(self) -> set[str]:
+        with self.store.datastore.transaction(commit=False) as cursor:
+            if self.store.is_postgres:
+                cursor.execute(
+                    "SELECT column_name FROM information_schema.columns "
+                    "WHERE table_schema = %s AND table_name = %s",
+                    (self.store.datastore.schema, TRACKING_TABLE),
+                )
+                return {str(_values(row)[0]) for row in cursor.fetchall()}
+            cursor.execute(f"PRAGMA table_info({TRACKING_TABLE})")
+            return {str(_values(row)[1]) for row in cursor.fetchall()}
+
+    def _add_generation_column(self) -> None:
+        """Adds ``generation`` to a tracking table made by an earlier turnlog.
+
+        Its rows get generation 0, a value ``reset`` never draws.
+        """
+        if "generation" in self._tracking_columns():
+            return
+        try:
+            with self.store.transaction() as cursor:
+                cursor.execute(
+                    f"ALTER TABLE {self.tracking} ADD COLUMN generation "
+                    "BIGINT NOT NULL DEFAULT 0"
+                )
+        except Exception:
+            # Another process opening the same database added it first.
+            if "generation" not in self._tracking_columns():
+                raise
 
     def tracking_of(self, view: str) -> tuple[int, int] | None:
         """(position, version) of ``view``, or None if it was never built."""
+        tracking = self.tracking_row(view)
+        return None if tracking is None else (tracking.position, tracking.version)
+
+    def tracking_row(self, view: str) -> Tracking | None:
+        """The tracking row of ``view``, or None if it was never built."""
         with self.store.datastore.transaction(commit=False) as cursor:
             cursor.execute(
                 self.store.sql(
-                    f"SELECT position, version FROM {self.tracking} WHERE view = ?"
+                    f"SELECT position, version, generation FROM {self.tracking} "
+                    "WHERE view = ?"
                 ),
                 (view,),
             )
             row = cursor.fetchone()
         if row is None:
             return None
-        position, version = _values(row)
-        return int(position), int(version)
+        position, version, generation = _values(row)
+        return Tracking(int(position), int(version), int(generation))
 
-    def reset(self, view: str, version: int) -> None:
-        """Empties ``view`` and sets its tracking to the log's start."""
+    def reset(self, view: str, version: int) -> int:
+        """Empties ``view``, sets its tracking to the log's start and draws a
+        new generation for it (returned)."""
+        generation = secrets.randbelow(2**62) + 1
         with self.store.transaction() as cursor:
             cursor.execute(
                 self.store.sql(f"DELETE FROM {self.rows} WHERE view = ?"), (view,)
@@ -108,9 +165,13 @@ class ViewTables:
                 self.store.sql(f"DELETE FROM {self.tracking} WHERE view = ?"), (view,)
             )
             cursor.execute(
-                self.store.sql(f"INSERT INTO {self.tracking} VALUES (?, ?, ?)"),
-                (view, 0, version),
+                self.store.sql(
+                    f"INSERT INTO {self.tracking} (view, position, version, "
+                    "generation) VALUES (?, ?, ?, ?)"
+                ),
+                (view, 0, version, generation),
             )
+        return generation
 
     def get(self, view: str, part: str, position: int) -> Any:
         """One document (as JSON decodes it), or None."""
@@ -172,11 +233,12 @@ class ViewTables:
         stay at the same position.
         """
         advance = self.store.sql(
-            f"UPDATE {self.tracking} SET position = ? WHERE view = ? AND position = ?"
+            f"UPDATE {self.tracking} SET position = ? "
+            "WHERE view = ? AND position = ? AND generation = ?"
         )
         with self.store.transaction() as cursor:
-            for view, writes, from_position, to_position in advances:
-                cursor.execute(advance, (to_position, view, from_position))
+            for view, writes, from_position, to_position, generation in advances:
+                cursor.execute(advance, (to_position, view, from_position, generation))
                 if _rowcount(cursor) != 1:
                     raise _TrackingMoved(view)
                 if writes:
@@ -275,6 +337,7 @@ class ProjectionRunner:
         self.projections = list(projections)
         self._lock = threading.Lock()
         self._positions: dict[str, int] = {}
+        self._generations: dict[str, int] = {}
         self._caches: dict[str, dict[tuple[str, int], Any]] = {
             projection.name: {} for projection in projections
         }
@@ -292,11 +355,13 @@ class ProjectionRunner:
                 self._complete.add(projection.name)
 
     def _load_position(self, projection: Projection) -> int:
-        tracking = self.tables.tracking_of(projection.name)
-        if tracking is None or tracking[1] != projection.version:
-            self.tables.reset(projection.name, projection.version)
+        tracking = self.tables.tracking_row(projection.name)
+        if tracking is None or tracking.version != projection.version:
+            generation = self.tables.reset(projection.name, projection.version)
+            self._generations[projection.name] = generation
             return 0
-        return tracking[0]
+        self._generations[projection.name] = tracking.generation
+        return tracking.position
 
     def position(self, name: str) -> int:
         """The last log position folded into view ``name``."""
@@ -444,7 +509,14 @@ class ProjectionRunner:
         if not behind:
             return
         advances = [
-            (name, units[name].writes, self._positions[name], last) for name in behind
+            (
+                name,
+                units[name].writes,
+                self._positions[name],
+                last,
+                self._generations[name],
+            )
+            for name in behind
         ]
         try:
             self.tables.commit(advances)

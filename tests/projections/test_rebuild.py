@@ -119,6 +119,47 @@ def test_a_live_runtime_keeps_serving_across_a_swap(sqlite_url: str) -> None:
         ]
 
 
+def test_a_repair_swapped_in_is_not_overwritten_by_a_live_runtime(
+    sqlite_url: str,
+) -> None:
+    """A live runtime that read a damaged document before a rebuild must not
+    write it back over the repaired view after the swap, even when both
+    stand at the same log position."""
+    with Runtime.open(sqlite_url) as rt:
+        session = rt.create_session(
+            Agent("a", model=ScriptedModel(["one", "two", "three"])),
+            session_id="live",
+        )
+        session.prompt("first", timeout=10)
+    store = Store(sqlite_url)
+    try:
+        tables = ViewTables(store)
+        with store.transaction() as cursor:
+            # Damage a field that only SessionCreated sets.
+            cursor.execute(
+                f"UPDATE {tables.rows} SET doc = CAST(replace(doc, '\"a\"', "
+                "'\"forged\"') AS BLOB) WHERE view = 'checkpoints' AND part = 'live'"
+            )
+    finally:
+        store.close()
+    with Runtime.open(sqlite_url) as rt:
+        session = rt.create_session(
+            Agent("a", model=ScriptedModel(["two", "three"])), session_id="live"
+        )
+        session.prompt("second", timeout=10)  # the runtime reads the damage
+        assert rt.checkpoints.load("live").agent_name == "forged"
+        other = Store(sqlite_url)
+        try:
+            rebuild(other)
+        finally:
+            other.close()
+        assert rt.checkpoints.load("live").agent_name == "a"  # repaired
+        session.prompt("third", timeout=10)
+        checkpoint = rt.checkpoints.load("live")
+        assert checkpoint.turn_count == 3
+        assert checkpoint.agent_name == "a"
+
+
 def test_an_unknown_view_is_refused(sqlite_url: str) -> None:
     store = Store(sqlite_url)
     try:

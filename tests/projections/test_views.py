@@ -12,11 +12,12 @@ from turnlog import (
     ReplayError,
     views,
 )
+from turnlog.domain.session import Session
 from turnlog.projections.checkpoints import CheckpointProjection
 from turnlog.projections.transcript import TranscriptProjection
 from turnlog.rebuild import default_projections
 from turnlog.store import Store
-from turnlog.views import ProjectionRunner
+from turnlog.views import ProjectionRunner, ViewTables
 
 
 def projections() -> list:
@@ -169,8 +170,6 @@ def test_a_poison_event_stops_the_view_at_that_event_and_names_it(
         # the writer is not affected by a view that cannot fold
         fresh = Store(sqlite_url)
         try:
-            from turnlog.domain.session import Session
-
             fresh.save(
                 Session.create(
                     "new",
@@ -268,5 +267,39 @@ def test_a_fold_failure_before_an_undecodable_entry_is_the_one_named(
         poison = int(message.split("log entry ")[1].split(" ", maxsplit=1)[0])
         assert poison < store.max_position()
         assert runner.tables.tracking_of("fussy") == (poison - 1, Fussy.version)
+    finally:
+        store.close()
+
+
+def test_views_tracked_by_an_earlier_turnlog_keep_their_position(
+    store_url: str, filled
+) -> None:
+    """A tracking table from before generations gains the column; its views
+    carry on from where they were instead of being rebuilt."""
+    filled(store_url, sessions=1, turns=1)
+    store = Store(store_url)
+    try:
+        tables = ViewTables(store)
+        before = tables.tracking_of("checkpoints")
+        with store.transaction() as cursor:
+            cursor.execute(f"ALTER TABLE {tables.tracking} DROP COLUMN generation")
+    finally:
+        store.close()
+    store = Store(store_url)
+    try:
+        runner = ProjectionRunner(store, [CheckpointProjection()])
+        assert runner.tables.tracking_row("checkpoints") == (*before, 0)
+        store.save(
+            Session.create(
+                "later",
+                agent_name="a",
+                agent_digest="d",
+                shared_state={},
+                model_route="r",
+            )
+        )
+        assert runner.catch_up() == store.max_position()
+        assert runner.tables.tracking_row("checkpoints").position > before[0]
+        assert runner.tables.get("checkpoints", "later", 0)["agent_name"] == "a"
     finally:
         store.close()
