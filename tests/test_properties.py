@@ -53,7 +53,8 @@ from turnlog.domain import protocol as p
 from turnlog.projections.rows import Projection
 from turnlog.rebuild import default_projections, rebuild
 from turnlog.store import Store
-from turnlog.views import ProjectionRunner, ViewTables
+from turnlog.view_tables import ViewTables
+from turnlog.views import ProjectionRunner
 
 PROPERTY_SETTINGS = settings(
     max_examples=25,

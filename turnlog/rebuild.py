@@ -32,7 +32,8 @@ from turnlog.projections.rows import Projection
 from turnlog.projections.sessions import SessionIndexProjection
 from turnlog.projections.transcript import TranscriptProjection
 from turnlog.store import Store
-from turnlog.views import ProjectionRunner, ViewTables
+from turnlog.view_tables import ViewTables
+from turnlog.views import ProjectionRunner
 
 NEXT_SUFFIX = ".next"
 """Name suffix of a view being rebuilt beside the one serving."""

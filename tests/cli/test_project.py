@@ -19,7 +19,7 @@ import pytest
 from turnlog import Agent, Runtime, ScriptedModel
 from turnlog.rebuild import rebuild
 from turnlog.store import Store
-from turnlog.views import ViewTables
+from turnlog.view_tables import ViewTables
 
 VIEWS = ("checkpoints", "transcript", "executions", "sessions")
 POSITION = re.compile(r"views (?:\([^)]*\) )?at log position (\d+)$")

@@ -14,7 +14,7 @@ from cli_support import max_position
 from turnlog.progress import ProgressLine, format_eta
 from turnlog.rebuild import NEXT_SUFFIX, Progress, rebuild
 from turnlog.store import Store
-from turnlog.views import ViewTables
+from turnlog.view_tables import ViewTables
 
 VIEWS = ("checkpoints", "transcript", "executions", "sessions")
 

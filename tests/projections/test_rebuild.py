@@ -12,7 +12,7 @@ from turnlog import (
 )
 from turnlog.rebuild import NEXT_SUFFIX, rebuild
 from turnlog.store import Store
-from turnlog.views import ViewTables
+from turnlog.view_tables import ViewTables
 
 
 def snapshot(url: str) -> dict:

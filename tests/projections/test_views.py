@@ -17,7 +17,8 @@ from turnlog.projections.checkpoints import CheckpointProjection
 from turnlog.projections.transcript import TranscriptProjection
 from turnlog.rebuild import default_projections
 from turnlog.store import Store
-from turnlog.views import ProjectionRunner, ViewTables
+from turnlog.view_tables import ViewTables
+from turnlog.views import ProjectionRunner
 
 
 def projections() -> list:
