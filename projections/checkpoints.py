@@ -15,7 +15,7 @@ import msgspec
 
 from turnlog.domain import session as s
 from turnlog.domain import turn as t
-from turnlog.projections.rows import Entries, Rows, typed
+from turnlog.projections.rows import Entries, Rows, add_usage, typed
 
 
 class CheckpointState(msgspec.Struct):
@@ -72,10 +72,7 @@ def _usage(state: CheckpointState, event: s.UsageRecorded, _: int) -> None:
     if event.usage is not None:
         if event.kind == "model":
             state.last_usage = dict(event.usage)
-        totals = dict(state.total_usage)
-        for key, value in event.usage.items():
-            totals[key] = totals.get(key, 0) + value
-        state.total_usage = totals
+        add_usage(state.total_usage, event.usage)
 
 
 def _shared_state(state: CheckpointState, event: s.SharedStateUpdated, _: int) -> None:

@@ -19,7 +19,7 @@ import msgspec
 from turnlog.domain import session as s
 from turnlog.domain import turn as t
 from turnlog.domain.ids import turn_uuid
-from turnlog.projections.rows import Entries, Rows
+from turnlog.projections.rows import Entries, Rows, add_usage
 
 
 class Execution(msgspec.Struct):
@@ -48,10 +48,7 @@ def _tool_call(record: Execution, _event: object) -> None:
 
 
 def _usage(record: Execution, event: s.UsageRecorded) -> None:
-    totals = dict(record.usage)
-    for key, value in (event.usage or {}).items():
-        totals[key] = totals.get(key, 0) + value
-    record.usage = totals
+    add_usage(record.usage, event.usage)
 
 
 def _completed(record: Execution, event: s.TurnCompleted) -> None:

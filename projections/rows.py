@@ -8,7 +8,7 @@ and the position are written, always together in one transaction.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
 import msgspec
@@ -63,6 +63,16 @@ def session_of(event: object) -> str | None:
     """The session an event belongs to (every view is partitioned by it)."""
     session_id = getattr(event, "session_id", None)
     return session_id if isinstance(session_id, str) else None
+
+
+def add_usage(totals: dict[str, int], usage: Mapping[str, int] | None) -> None:
+    """Adds a call's token counts to running totals, in place.
+
+    Every view keeps its totals in a dict of its own document, so adding in
+    place is safe and spares a copy per model call.
+    """
+    for key, value in (usage or {}).items():
+        totals[key] = totals.get(key, 0) + value
 
 
 T = TypeVar("T", bound=msgspec.Struct)

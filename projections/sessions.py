@@ -13,7 +13,7 @@ from typing import Any
 import msgspec
 
 from turnlog.domain import session as s
-from turnlog.projections.rows import Entries, Rows, typed
+from turnlog.projections.rows import Entries, Rows, add_usage, typed
 
 
 class SessionSummary(msgspec.Struct):
@@ -47,11 +47,7 @@ def _closed(summary: SessionSummary, _event: object) -> None:
 
 
 def _usage(summary: SessionSummary, event: s.UsageRecorded) -> None:
-    if event.usage:
-        totals = dict(summary.usage)
-        for key, value in event.usage.items():
-            totals[key] = totals.get(key, 0) + value
-        summary.usage = totals
+    add_usage(summary.usage, event.usage)
 
 
 _APPLY: dict[type, Callable[[SessionSummary, Any], None]] = {

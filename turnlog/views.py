@@ -200,20 +200,20 @@ class ProjectionRunner:
         order, to name the entry it cannot fold.
         """
         decoded: list[tuple[str, int, Any]] = []
+        sessions: dict[str, list[tuple[int, Any]]] = {}
         for index, notification in enumerate(batch):
             try:
                 event = self.store.decode(notification)
             except Exception as error:
                 raise _PoisonError(index, notification, "decode", error) from error
             session_id = session_of(event)
-            if session_id is not None:
-                decoded.append((session_id, notification.id, event))
-        sessions: dict[str, list[tuple[int, Any]]] = {}
-        for session_id, position, event in decoded:
+            if session_id is None:
+                continue
+            decoded.append((session_id, notification.id, event))
             run = sessions.get(session_id)
             if run is None:
                 run = sessions[session_id] = []
-            run.append((position, event))
+            run.append((notification.id, event))
         try:
             return self._fold_runs(list(sessions.items()))
         except Exception:  # noqa: BLE001 - found again, and named, below
