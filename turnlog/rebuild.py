@@ -143,12 +143,12 @@ def rebuild(
         if verify:
             ProjectionRunner(store, [projection]).catch_up(until=total)
             differences = _differences(runner.tables, projection.name, green.name)
-            _drop(runner.tables, green.name)
+            runner.tables.drop(green.name)
             reports.append(
                 ViewReport(projection.name, events, seconds, False, differences)
             )
         else:
-            _swap(runner.tables, green.name, projection.name)
+            runner.tables.swap(green.name, projection.name)
             reports.append(ViewReport(projection.name, events, seconds, True, []))
     return reports
 
@@ -189,24 +189,3 @@ def _differences(tables: ViewTables, live: str, rebuilt: str) -> list[ViewDiffer
         for key in keys
         if old.get(key) != new.get(key)
     ]
-
-
-def _swap(tables: ViewTables, green: str, blue: str) -> None:
-    """Makes ``green`` serve as ``blue``, in one transaction."""
-    sql = tables.store.sql
-    with tables.store.transaction() as cursor:
-        cursor.execute(sql(f"DELETE FROM {tables.rows} WHERE view = ?"), (blue,))
-        cursor.execute(sql(f"DELETE FROM {tables.tracking} WHERE view = ?"), (blue,))
-        cursor.execute(
-            sql(f"UPDATE {tables.rows} SET view = ? WHERE view = ?"), (blue, green)
-        )
-        cursor.execute(
-            sql(f"UPDATE {tables.tracking} SET view = ? WHERE view = ?"), (blue, green)
-        )
-
-
-def _drop(tables: ViewTables, view: str) -> None:
-    sql = tables.store.sql
-    with tables.store.transaction() as cursor:
-        cursor.execute(sql(f"DELETE FROM {tables.rows} WHERE view = ?"), (view,))
-        cursor.execute(sql(f"DELETE FROM {tables.tracking} WHERE view = ?"), (view,))

@@ -1,10 +1,13 @@
-"""The SQL behind every view: its rows and its tracking row.
+"""The SQL behind every view: its documents and its tracking row.
 
-Every view lives in one table of the log's own database, keyed by
-(view, part, position), next to a tracking row holding the last log
-position folded in and the view's generation. Rows and tracking position
-are written in one transaction, and the tracking row is advanced only
-from the position and generation its writer read (a compare-and-set).
+A view's tracking row (one per view name) holds the last log position
+folded in, the fold's version and the view's generation, drawn afresh
+whenever the view starts from empty. The documents are filed under that
+generation, not the view's name: a rebuild fills a new generation beside
+the serving one, and swapping it in renames one tracking row instead of
+every document. Documents and tracking position are written in one
+transaction, and the tracking row is advanced only from the position and
+generation its writer read (a compare-and-set).
 """
 
 from __future__ import annotations
@@ -17,8 +20,11 @@ import msgspec
 
 from turnlog.store import Store
 
-ROWS_TABLE = "turnlog_view_rows"
+DOCS_TABLE = "turnlog_view_docs"
 TRACKING_TABLE = "turnlog_view_tracking"
+OLD_ROWS_TABLE = "turnlog_view_rows"
+"""Where turnlog 0.1 kept documents, keyed by view name: dropped on open
+(its views are rebuilt from the log)."""
 
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder()
@@ -54,51 +60,66 @@ class ViewTables:
     def __init__(self, store: Store) -> None:
         self.store = store
         prefix = f"{store.datastore.schema}." if store.is_postgres else ""
-        self.rows = prefix + ROWS_TABLE
+        self.docs = prefix + DOCS_TABLE
         self.tracking = prefix + TRACKING_TABLE
+        self.generation_of = (
+            f"(SELECT generation FROM {self.tracking} WHERE view = "
+            f"{'%s' if store.is_postgres else '?'})"
+        )
+        """SQL for the generation of the view named by the next parameter."""
         blob = "BYTEA" if store.is_postgres else "BLOB"
         with store.transaction() as cursor:
             cursor.execute(
-                f"CREATE TABLE IF NOT EXISTS {self.rows} (view TEXT NOT NULL, "
+                f"CREATE TABLE IF NOT EXISTS {self.docs} (gen BIGINT NOT NULL, "
                 f"part TEXT NOT NULL, pos BIGINT NOT NULL, doc {blob} NOT NULL, "
-                "PRIMARY KEY (view, part, pos))"
+                "PRIMARY KEY (gen, part, pos))"
             )
             cursor.execute(
                 f"CREATE TABLE IF NOT EXISTS {self.tracking} (view TEXT PRIMARY KEY, "
                 "position BIGINT NOT NULL, version INTEGER NOT NULL, "
                 "generation BIGINT NOT NULL DEFAULT 0)"
             )
-        self._add_generation_column()
+        self._upgrade()
 
-    def _tracking_columns(self) -> set[str]:
+    def _columns(self, table: str) -> set[str]:
+        """The columns of ``table`` (empty if there is no such table)."""
         with self.store.datastore.transaction(commit=False) as cursor:
             if self.store.is_postgres:
                 cursor.execute(
                     "SELECT column_name FROM information_schema.columns "
                     "WHERE table_schema = %s AND table_name = %s",
-                    (self.store.datastore.schema, TRACKING_TABLE),
+                    (self.store.datastore.schema, table),
                 )
                 return {str(_values(row)[0]) for row in cursor.fetchall()}
-            cursor.execute(f"PRAGMA table_info({TRACKING_TABLE})")
+            cursor.execute(f"PRAGMA table_info({table})")
             return {str(_values(row)[1]) for row in cursor.fetchall()}
 
-    def _add_generation_column(self) -> None:
-        """Adds ``generation`` to a tracking table made by an earlier turnlog.
+    def _upgrade(self) -> None:
+        """Brings view tables made by turnlog 0.1 to this layout.
 
-        Its rows get generation 0, a value ``reset`` never draws.
+        Its tracking table gains ``generation``, and its documents, filed
+        by view name, are dropped with every tracking row, so each view is
+        rebuilt from the log. Another process opening the same database
+        may do either first.
         """
-        if "generation" in self._tracking_columns():
-            return
-        try:
+        if "generation" not in self._columns(TRACKING_TABLE):
+            try:
+                with self.store.transaction() as cursor:
+                    cursor.execute(
+                        f"ALTER TABLE {self.tracking} ADD COLUMN generation "
+                        "BIGINT NOT NULL DEFAULT 0"
+                    )
+            except Exception:
+                if "generation" not in self._columns(TRACKING_TABLE):
+                    raise
+        if self._columns(OLD_ROWS_TABLE):
+            prefix = f"{self.store.datastore.schema}." if self.store.is_postgres else ""
             with self.store.transaction() as cursor:
-                cursor.execute(
-                    f"ALTER TABLE {self.tracking} ADD COLUMN generation "
-                    "BIGINT NOT NULL DEFAULT 0"
-                )
-        except Exception:
-            # Another process opening the same database added it first.
-            if "generation" not in self._tracking_columns():
-                raise
+                cursor.execute(f"DROP TABLE IF EXISTS {prefix}{OLD_ROWS_TABLE}")
+                cursor.execute(f"DELETE FROM {self.tracking}")
+                # Views another process began here after its own upgrade
+                # are started again too: no generation is left to name them.
+                cursor.execute(f"DELETE FROM {self.docs}")
 
     def tracking_of(self, view: str) -> tuple[int, int] | None:
         """(position, version) of ``view``, or None if it was never built."""
@@ -126,12 +147,7 @@ class ViewTables:
         new generation for it (returned)."""
         generation = secrets.randbelow(2**62) + 1
         with self.store.transaction() as cursor:
-            cursor.execute(
-                self.store.sql(f"DELETE FROM {self.rows} WHERE view = ?"), (view,)
-            )
-            cursor.execute(
-                self.store.sql(f"DELETE FROM {self.tracking} WHERE view = ?"), (view,)
-            )
+            self._delete(cursor, view)
             cursor.execute(
                 self.store.sql(
                     f"INSERT INTO {self.tracking} (view, position, version, "
@@ -141,13 +157,40 @@ class ViewTables:
             )
         return generation
 
+    def drop(self, view: str) -> None:
+        """Removes ``view``: its documents and its tracking row."""
+        with self.store.transaction() as cursor:
+            self._delete(cursor, view)
+
+    def swap(self, green: str, blue: str) -> None:
+        """Makes view ``green`` serve as ``blue``, in one transaction.
+
+        ``blue``'s documents go; ``green``'s stay where they are, under
+        their generation, which the renamed tracking row now names.
+        """
+        with self.store.transaction() as cursor:
+            self._delete(cursor, blue)
+            cursor.execute(
+                self.store.sql(f"UPDATE {self.tracking} SET view = ? WHERE view = ?"),
+                (blue, green),
+            )
+
+    def _delete(self, cursor: Any, view: str) -> None:
+        cursor.execute(
+            self.store.sql(f"DELETE FROM {self.docs} WHERE gen = {self.generation_of}"),
+            (view,),
+        )
+        cursor.execute(
+            self.store.sql(f"DELETE FROM {self.tracking} WHERE view = ?"), (view,)
+        )
+
     def get(self, view: str, part: str, position: int) -> Any:
         """One document (as JSON decodes it), or None."""
         with self.store.datastore.transaction(commit=False) as cursor:
             cursor.execute(
                 self.store.sql(
-                    f"SELECT doc FROM {self.rows} WHERE view = ? AND part = ? "
-                    "AND pos = ?"
+                    f"SELECT doc FROM {self.docs} WHERE gen = {self.generation_of} "
+                    "AND part = ? AND pos = ?"
                 ),
                 (view, part, position),
             )
@@ -166,7 +209,8 @@ class ViewTables:
     ) -> list[tuple[int, bytes]]:
         """(position, raw doc) of a part's documents in a position range."""
         statement = (
-            f"SELECT pos, doc FROM {self.rows} WHERE view = ? AND part = ? AND pos >= ?"
+            f"SELECT pos, doc FROM {self.docs} WHERE gen = {self.generation_of} "
+            "AND part = ? AND pos >= ?"
         )
         params: list[Any] = [view, part, from_position]
         if before is not None:
@@ -186,8 +230,8 @@ class ViewTables:
         with self.store.datastore.transaction(commit=False) as cursor:
             cursor.execute(
                 self.store.sql(
-                    f"SELECT DISTINCT part FROM {self.rows} "
-                    "WHERE view = ? ORDER BY part"
+                    f"SELECT DISTINCT part FROM {self.docs} "
+                    f"WHERE gen = {self.generation_of} ORDER BY part"
                 ),
                 (view,),
             )
@@ -210,26 +254,31 @@ class ViewTables:
                 if _rowcount(cursor) != 1:
                     raise TrackingMovedError(view)
                 if writes:
-                    self._upsert(cursor, view, writes)
+                    self._upsert(cursor, generation, writes)
 
     def _upsert(
-        self, cursor: Any, view: str, writes: dict[tuple[str, int], Any]
+        self, cursor: Any, generation: int, writes: dict[tuple[str, int], Any]
     ) -> None:
-        conflict = "ON CONFLICT (view, part, pos) DO UPDATE SET doc = excluded.doc"
+        conflict = "ON CONFLICT (gen, part, pos) DO UPDATE SET doc = excluded.doc"
         docs = [_encoder.encode(doc) for doc in writes.values()]
         if self.store.is_postgres:
             # One statement of column arrays: psycopg adapts executemany's
             # parameters row by row in Python, twice as slow.
             cursor.execute(
-                f"INSERT INTO {self.rows} SELECT %s::text, * FROM "
+                f"INSERT INTO {self.docs} SELECT %s::bigint, * FROM "
                 f"unnest(%s::text[], %s::bigint[], %s::bytea[]) {conflict}",
-                (view, [part for part, _ in writes], [pos for _, pos in writes], docs),
+                (
+                    generation,
+                    [part for part, _ in writes],
+                    [pos for _, pos in writes],
+                    docs,
+                ),
             )
         else:
             cursor.executemany(
-                f"INSERT INTO {self.rows} VALUES (?, ?, ?, ?) {conflict}",
+                f"INSERT INTO {self.docs} VALUES (?, ?, ?, ?) {conflict}",
                 [
-                    (view, part, position, doc)
+                    (generation, part, position, doc)
                     for (part, position), doc in zip(writes, docs, strict=True)
                 ],
             )

@@ -86,10 +86,10 @@ def corrupt_checkpoint(url: str, session_id: str) -> None:
         with store.transaction() as cursor:
             cursor.execute(
                 store.sql(
-                    f"UPDATE {tables.rows} SET doc = ? WHERE view = 'checkpoints' "
-                    "AND part = ?"
+                    f"UPDATE {tables.docs} SET doc = ? "
+                    f"WHERE gen = {tables.generation_of} AND part = ?"
                 ),
-                (b'{"session_id": "s1", "turn_count": 99}', session_id),
+                (b'{"session_id": "s1", "turn_count": 99}', "checkpoints", session_id),
             )
     finally:
         store.close()

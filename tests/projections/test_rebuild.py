@@ -55,9 +55,9 @@ def test_verify_names_a_corrupted_document_and_a_rebuild_repairs_it(
         tables = ViewTables(store)
         with store.transaction() as cursor:
             cursor.execute(
-                f"UPDATE {tables.rows} SET doc = ? "
-                "WHERE view = 'checkpoints' AND part = 's1'",
-                (b'{"session_id": "s1", "turn_count": 99}',),
+                f"UPDATE {tables.docs} SET doc = ? "
+                f"WHERE gen = {tables.generation_of} AND part = 's1'",
+                (b'{"session_id": "s1", "turn_count": 99}', "checkpoints"),
             )
         (report,) = rebuild(store, ["checkpoints"], verify=True)
         assert not report.swapped
@@ -137,8 +137,10 @@ def test_a_repair_swapped_in_is_not_overwritten_by_a_live_runtime(
         with store.transaction() as cursor:
             # Damage a field that only SessionCreated sets.
             cursor.execute(
-                f"UPDATE {tables.rows} SET doc = CAST(replace(doc, '\"a\"', "
-                "'\"forged\"') AS BLOB) WHERE view = 'checkpoints' AND part = 'live'"
+                f"UPDATE {tables.docs} SET doc = CAST(replace(doc, '\"a\"', "
+                f"'\"forged\"') AS BLOB) WHERE gen = {tables.generation_of} "
+                "AND part = 'live'",
+                ("checkpoints",),
             )
     finally:
         store.close()

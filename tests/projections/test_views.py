@@ -272,35 +272,47 @@ def test_a_fold_failure_before_an_undecodable_entry_is_the_one_named(
         store.close()
 
 
-def test_views_tracked_by_an_earlier_turnlog_keep_their_position(
+def test_views_from_turnlog_0_1_are_rebuilt_from_the_log(
     store_url: str, filled
 ) -> None:
-    """A tracking table from before generations gains the column; its views
-    carry on from where they were instead of being rebuilt."""
-    filled(store_url, sessions=1, turns=1)
+    """Views of the 0.1 layout (documents filed by view name, tracking with
+    no generation) are dropped on open and rebuilt from the log."""
+    filled(store_url, sessions=2, turns=2)
+    reference_store, reference = fresh_runner(store_url, "_reference")
+    try:
+        reference.catch_up()
+        expected = dump(reference)
+    finally:
+        reference_store.close()
     store = Store(store_url)
     try:
         tables = ViewTables(store)
-        before = tables.tracking_of("checkpoints")
+        prefix = tables.docs.removesuffix("turnlog_view_docs")
+        blob = "BYTEA" if store.is_postgres else "BLOB"
         with store.transaction() as cursor:
+            cursor.execute(f"DROP TABLE {tables.docs}")
+            cursor.execute(
+                f"CREATE TABLE {prefix}turnlog_view_rows (view TEXT NOT NULL, "
+                f"part TEXT NOT NULL, pos BIGINT NOT NULL, doc {blob} NOT NULL, "
+                "PRIMARY KEY (view, part, pos))"
+            )
+            cursor.execute(
+                store.sql(f"INSERT INTO {prefix}turnlog_view_rows VALUES (?, ?, ?, ?)"),
+                ("checkpoints", "s0", 0, b'{"session_id": "s0", "turn_count": 99}'),
+            )
             cursor.execute(f"ALTER TABLE {tables.tracking} DROP COLUMN generation")
     finally:
         store.close()
-    store = Store(store_url)
+    store, runner = fresh_runner(store_url, "")
     try:
-        runner = ProjectionRunner(store, [CheckpointProjection()])
-        assert runner.tables.tracking_row("checkpoints") == (*before, 0)
-        store.save(
-            Session.create(
-                "later",
-                agent_name="a",
-                agent_digest="d",
-                shared_state={},
-                model_route="r",
-            )
-        )
-        assert runner.catch_up() == store.max_position()
-        assert runner.tables.tracking_row("checkpoints").position > before[0]
-        assert runner.tables.get("checkpoints", "later", 0)["agent_name"] == "a"
+        assert all(runner.position(p.name) == 0 for p in runner.projections)
+        runner.catch_up()
+        assert dump(runner) == expected
+        assert runner.tables.tracking_row("checkpoints").generation != 0
+        with (
+            store.datastore.transaction(commit=False) as cursor,
+            pytest.raises(Exception, match="turnlog_view_rows"),
+        ):
+            cursor.execute(f"SELECT * FROM {prefix}turnlog_view_rows")
     finally:
         store.close()
