@@ -18,8 +18,12 @@ from turnlog.domain import turn as t
 from turnlog.projections.rows import Entries, Rows, add_usage, typed
 
 
-class CheckpointState(msgspec.Struct):
-    """The stored part of a checkpoint."""
+class CheckpointState(msgspec.Struct, gc=False):
+    """The stored part of a checkpoint.
+
+    Plain data (``gc=False``: never part of a reference cycle), so the
+    cycle collector skips the thousands a rebuild keeps cached.
+    """
 
     session_id: str
     agent_name: str = ""

@@ -22,8 +22,12 @@ from turnlog.domain.ids import turn_uuid
 from turnlog.projections.rows import Entries, Rows, add_usage
 
 
-class Execution(msgspec.Struct):
-    """How one turn went."""
+class Execution(msgspec.Struct, gc=False):
+    """How one turn went.
+
+    Plain data (``gc=False``: never part of a reference cycle), so the
+    cycle collector skips the thousands a rebuild keeps cached.
+    """
 
     turn_id: str
     number: int

@@ -16,8 +16,12 @@ from turnlog.domain import session as s
 from turnlog.projections.rows import Entries, Rows, add_usage, typed
 
 
-class SessionSummary(msgspec.Struct):
-    """A line of the sessions index."""
+class SessionSummary(msgspec.Struct, gc=False):
+    """A line of the sessions index.
+
+    Plain data (``gc=False``: never part of a reference cycle), so the
+    cycle collector skips the thousands a rebuild keeps cached.
+    """
 
     session_id: str
     agent_name: str = ""
