@@ -68,8 +68,14 @@ _raw_decoder = msgspec.json.Decoder(dict[str, Any])
 SNAPSHOT_INTERVAL = 100
 """A Session is snapshotted every this many of its events."""
 
-SCHEMA_VERSION = 1
-"""Version of turnlog's storage layout; raised with every breaking change."""
+SCHEMA_VERSION = 2
+"""Version of turnlog's storage layout; raised with every breaking change.
+
+2: view documents keyed by generation (``turnlog_view_docs``). A store of
+version 1 is marked 2 when opened (its views are rebuilt from the log the
+first time they are followed), so an older turnlog then refuses it rather
+than serving the views it can no longer see as complete.
+"""
 
 DEFAULT_SQLITE_PATH = Path(".turnlog") / "turnlog.sqlite3"
 
@@ -500,7 +506,15 @@ class Store:
                     ("schema_version", str(SCHEMA_VERSION)),
                 )
                 return
-        version = int(row[0] if not isinstance(row, dict) else row["value"])
+            version = int(row[0] if not isinstance(row, dict) else row["value"])
+            if version < SCHEMA_VERSION:
+                cursor.execute(
+                    self.sql(
+                        f"UPDATE {self._meta_table()} SET value = ? WHERE key = ?"
+                    ),
+                    (str(SCHEMA_VERSION), "schema_version"),
+                )
+                return
         if version > SCHEMA_VERSION:
             msg = (
                 f"the log at {self.location} was written by a newer turnlog "

@@ -147,6 +147,30 @@ def test_a_log_from_a_newer_turnlog_is_refused(store_url: str) -> None:
         Store(store_url)
 
 
+def test_a_log_from_an_older_turnlog_is_marked_with_this_layout(
+    store_url: str,
+) -> None:
+    """Once opened here, a turnlog that knows only the older layout refuses
+    the log instead of misreading what this one changed (the view tables)."""
+    store = Store(store_url)
+    marker = store.sql(f"SELECT value FROM {store._meta_table()} WHERE key = ?")
+    with store.transaction() as cursor:
+        cursor.execute(
+            store.sql(f"UPDATE {store._meta_table()} SET value = ? WHERE key = ?"),
+            ("1", "schema_version"),
+        )
+    store.close()
+    store = Store(store_url)
+    try:
+        with store.transaction() as cursor:
+            cursor.execute(marker, ("schema_version",))
+            row = cursor.fetchone()
+        value = row["value"] if isinstance(row, dict) else row[0]
+        assert int(value) == SCHEMA_VERSION == 2
+    finally:
+        store.close()
+
+
 def test_a_file_that_is_not_a_database_is_refused_untouched(tmp_path: Path) -> None:
     path = tmp_path / "notes.sqlite3"
     path.write_bytes(b"these are my notes, not a database\n" * 10)
