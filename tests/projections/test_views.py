@@ -44,6 +44,16 @@ def fresh_runner(url: str, view_suffix: str) -> tuple[Store, ProjectionRunner]:
     return store, ProjectionRunner(store, views)
 
 
+def built_in_one_pass(url: str, view_suffix: str) -> dict:
+    """``dump`` of the views built from the whole log by a fresh runner."""
+    store, runner = fresh_runner(url, view_suffix)
+    try:
+        runner.catch_up()
+        return dump(runner)
+    finally:
+        store.close()
+
+
 def test_a_view_built_in_chunks_equals_one_built_in_one_pass(
     store_url: str, filled
 ) -> None:
@@ -139,28 +149,40 @@ def test_a_new_fold_version_rebuilds_the_view_from_the_log(
         store.close()
 
 
+class Fussy(CheckpointProjection):
+    """Checkpoints that cannot fold a UsageRecorded after log position
+    ``after``: a poison event."""
+
+    name = "fussy"
+
+    def __init__(self, after: int) -> None:
+        self.after = after
+
+    def fold(self, rows, session_id, entries):
+        for position, event in entries:
+            if type(event).__name__ == "UsageRecorded" and position > self.after:
+                raise ValueError("cannot digest this")
+        super().fold(rows, session_id, entries)
+
+
+def refusal(runner: ProjectionRunner) -> tuple[str, int]:
+    """The ReplayError message a catch-up stops with, and the log position
+    it names."""
+    with pytest.raises(ReplayError) as raised:
+        runner.catch_up()
+    message = str(raised.value)
+    return message, int(message.split("log entry ")[1].split(" ", maxsplit=1)[0])
+
+
 def test_a_poison_event_stops_the_view_at_that_event_and_names_it(
     sqlite_url: str, filled
 ) -> None:
     filled(sqlite_url, sessions=1, turns=2)
-
-    class Fussy(CheckpointProjection):
-        name = "fussy"
-
-        def fold(self, rows, session_id, entries):
-            for position, event in entries:
-                if type(event).__name__ == "UsageRecorded" and position > 15:
-                    raise ValueError("cannot digest this")
-            super().fold(rows, session_id, entries)
-
     store = Store(sqlite_url)
     try:
-        runner = ProjectionRunner(store, [Fussy()])
-        with pytest.raises(ReplayError) as raised:
-            runner.catch_up()
-        message = str(raised.value)
+        runner = ProjectionRunner(store, [Fussy(after=15)])
+        message, poison = refusal(runner)
         assert "cannot digest this" in message
-        poison = int(message.split("log entry ")[1].split(" ", maxsplit=1)[0])
         assert f"view 'fussy' cannot fold log entry {poison} " in message
         assert "(turnlog:UsageRecorded)" in message
         # everything before the poison entry is in; the view and its tracking agree
@@ -219,12 +241,7 @@ def test_a_runner_that_outgrows_its_cache_builds_the_same_views(
     """Past the cache limit a runner keeps only the last batch's documents and
     reads the rest back from its table: the views must not notice."""
     filled(sqlite_url, sessions=3, turns=4)
-    roomy_store, roomy = fresh_runner(sqlite_url, "_roomy")
-    try:
-        roomy.catch_up()
-        expected = dump(roomy)
-    finally:
-        roomy_store.close()
+    expected = built_in_one_pass(sqlite_url, "_roomy")
     monkeypatch.setattr(views, "CACHE_LIMIT", 2)
     tight_store, tight = fresh_runner(sqlite_url, "_tight")
     try:
@@ -247,25 +264,12 @@ def test_a_fold_failure_before_an_undecodable_entry_is_the_one_named(
             "WHERE rowid = (SELECT MAX(rowid) FROM stored_events)"
         )
         connection.commit()
-
-    class Fussy(CheckpointProjection):
-        name = "fussy"
-
-        def fold(self, rows, session_id, entries):
-            for _, event in entries:
-                if type(event).__name__ == "UsageRecorded":
-                    raise ValueError("cannot digest this")
-            super().fold(rows, session_id, entries)
-
     store = Store(sqlite_url)
     try:
-        runner = ProjectionRunner(store, [Fussy()])
-        with pytest.raises(ReplayError) as raised:
-            runner.catch_up()
-        message = str(raised.value)
+        runner = ProjectionRunner(store, [Fussy(after=0)])
+        message, poison = refusal(runner)
         assert "view 'fussy'" in message
         assert "(turnlog:UsageRecorded)" in message
-        poison = int(message.split("log entry ")[1].split(" ", maxsplit=1)[0])
         assert poison < store.max_position()
         assert runner.tables.tracking_of("fussy") == (poison - 1, Fussy.version)
     finally:
@@ -278,12 +282,7 @@ def test_views_from_turnlog_0_1_are_rebuilt_from_the_log(
     """Views of the 0.1 layout (documents filed by view name, tracking with
     no generation) are dropped on open and rebuilt from the log."""
     filled(store_url, sessions=2, turns=2)
-    reference_store, reference = fresh_runner(store_url, "_reference")
-    try:
-        reference.catch_up()
-        expected = dump(reference)
-    finally:
-        reference_store.close()
+    expected = built_in_one_pass(store_url, "_reference")
     store = Store(store_url)
     try:
         tables = ViewTables(store)
