@@ -20,13 +20,14 @@ class Rows(Protocol):
     def get(self, part: str, position: int) -> Any:
         """The document at (part, position), or None.
 
-        As stored (a dict or a list), or the very object last put there (folds may put
-        a msgspec Struct and mutate it in place: it is encoded at commit).
+        As stored (a dict or a list), or the very object last put there
+        (folds may put a msgspec Struct and mutate it in place: it is
+        encoded at commit).
         """
         ...
 
     def put(self, part: str, position: int, doc: Any) -> None:
-        """Sets the document at (part, position) (a dict or a Struct)."""
+        """Sets the document at (part, position) (JSON-like, or a Struct)."""
         ...
 
 
