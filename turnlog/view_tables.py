@@ -59,14 +59,12 @@ class ViewTables:
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        prefix = f"{store.datastore.schema}." if store.is_postgres else ""
-        self.docs = prefix + DOCS_TABLE
-        self.tracking = prefix + TRACKING_TABLE
-        self.generation_of = (
-            f"(SELECT generation FROM {self.tracking} WHERE view = "
-            f"{'%s' if store.is_postgres else '?'})"
-        )
-        """SQL for the generation of the view named by the next parameter."""
+        self._prefix = f"{store.datastore.schema}." if store.is_postgres else ""
+        self.docs = self._prefix + DOCS_TABLE
+        self.tracking = self._prefix + TRACKING_TABLE
+        self.generation_of = f"(SELECT generation FROM {self.tracking} WHERE view = ?)"
+        """SQL for the generation of the view named by the next parameter
+        (``?`` placeholder, as every statement here before ``store.sql``)."""
         blob = "BYTEA" if store.is_postgres else "BLOB"
         with store.transaction() as cursor:
             cursor.execute(
@@ -113,9 +111,8 @@ class ViewTables:
                 if "generation" not in self._columns(TRACKING_TABLE):
                     raise
         if self._columns(OLD_ROWS_TABLE):
-            prefix = f"{self.store.datastore.schema}." if self.store.is_postgres else ""
             with self.store.transaction() as cursor:
-                cursor.execute(f"DROP TABLE IF EXISTS {prefix}{OLD_ROWS_TABLE}")
+                cursor.execute(f"DROP TABLE IF EXISTS {self._prefix}{OLD_ROWS_TABLE}")
                 cursor.execute(f"DELETE FROM {self.tracking}")
                 # Views another process began here after its own upgrade
                 # are started again too: no generation is left to name them.

@@ -199,7 +199,6 @@ class ProjectionRunner:
         a fold raises, the batch is folded again entry by entry, in log
         order, to name the entry it cannot fold.
         """
-        decoded: list[tuple[str, int, Any]] = []
         sessions: dict[str, list[tuple[int, Any]]] = {}
         for index, notification in enumerate(batch):
             try:
@@ -209,7 +208,6 @@ class ProjectionRunner:
             session_id = session_of(event)
             if session_id is None:
                 continue
-            decoded.append((session_id, notification.id, event))
             run = sessions.get(session_id)
             if run is None:
                 run = sessions[session_id] = []
@@ -218,16 +216,23 @@ class ProjectionRunner:
             return self._fold_runs(list(sessions.items()))
         except Exception:  # noqa: BLE001 - found again, and named, below
             self._forget()  # the failed fold left half-changed documents
-        return self._fold_entry_by_entry(batch, decoded)
+        return self._fold_entry_by_entry(batch, sessions)
 
     def _fold_entry_by_entry(
-        self, batch: Sequence[Notification], decoded: list[tuple[str, int, Any]]
+        self,
+        batch: Sequence[Notification],
+        sessions: dict[str, list[tuple[int, Any]]],
     ) -> dict[str, _Unit]:
         """Folds in log order, one entry at a time; raises _PoisonError naming
         the first entry, and the view, whose fold fails."""
         units = self._units()
         index_of = {notification.id: index for index, notification in enumerate(batch)}
-        for session_id, position, event in decoded:
+        in_log_order = sorted(
+            (position, session_id, event)
+            for session_id, run in sessions.items()
+            for position, event in run
+        )
+        for position, session_id, event in in_log_order:
             for projection in self.projections:
                 unit = units[projection.name]
                 try:
