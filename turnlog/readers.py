@@ -140,23 +140,25 @@ class Transcripts:
         check_session_id(session_id)
         self._runner.catch_up()
         tables, view = self._runner.tables, TranscriptProjection.name
+        # The open chunk first, and only filed chunks older than it: a chunk
+        # a writer files between the two reads is then read once, as open.
+        newest = self._open(session_id)
+        bound = newest[0] if newest else None
         # The filed chunk holding ``from_sequence`` starts at or before it.
+        upto = from_sequence + 1 if bound is None else min(from_sequence + 1, bound)
         first = tables.range(
-            view,
-            session_id,
-            from_position=1,
-            before=from_sequence + 1,
-            limit=1,
-            newest_first=True,
+            view, session_id, from_position=1, before=upto, limit=1, newest_first=True
         )
-        filed = first + tables.range(view, session_id, from_position=from_sequence + 1)
+        filed = first + tables.range(
+            view, session_id, from_position=from_sequence + 1, before=bound
+        )
         positions = [
             position
             for _, raw in filed
             for position in _filed_decoder.decode(raw)
             if position >= from_sequence
         ]
-        positions.extend(p for p in self._open(session_id) if p >= from_sequence)
+        positions.extend(p for p in newest if p >= from_sequence)
         return _items(self._runner.store, positions)
 
     def _open(self, session_id: str) -> list[int]:
