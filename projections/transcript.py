@@ -9,9 +9,9 @@ session produced live. Copying each event's state into the view made a
 rebuild write the whole log a second time.
 
 Positions are filed in chunks: each session's open chunk, the one growing,
-is the document at position 0 (``{"at": first, "positions": [...]}``);
-when it holds ``CHUNK`` positions it is filed as a plain list at its first
-position and a new one opens. A rebuild so writes a row per ``CHUNK``
+is the document at position 0 (``{"positions": [...]}``); when it holds
+``CHUNK`` positions it is filed as a plain list at its first position and
+a new one opens. A rebuild so writes a row per ``CHUNK``
 events instead of one per event. Chunks are cut by count alone, so the
 view is the same whatever batches the log was folded in.
 """
@@ -33,17 +33,18 @@ class TranscriptProjection:
     """Files every event's log position under its session."""
 
     name = "transcript"
-    version = 3
+    version = 4
     handles: frozenset[type] | None = None  # every event is listed
 
     def fold(self, rows: Rows, session_id: str, entries: Entries) -> None:
         open_chunk: dict[str, Any] | None = rows.get(session_id, OPEN)
         for position, _ in entries:
             if open_chunk is None:
-                open_chunk = {"at": position, "positions": [position]}
+                open_chunk = {"positions": [position]}
             elif len(open_chunk["positions"]) >= CHUNK:
-                rows.put(session_id, open_chunk["at"], open_chunk["positions"])
-                open_chunk = {"at": position, "positions": [position]}
+                filed = open_chunk["positions"]
+                rows.put(session_id, filed[0], filed)
+                open_chunk = {"positions": [position]}
             else:
                 open_chunk["positions"].append(position)
         rows.put(session_id, OPEN, open_chunk)
