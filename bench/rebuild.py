@@ -18,11 +18,11 @@ Then, on a fresh Store over the same log, it times:
 - ``turnlog.rebuild.rebuild(store)``: the four views (checkpoints,
   transcript, executions, sessions), folded from one pass over the log
   and swapped in (each run rebuilds them all again from the log);
+- ``turnlog.verify.verify_all(store)``: every session's hash chain.
 
 ``--runs`` raw passes and rebuilds take turns (one more raw pass closes),
 and each is judged by its best run: on a shared machine the best run is
 the one least slowed by others.
-- ``turnlog.verify.verify_all(store)``: every session's hash chain.
 
 ``--profile LINES`` rebuilds once more under cProfile and prints where the
 time went.
