@@ -53,7 +53,6 @@ from turnlog.actors.messages import (
 from turnlog.domain.errors import ProviderError, TurnlogError
 from turnlog.domain.hooks import ToolCallInfo
 from turnlog.domain.model import ModelRequest, check_response, tool_calls_in
-from turnlog.domain.streaming import reset_delta_sink, set_delta_sink
 
 
 class TurnActor(pykka.ThreadingActor):
@@ -163,13 +162,14 @@ class TurnActor(pykka.ThreadingActor):
     async def _step(self, request: ModelRequest) -> StepSucceeded | StepFailed:
         provider = self._agent.provider_for(request.route)
         session, turn, step = self._session, self._turn, request.step
-        token = set_delta_sink(lambda text: session.tell(TextDelta(turn, step, text)))
+
+        def on_delta(text: str) -> None:
+            session.tell(TextDelta(turn, step, text))
+
         try:
-            response = check_response(await provider.respond(request))
+            response = check_response(await provider.respond(request, on_delta))
         except ProviderError as bad:
             return StepFailed(self._turn, request.step, type(bad).__name__, str(bad))
-        finally:
-            reset_delta_sink(token)
         observer = self._agent.usage_observer
         if observer is not None:
             try:

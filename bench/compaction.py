@@ -28,6 +28,7 @@ from turnlog import (
     ScriptedModel,
 )
 from turnlog.domain.ids import session_uuid
+from turnlog.domain.streaming import DeltaSink, discard_deltas
 
 CHECKPOINTS = (200, 1000, 2000)
 # Each turn adds ~28 estimated tokens (a short question and answer); the
@@ -56,7 +57,9 @@ class NativeCompactor(ScriptedModel):
         super().__init__()
         self.compactions = 0
 
-    async def respond(self, request: ModelRequest) -> ModelResponse:
+    async def respond(
+        self, request: ModelRequest, on_delta: DeltaSink = discard_deltas
+    ) -> ModelResponse:
         self.requests.append(request)
         return ModelResponse(
             ({"type": "message", "role": "assistant", "content": "ok"},)

@@ -27,7 +27,6 @@ from typing import Any
 import httpx
 
 from turnlog.domain.model import ModelRequest, ToolSpec, user_message
-from turnlog.domain.streaming import reset_delta_sink, set_delta_sink
 from turnlog.providers import OpenAIChatCompletionsProvider, OpenAIResponsesProvider
 
 SERVER = (
@@ -64,15 +63,11 @@ def start_server(chunks: int) -> tuple[subprocess.Popen[str], str]:
 
 async def turnlog_steps(provider: Any, steps: int, chunks: int) -> tuple[float, float]:
     deltas: list[str] = []
-    token = set_delta_sink(deltas.append)
-    try:
-        started, cpu = time.perf_counter(), time.process_time()
-        for _ in range(steps):
-            response = await provider.respond(REQUEST)
-            assert response.output
-        elapsed = time.perf_counter() - started, time.process_time() - cpu
-    finally:
-        reset_delta_sink(token)
+    started, cpu = time.perf_counter(), time.process_time()
+    for _ in range(steps):
+        response = await provider.respond(REQUEST, deltas.append)
+        assert response.output
+    elapsed = time.perf_counter() - started, time.process_time() - cpu
     assert len(deltas) == steps * chunks, len(deltas)
     return elapsed
 

@@ -14,6 +14,7 @@ from typing import Any, Protocol, runtime_checkable
 import msgspec
 
 from turnlog.domain.errors import ProviderError
+from turnlog.domain.streaming import DeltaSink, discard_deltas
 
 Item = dict[str, Any]
 """One context or output item (Responses-API shaped, primitives only)."""
@@ -63,8 +64,14 @@ class ModelResponse(msgspec.Struct, frozen=True):
 class ModelProvider(Protocol):
     """A source of model steps; called on the runtime's I/O loop."""
 
-    async def respond(self, request: ModelRequest) -> ModelResponse:
-        """Returns the model's output for ``request`` or raises."""
+    async def respond(
+        self, request: ModelRequest, on_delta: DeltaSink = discard_deltas
+    ) -> ModelResponse:
+        """Returns the model's output for ``request`` or raises.
+
+        A provider that streams passes each fragment of assistant text to
+        ``on_delta`` as it arrives; one that does not may ignore it.
+        """
         ...
 
 

@@ -50,6 +50,7 @@ from turnlog import (
     tool_call,
 )
 from turnlog.domain import protocol as p
+from turnlog.domain.streaming import DeltaSink, discard_deltas
 from turnlog.projections.rows import Projection
 from turnlog.rebuild import default_projections, rebuild
 from turnlog.store import Store
@@ -171,13 +172,15 @@ class PlannedModel:
         self._calls = 0
         self._lock = threading.Lock()
 
-    async def respond(self, request: ModelRequest) -> ModelResponse:
+    async def respond(
+        self, request: ModelRequest, on_delta: DeltaSink = discard_deltas
+    ) -> ModelResponse:
         """The next scripted response, or a call held until interrupted."""
         with self._lock:
             index, self._calls = self._calls, self._calls + 1
         held = self.holds.get(index)
         if held is None:
-            return await self.inner.respond(request)
+            return await self.inner.respond(request, on_delta)
         interrupter = threading.Thread(target=self._interrupt, args=(held,))
         self.interrupters.append(interrupter)
         interrupter.start()

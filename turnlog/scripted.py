@@ -25,7 +25,7 @@ from turnlog.domain.model import (
     final_text,
     function_call,
 )
-from turnlog.domain.streaming import emit_delta
+from turnlog.domain.streaming import DeltaSink, discard_deltas
 
 Scripted = ModelResponse | str | BaseException | Callable[[ModelRequest], Any]
 
@@ -97,7 +97,9 @@ class ScriptedModel:
         with self._lock:
             return len(self._script)
 
-    async def respond(self, request: ModelRequest) -> ModelResponse:
+    async def respond(
+        self, request: ModelRequest, on_delta: DeltaSink = discard_deltas
+    ) -> ModelResponse:
         """The next scripted response."""
         with self._lock:
             self.requests.append(request)
@@ -112,7 +114,7 @@ class ScriptedModel:
             # Stream the answer's text in fragments, as a real provider would.
             text = final_text(response.output) or ""
             for start in range(0, len(text), self._stream_chunk):
-                emit_delta(text[start : start + self._stream_chunk])
+                on_delta(text[start : start + self._stream_chunk])
         return response
 
     def _resolve(self, scripted: Any, request: ModelRequest) -> ModelResponse:

@@ -15,6 +15,7 @@ from typing import Any
 
 from turnlog.domain.model import ModelProvider, ModelRequest, ModelResponse
 from turnlog.domain.run import RunEvent
+from turnlog.domain.streaming import DeltaSink, discard_deltas
 
 
 class HeldModel:
@@ -45,7 +46,9 @@ class HeldModel:
         for loop, gate in held:
             loop.call_soon_threadsafe(gate.set)
 
-    async def respond(self, request: ModelRequest) -> ModelResponse:
+    async def respond(
+        self, request: ModelRequest, on_delta: DeltaSink = discard_deltas
+    ) -> ModelResponse:
         """Waits for ``release()``, then answers with the inner model."""
         gate = asyncio.Event()
         with self._lock:
@@ -60,7 +63,7 @@ class HeldModel:
         except asyncio.CancelledError:
             self.cancelled.set()
             raise
-        return await self.inner.respond(request)
+        return await self.inner.respond(request, on_delta)
 
 
 def wait_for(

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any, TypeVar
 
 from turnlog.domain.model import ModelRequest, ModelResponse, ToolSpec, user_message
-from turnlog.domain.streaming import reset_delta_sink, set_delta_sink
 from turnlog.providers import (
     HttpModelProvider,
     OpenAIChatCompletionsProvider,
@@ -67,9 +66,5 @@ async def respond(
 ) -> tuple[ModelResponse, list[str]]:
     """The provider's response and the deltas it streamed meanwhile."""
     deltas: list[str] = []
-    token = set_delta_sink(deltas.append)
-    try:
-        response = await provider.respond(request)
-    finally:
-        reset_delta_sink(token)
+    response = await provider.respond(request, deltas.append)
     return response, deltas

@@ -12,14 +12,14 @@ from fake_openai import FakeOpenAI, Reply, Trickle
 from provider_support import make_provider, model_request
 
 from turnlog.domain.errors import UsageError
-from turnlog.domain.streaming import set_delta_sink
 
 
 async def cancelled_mid_stream(provider: Any) -> asyncio.Task[Any]:
     """Starts a call, cancels it once it streams; returns its task to await."""
     streaming = asyncio.Event()
-    set_delta_sink(lambda _: streaming.set())
-    task = asyncio.create_task(provider.respond(model_request()))
+    task = asyncio.create_task(
+        provider.respond(model_request(), lambda _: streaming.set())
+    )
     await streaming.wait()
     task.cancel()
     return task

@@ -12,7 +12,6 @@ from fake_openai import Call, Fail, FakeOpenAI, Hang, Reply, Trickle, Usage
 from provider_support import make_provider, model_request, respond
 
 from turnlog.domain.model import ModelResponse, check_response
-from turnlog.domain.streaming import set_delta_sink
 from turnlog.providers import (
     EmptyResponseError,
     MalformedStreamError,
@@ -152,8 +151,7 @@ def test_a_stream_cut_after_text_is_not_retried(
     deltas: list[str] = []
 
     async def go() -> None:
-        set_delta_sink(deltas.append)
-        await provider.respond(model_request())
+        await provider.respond(model_request(), deltas.append)
 
     with pytest.raises(StreamCutError, match="cut"):
         run(go())

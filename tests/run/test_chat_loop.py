@@ -30,7 +30,7 @@ from turnlog import (
     tool_call,
 )
 from turnlog.domain.protocol import AgentMessageDelta
-from turnlog.domain.streaming import emit_delta
+from turnlog.domain.streaming import DeltaSink, discard_deltas
 from turnlog.run import PROMPT, ChatLoop, RunOptions, run_interactive
 from turnlog.run_terminal import CtrlC
 from turnlog.settings import load_settings
@@ -48,8 +48,10 @@ def deploy(env: str) -> str:
 class SlowModel:
     """Streams a little, then thinks until it is cancelled."""
 
-    async def respond(self, request: ModelRequest) -> ModelResponse:
-        emit_delta("thinking")
+    async def respond(
+        self, request: ModelRequest, on_delta: DeltaSink = discard_deltas
+    ) -> ModelResponse:
+        on_delta("thinking")
         await asyncio.Event().wait()  # until the interrupt cancels the call
         raise AssertionError("the turn should have been interrupted")
 

@@ -41,6 +41,7 @@ from turnlog import (
 from turnlog.domain import protocol as p
 from turnlog.domain.context import PROMPT_CACHE_BREAKPOINT_FIELD
 from turnlog.domain.model import assistant_message
+from turnlog.domain.streaming import DeltaSink, discard_deltas
 
 SCRIPTED_USAGE = {"input_tokens": 1, "output_tokens": 0, "total_tokens": 1}
 
@@ -80,7 +81,9 @@ class NativeCompactionModel:
         self.gate = compact_gate
         self.fail = fail
 
-    async def respond(self, request: ModelRequest) -> ModelResponse:
+    async def respond(
+        self, request: ModelRequest, on_delta: DeltaSink = discard_deltas
+    ) -> ModelResponse:
         self.responses += 1
         return ModelResponse((assistant_message("done"),), dict(SCRIPTED_USAGE))
 

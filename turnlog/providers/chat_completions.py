@@ -27,6 +27,7 @@ from turnlog.domain.model import (
     assistant_message,
     function_call,
 )
+from turnlog.domain.streaming import DeltaSink, discard_deltas
 from turnlog.providers.base import HttpModelProvider
 from turnlog.providers.chat_messages import DeveloperRole, chat_messages
 from turnlog.providers.errors import (
@@ -111,13 +112,16 @@ class OpenAIChatCompletionsProvider(HttpModelProvider):
         self._developer_role: DeveloperRole = developer_role
         self._include_usage = include_usage
 
-    async def respond(self, request: ModelRequest) -> ModelResponse:
-        """Streams one model step; content deltas go to the subscribers."""
+    async def respond(
+        self, request: ModelRequest, on_delta: DeltaSink = discard_deltas
+    ) -> ModelResponse:
+        """Streams one model step; content deltas go to ``on_delta``."""
         return await self._endpoint.request(
             "/chat/completions",
             self.request_body(request),
             turn=(request.session_id, request.turn_id),
             read=self._read_stream,
+            on_delta=on_delta,
         )
 
     def request_body(self, request: ModelRequest) -> dict[str, Any]:

@@ -25,7 +25,7 @@ import httpx
 import msgspec
 
 from turnlog.domain.errors import ProviderError, UsageError
-from turnlog.domain.streaming import emit_delta
+from turnlog.domain.streaming import DeltaSink, discard_deltas
 from turnlog.providers.errors import (
     MalformedStreamError,
     ProviderConnectionError,
@@ -78,9 +78,10 @@ class Secret:
 class Attempt:
     """What one attempt has done so far (it decides whether a retry is safe)."""
 
-    __slots__ = ("emitted", "responded")
+    __slots__ = ("emitted", "on_delta", "responded")
 
-    def __init__(self) -> None:
+    def __init__(self, on_delta: DeltaSink) -> None:
+        self.on_delta = on_delta
         self.responded = False
         self.emitted = False
 
@@ -88,7 +89,7 @@ class Attempt:
         """Streams ``text`` to the subscribers; after this, never retry."""
         if text:
             self.emitted = True
-            emit_delta(text)
+            self.on_delta(text)
 
 
 Reader = Callable[[httpx.Response, Attempt], Awaitable[T]]
@@ -216,19 +217,26 @@ class HttpEndpoint:
     # -- requests --------------------------------------------------------------
 
     async def request(
-        self, path: str, body: Any, *, turn: tuple[str, str], read: Reader[T]
+        self,
+        path: str,
+        body: Any,
+        *,
+        turn: tuple[str, str],
+        read: Reader[T],
+        on_delta: DeltaSink = discard_deltas,
     ) -> T:
         """POSTs ``body`` as JSON to ``path``; ``read`` turns a 2xx answer into T.
 
         Retries as the policy says; raises a ProviderError subclass.
-        ``turn`` (session id, turn id) keys the per-turn retry budget.
+        ``turn`` (session id, turn id) keys the per-turn retry budget;
+        streamed text goes to ``on_delta``.
         """
         content = msgspec.json.encode(body)
         attempts = self.retry.max_attempts
         number = 0
         while True:
             number += 1
-            attempt = Attempt()
+            attempt = Attempt(on_delta)
             try:
                 return await self._attempt(path, content, attempt, read)
             except ProviderError as error:

@@ -24,6 +24,7 @@ from turnlog.domain.model import (
     assistant_message,
     function_call,
 )
+from turnlog.domain.streaming import DeltaSink, discard_deltas
 from turnlog.providers.base import HttpModelProvider
 from turnlog.providers.errors import (
     EmptyResponseError,
@@ -100,13 +101,16 @@ class OpenAIResponsesProvider(HttpModelProvider):
         self._cache_breakpoints = cache_breakpoints
         self._prompt_cache_key = prompt_cache_key
 
-    async def respond(self, request: ModelRequest) -> ModelResponse:
-        """Streams one model step; text deltas go to the subscribers."""
+    async def respond(
+        self, request: ModelRequest, on_delta: DeltaSink = discard_deltas
+    ) -> ModelResponse:
+        """Streams one model step; text deltas go to ``on_delta``."""
         return await self._endpoint.request(
             "/responses",
             self.request_body(request),
             turn=(request.session_id, request.turn_id),
             read=self._read_stream,
+            on_delta=on_delta,
         )
 
     async def compact(self, request: ModelRequest) -> ModelResponse:
