@@ -9,12 +9,17 @@ the process.
 from __future__ import annotations
 
 import concurrent.futures
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import msgspec
 
+from turnlog.domain.approval import ApprovalRequest
+from turnlog.domain.context import Message
 from turnlog.domain.model import ModelRequest, ModelResponse
 from turnlog.domain.protocol import Op
+from turnlog.domain.run import QueuedInput, RunResult
+
+Reply = TypeVar("Reply")
 
 # --- asks to the SessionActor (from handles, on caller threads) ---------------
 
@@ -41,10 +46,40 @@ class FollowUp(msgspec.Struct, frozen=True):
     attachments: tuple[Any, ...] = ()
 
 
-class Query(msgspec.Struct, frozen=True):
-    """Read in-memory session state: ``what`` names the field."""
+class SessionQuery(msgspec.Struct, Generic[Reply], frozen=True):
+    """A read of the SessionActor's in-memory state; replies a ``Reply``."""
 
-    what: str
+
+class QueuedQuery(SessionQuery[list[QueuedInput]], frozen=True):
+    """Input waiting for its turn, oldest first."""
+
+
+class PendingApprovalsQuery(SessionQuery[list[ApprovalRequest]], frozen=True):
+    """Approval requests waiting for a decision."""
+
+
+class MessagesQuery(SessionQuery[list[Message]], frozen=True):
+    """The conversation's user and assistant messages."""
+
+
+class SharedStateQuery(SessionQuery[dict[str, Any]], frozen=True):
+    """A copy of the session's shared state."""
+
+
+class RunningQuery(SessionQuery[bool], frozen=True):
+    """Whether a run is in progress."""
+
+
+class LatestRunQuery(SessionQuery[RunResult | None], frozen=True):
+    """How the last run ended, if one ran since the session was opened."""
+
+
+class ActiveRunQuery(SessionQuery[tuple[str, str] | None], frozen=True):
+    """The run in progress as (submission id, turn id), or None."""
+
+
+class ClosedQuery(SessionQuery[bool], frozen=True):
+    """Whether the session was closed for good."""
 
 
 class Subscribe(msgspec.Struct, frozen=True):

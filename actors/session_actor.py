@@ -29,14 +29,22 @@ import pykka
 from turnlog.actors.contracts import AgentDefinition
 from turnlog.actors.hooks import any_implements
 from turnlog.actors.messages import (
+    ActiveRunQuery,
     CancelTurn,
     ChangeRoute,
+    ClosedQuery,
     CompactionBegan,
     Decide,
     FollowUp,
     InputReviewed,
-    Query,
+    LatestRunQuery,
+    MessagesQuery,
+    PendingApprovalsQuery,
+    QueuedQuery,
     RetireTurnActor,
+    RunningQuery,
+    SessionQuery,
+    SharedStateQuery,
     StartPrompt,
     StepFailed,
     StepPrepared,
@@ -180,8 +188,8 @@ class SessionActor(TurnFlow, pykka.ThreadingActor):
                 self._check_open()
                 self._record(lambda: self._update_shared_state(changes))
                 return dict(self._session.shared_state)
-            case Query(what=what):
-                return self._query(what)
+            case SessionQuery():
+                return self._query(message)
             case ChangeRoute(route=route):
                 self._check_open()
                 self._agent.provider_for(route)  # UsageError naming the routes
@@ -197,33 +205,31 @@ class SessionActor(TurnFlow, pykka.ThreadingActor):
                 msg = f"SessionActor got an unknown message: {message!r}"
                 raise TypeError(msg)
 
-    def _query(self, what: str) -> Any:
-        match what:
-            case "messages":
+    def _query(self, query: SessionQuery[Any]) -> Any:
+        match query:
+            case MessagesQuery():
                 return messages_of(self._context)
-            case "context":
-                return list(self._context)
-            case "shared_state":
+            case SharedStateQuery():
                 return dict(self._session.shared_state)
-            case "running":
+            case RunningQuery():
                 return self._run is not None
-            case "latest_run":
+            case LatestRunQuery():
                 return self._latest_run
-            case "active_run":
+            case ActiveRunQuery():
                 if self._run is None:
                     return None
                 return (self._run.submission_id, self._translator.turn_id)
-            case "queued":
+            case QueuedQuery():
                 return [
                     QueuedInput(q["submission_id"], q["kind"], q["text"])
                     for q in self._session.queued
                 ]
-            case "pending_approvals":
+            case PendingApprovalsQuery():
                 return self._pending_approvals()
-            case "closed":
+            case ClosedQuery():
                 return self._session.closed
             case _:
-                msg = f"unknown query {what!r}"
+                msg = f"unknown query {query!r}"
                 raise UsageError(msg)
 
     def _handle_fact(self, fact: Any) -> None:

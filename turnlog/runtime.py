@@ -18,7 +18,7 @@ import pykka
 
 from turnlog.actors.approval_broker import ApprovalBrokerActor
 from turnlog.actors.io_loop import IoLoop
-from turnlog.actors.messages import Query
+from turnlog.actors.messages import ClosedQuery
 from turnlog.actors.revive import load_turn, recover_turn
 from turnlog.actors.session_actor import SessionActor, SessionServices, SessionSettings
 from turnlog.actors.tool_executor import DEFAULT_MAX_CONCURRENCY, ToolExecutorActor
@@ -169,7 +169,7 @@ class Runtime:
                     msg = f"session {chosen!r} is already open here with another agent"
                     raise UsageError(msg)
                 ref = live[0]
-                if ref.ask(Query("closed"), timeout=ASK_TIMEOUT):
+                if ref.ask(ClosedQuery(), timeout=ASK_TIMEOUT):
                     msg = f"session {chosen!r} was closed"
                     raise SessionClosedError(msg)
             else:

@@ -17,9 +17,17 @@ import msgspec
 import pykka
 
 from turnlog.actors.messages import (
+    ActiveRunQuery,
     ChangeRoute,
     FollowUp,
-    Query,
+    LatestRunQuery,
+    MessagesQuery,
+    PendingApprovalsQuery,
+    QueuedQuery,
+    Reply,
+    RunningQuery,
+    SessionQuery,
+    SharedStateQuery,
     StartPrompt,
     Submit,
     Subscribe,
@@ -114,6 +122,11 @@ class _ActorHandle:
         except pykka.ActorDeadError:
             msg = f"session {self.session_id!r} is closed"
             raise SessionClosedError(msg) from None
+
+    def query(self, message: SessionQuery[Reply]) -> Reply:
+        """The actor's answer to ``message``, typed by the query."""
+        reply: Reply = self.ask(message)
+        return reply
 
     def tell(self, message: Any) -> None:
         try:
@@ -271,13 +284,11 @@ class AgentSession:
 
     def queued(self) -> list[QueuedInput]:
         """Input waiting for its turn, oldest first (it survives restarts)."""
-        result: list[QueuedInput] = self._actor.ask(Query("queued"))
-        return result
+        return self._actor.query(QueuedQuery())
 
     def pending_approvals(self) -> list[ApprovalRequest]:
         """Approval requests waiting for a decision."""
-        result: list[ApprovalRequest] = self._actor.ask(Query("pending_approvals"))
-        return result
+        return self._actor.query(PendingApprovalsQuery())
 
     def subscribe(self, *, buffer: int | None = None) -> Subscription:
         """Events from now on: RunStarted, RunEvent..., RunFinished per run.
@@ -296,13 +307,11 @@ class AgentSession:
 
     def messages(self) -> list[Message]:
         """The conversation's user and assistant messages, oldest first."""
-        result: list[Message] = self._actor.ask(Query("messages"))
-        return result
+        return self._actor.query(MessagesQuery())
 
     def shared_state(self) -> dict[str, Any]:
         """The session's shared state (a copy)."""
-        result: dict[str, Any] = self._actor.ask(Query("shared_state"))
-        return result
+        return self._actor.query(SharedStateQuery())
 
     def update_shared_state(self, **changes: Any) -> dict[str, Any]:
         """Sets keys of the shared state (recorded); returns the new state."""
@@ -311,16 +320,15 @@ class AgentSession:
 
     def latest_run(self) -> RunResult | None:
         """How the last run ended, if one ran since the session was opened."""
-        result: RunResult | None = self._actor.ask(Query("latest_run"))
-        return result
+        return self._actor.query(LatestRunQuery())
 
     def running(self) -> bool:
         """Whether a run is in progress."""
-        return bool(self._actor.ask(Query("running")))
+        return self._actor.query(RunningQuery())
 
     def active_run_handle(self) -> RunHandle | None:
         """The run in progress, or None."""
-        active = self._actor.ask(Query("active_run"))
+        active = self._actor.query(ActiveRunQuery())
         if active is None:
             return None
         submission_id, turn_id = active
