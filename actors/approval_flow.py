@@ -1,115 +1,106 @@
 """How a SessionActor settles approvals: who is asked, and what follows.
 
-A mixin of the SessionActor (through TurnFlow). Requests are recorded
-(``ApprovalRequested``) before the broker is asked; the first decision a
-request gets is recorded and obeyed, any later one is refused.
+Requests are recorded (``ApprovalRequested``) before the broker is asked;
+the first decision a request gets is recorded and obeyed, any later one is
+refused. What a decision does to the turn (run the call, answer it, go on
+to the next step, or end the turn) is the turn flow's, reached through the
+:class:`TurnControl` it passes in.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any
-
-import pykka
+from typing import Any, Protocol
 
 from turnlog.actors.messages import ApprovalSettled, AskApproval, Decide, RunCalls
+from turnlog.actors.session_state import SessionState
 from turnlog.domain.approval import ApprovalRequest
 from turnlog.domain.errors import UsageError
 from turnlog.domain.model import Item
 from turnlog.domain.run import RunStatus
-from turnlog.domain.session import Session
 from turnlog.domain.turn import Turn
 
 
-class ApprovalFlow:
-    """Approval handling of a SessionActor (state lives on the actor)."""
+class TurnControl(Protocol):
+    """What a decision may do to the running turn (the turn flow)."""
 
-    actor_ref: pykka.ActorRef[Any]
-    _services: Any
-    _settings: Any
-    _session: Session
-    _session_id: str
-    _turn: Turn | None
-    _context: list[Item]
+    def step_due(self, turn: Turn) -> int: ...
 
-    def _record(
-        self,
-        decide: Callable[[], Sequence[Any]],
-        before_publish: Callable[[], None] | None = None,
-    ) -> None:
-        raise NotImplementedError
+    def after_step_due(self, turn: Turn, due: int) -> None: ...
 
-    def _step_due(self, turn: Turn) -> int:
-        raise NotImplementedError
+    def tell_turn(self, message: Any) -> None: ...
 
-    def _after_step_due(self, turn: Turn, due: int) -> None:
-        raise NotImplementedError
+    def close_open_work(self, turn: Turn, reason: str) -> None: ...
 
-    def _tell_turn(self, message: Any) -> None:
-        raise NotImplementedError
-
-    def _close_open_work(self, turn: Turn, reason: str) -> None:
-        raise NotImplementedError
-
-    def _turn_ended(
+    def turn_ended(
         self, status: RunStatus, final_output: str | None, error: str | None
-    ) -> None:
-        raise NotImplementedError
+    ) -> None: ...
 
-    def _needs_approval(self, tool: Any, arguments: str) -> bool:
-        if self._settings.approval_policy == "allow":
+
+class Approvals:
+    """The approval policy of one session, and the decisions it receives."""
+
+    def __init__(self, state: SessionState) -> None:
+        self._state = state
+
+    def needs_approval(self, tool: Any, arguments: str) -> bool:
+        """Whether a call of ``tool`` must wait for a decision."""
+        if self._state.settings.approval_policy == "allow":
             return False
-        if tool.name in self._session.allowed_tools:
+        if tool.name in self._state.session.allowed_tools:
             return False
         return bool(tool.requires_approval(arguments))
 
-    def _ask_approval(self, request: ApprovalRequest) -> None:
-        self._services.approval_broker.tell(
+    def ask(self, request: ApprovalRequest) -> None:
+        """Asks the broker to decide a recorded request."""
+        state, settings = self._state, self._state.settings
+        state.services.approval_broker.tell(
             AskApproval(
                 request,
-                self._settings.approval_policy,
-                self._settings.approval_provider,
-                self.actor_ref,
-                self._settings.approval_timeout,
+                settings.approval_policy,
+                settings.approval_provider,
+                state.actor_ref,
+                settings.approval_timeout,
             )
         )
 
-    def _pending_approvals(self) -> list[ApprovalRequest]:
-        turn = self._turn
-        if turn is None or not self._session.running:
+    def pending(self) -> list[ApprovalRequest]:
+        """The requests of the running turn that wait for a decision."""
+        turn = self._state.turn
+        if turn is None or not self._state.session.running:
             return []
         return [
-            self._approval_request(turn, request_id, call_id)
+            self.request(turn, request_id, call_id)
             for request_id, call_id in turn.pending_approvals.items()
         ]
 
-    def _approval_request(
-        self, turn: Turn, request_id: str, call_id: str
-    ) -> ApprovalRequest:
+    def request(self, turn: Turn, request_id: str, call_id: str) -> ApprovalRequest:
+        """The request ``request_id`` of ``turn``, as the broker is asked it."""
         return ApprovalRequest(
             request_id,
-            self._session_id,
+            self._state.session_id,
             str(turn.id),
             call_id,
             turn.requested_calls[call_id],
-            arguments_of(self._context, call_id),
+            arguments_of(self._state.context, call_id),
         )
 
-    def _decide(self, message: Decide) -> None:
-        turn = self._turn
+    def decide(self, message: Decide, turns: TurnControl) -> None:
+        """Records ``message``'s decision and lets the turn go on."""
+        state = self._state
+        turn = state.turn
         request_id = message.request_id
         if (
             turn is None
-            or not self._session.running
+            or not state.session.running
             or request_id not in turn.pending_approvals
         ):
             msg = (
                 f"approval request {request_id!r} is not pending in session "
-                f"{self._session_id!r} (unknown, stale or already decided)"
+                f"{state.session_id!r} (unknown, stale or already decided)"
             )
             raise UsageError(msg)
         decision = message.decision
-        session = self._session
+        session = state.session
         run_now: list[dict[str, Any]] = []
         settled = [request_id]
         due: list[int] = []
@@ -118,7 +109,7 @@ class ApprovalFlow:
             call_id = turn.pending_approvals[request]
             turn.decide_approval(request, decided_as, decided_by)
             name = turn.requested_calls[call_id]
-            arguments = arguments_of(self._context, call_id)
+            arguments = arguments_of(state.context, call_id)
             turn.start_tool_call(call_id, name, arguments)
             run_now.append({"call_id": call_id, "name": name, "arguments": arguments})
 
@@ -136,7 +127,7 @@ class ApprovalFlow:
                         settled.append(other)
             elif decision == "abort":
                 turn.decide_approval(request_id, decision, message.decided_by)
-                self._close_open_work(turn, "aborted at approval")
+                turns.close_open_work(turn, "aborted at approval")
                 session.abort_turn(turn.number, "aborted at approval", failed=False)
             elif decision != "allow":
                 turn.decide_approval(request_id, decision, message.decided_by)
@@ -147,18 +138,18 @@ class ApprovalFlow:
                 )
                 turn.finish_tool_call(call_id, reason, is_error=True)
                 if not turn.unanswered_calls():
-                    due.append(self._step_due(turn))
+                    due.append(turns.step_due(turn))
             return [session, turn]
 
-        self._record(decide)
+        state.record(decide)
         for settled_id in settled:
-            self._services.approval_broker.tell(ApprovalSettled(settled_id))
+            state.services.approval_broker.tell(ApprovalSettled(settled_id))
         if decision == "abort":
-            self._turn_ended("aborted", None, "aborted at approval")
+            turns.turn_ended("aborted", None, "aborted at approval")
         elif run_now:
-            self._tell_turn(RunCalls(tuple(run_now)))
+            turns.tell_turn(RunCalls(tuple(run_now)))
         elif due:
-            self._after_step_due(turn, due[0])
+            turns.after_step_due(turn, due[0])
 
 
 def arguments_of(context: list[Item], call_id: str) -> str:

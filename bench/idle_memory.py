@@ -20,7 +20,7 @@ from pathlib import Path
 import pykka
 
 from turnlog import Agent, Runtime, ScriptedModel
-from turnlog.actors.turn_flow import TURN_ACTOR_IDLE_SECONDS
+from turnlog.actors.turn_slot import TURN_ACTOR_IDLE_SECONDS
 
 
 def rss_kib() -> int:

@@ -273,10 +273,9 @@ def test_the_turn_actor_is_reused_across_turns_and_retired_when_idle(
 ) -> None:
     import pykka
 
-    from turnlog.actors import session_actor, turn_flow
+    from turnlog.actors import turn_slot
 
-    monkeypatch.setattr(turn_flow, "TURN_ACTOR_IDLE_SECONDS", 1.0)
-    monkeypatch.setattr(session_actor, "TURN_ACTOR_IDLE_SECONDS", 1.0)
+    monkeypatch.setattr(turn_slot, "TURN_ACTOR_IDLE_SECONDS", 1.0)
     with Runtime.open(sqlite_url) as rt:
         session = rt.create_session(
             Agent("a", model=ScriptedModel(["one", "two", "three"])), session_id="r"
