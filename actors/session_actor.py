@@ -139,7 +139,7 @@ class SessionActor(pykka.ThreadingActor):
                 return None
             case TextDelta(turn=turn, text=text):
                 # Transient: published as it comes, never recorded.
-                if self._turns.current(turn) is not None:
+                if self._state.current_turn(turn) is not None:
                     self._state.publish_transient(AgentMessageDelta(text))
                 return None
             case Decide() if message.decided_by in ("user",):
@@ -219,15 +219,15 @@ class SessionActor(pykka.ThreadingActor):
         try:
             match fact:
                 case StepSucceeded():
-                    self._turns.step_succeeded(fact)
+                    self._turns.steps.step_succeeded(fact)
                 case StepFailed():
-                    self._turns.step_failed(fact)
+                    self._turns.steps.step_failed(fact)
                 case ToolFinished():
                     self._turns.tool_finished(fact)
                 case StepPrepared():
-                    self._turns.step_prepared(fact)
+                    self._turns.steps.step_prepared(fact)
                 case CompactionBegan():
-                    self._turns.compaction_began(fact)
+                    self._turns.steps.compaction_began(fact)
                 case InputReviewed():
                     self._turns.input_reviewed(fact)
                 case Decide():
