@@ -116,8 +116,13 @@ def test_export_writes_the_stored_events_verbatim_in_log_order(
     result = turnlog("--store", sqlite_url, "export", "s1")
 
     assert (result.code, result.err) == (0, "")
-    lines = result.out.splitlines()
+    header, *lines = result.out.splitlines()
     records = [json.loads(line) for line in lines]
+    last = records[-1]["state"]
+    assert json.loads(header) == {
+        "turnlog_export": 1,
+        "heads": {"s1": {"seq": len(rows), "sha256": last["chain"]}},
+    }
     assert [set(r) for r in records] == [
         {"originator_id", "originator_version", "topic", "state"}
     ] * len(rows)
@@ -207,7 +212,7 @@ def test_an_imported_session_replays_verifies_and_audits_the_same(
         turnlog("--store", sqlite_url, "replay", "s1").out
     )
     assert stored(target, "s1") == stored(sqlite_url, "s1")
-    assert verdict(target, "s1") == (True, len(export.splitlines()))
+    assert verdict(target, "s1") == (True, len(export.splitlines()) - 1)
     assert verdict(target, "other")[0]
 
     def audit(url: str) -> list[dict]:
@@ -238,7 +243,7 @@ def test_import_reads_stdin(
 
     result = turnlog("--store", target, "import", "-")
 
-    count = len(export.splitlines())
+    count = len(export.splitlines()) - 1  # after the header
     assert (result.code, result.err) == (0, "")
     assert (
         result.out
@@ -327,10 +332,10 @@ BAD_FILES = {
         b'{"sequence":1,"session_seq":1,"time":"x","event":"E","data":{}}\n'
     ),
     "a line without state": lambda export: tampered(
-        export, replace_in_line(0, ',"state":', ',"other":')
+        export, replace_in_line(1, ',"state":', ',"other":')
     ),
     "a bad version": lambda export: tampered(
-        export, replace_in_line(0, '"originator_version":1', '"originator_version":0')
+        export, replace_in_line(1, '"originator_version":1', '"originator_version":0')
     ),
     "an unknown topic": lambda export: tampered(
         export, replace_in_line(3, '"topic":"turnlog:', '"topic":"turnlog:Nope')
@@ -338,10 +343,10 @@ BAD_FILES = {
     "an altered event": lambda export: tampered(
         export, replace_in_line(-1, "answer 0", "answer 9")
     ),
-    "a missing event": lambda export: tampered(export, without_line(5)),
+    "a missing event": lambda export: tampered(export, without_line(6)),
     "reordered events": lambda export: tampered(export, swapped(4)),
     "a foreign aggregate": lambda export: tampered(
-        export, replace_in_line(0, '"originator_id":"', '"originator_id":"0')
+        export, replace_in_line(1, '"originator_id":"', '"originator_id":"0')
     ),
     "a cut-off file": lambda export: "\n".join(
         [*export.splitlines()[:3], export.splitlines()[3][:40]]
@@ -354,13 +359,13 @@ EXPECTED_ERRORS = {
     "text": "line 1 is not a turnlog export event: JSON is malformed",
     "a JSON array": "line 1 is not a turnlog export event: Expected `object`",
     "an audit": "line 1 is not a turnlog export event: Object contains unknown field",
-    "a line without state": "line 1 is not a turnlog export event",
-    "a bad version": "line 1 is not a turnlog export event: Expected `int` >= 1",
+    "a line without state": "line 2 is not a turnlog export event",
+    "a bad version": "line 2 is not a turnlog export event: Expected `int` >= 1",
     "an unknown topic": "line 4 has topic 'turnlog:Nope",
     "an altered event": "is altered: its content does not match its link",
     "a missing event": "is missing: events with seq 6 to 6 are gone",
     "reordered events": "is reordered",
-    "a foreign aggregate": "line 1 is not a turnlog export event: Invalid UUID",
+    "a foreign aggregate": "line 2 is not a turnlog export event: Invalid UUID",
     "a cut-off file": "line 4 is not a turnlog export event: Input data was truncated",
 }
 
@@ -445,7 +450,8 @@ def test_export_lines_are_what_import_reads(sqlite_url: str, filled) -> None:
     finally:
         store.close()
     assert all(line.endswith(b"\n") for line in lines)
-    assert [msgspec.json.decode(line)["originator_version"] for line in lines[:2]] == [
+    assert msgspec.json.decode(lines[0])["heads"]["s1"]["seq"] == len(lines) - 1
+    assert [msgspec.json.decode(line)["originator_version"] for line in lines[1:3]] == [
         1,
         2,
     ]
