@@ -41,11 +41,12 @@ class SessionSummary(msgspec.Struct, gc=False):
     head_sha256: str = ""
     """That event's ``chain``."""
     head_held_at: int = 0
-    """The log position where the session's seq stepped back (0: never).
+    """The log position where the session's seq did not follow on (0: never).
 
     From there on the head is kept where it was, not moved: a session
     whose last events were removed and that then went on from the shorter
-    chain would otherwise be given a new head that its log matches.
+    chain (its seq stepping back) would otherwise be given a new head that
+    its log matches.
     """
 
 
@@ -98,7 +99,7 @@ class SessionIndexProjection:
             seq = event_seq(event)
             if not seq or summary.head_held_at:
                 continue
-            if seq <= summary.head_seq:
+            if summary.head_seq and seq != summary.head_seq + 1:
                 summary.head_held_at = position
             else:
                 summary.head_seq = seq

@@ -348,6 +348,11 @@ BAD_FILES = {
     "a foreign aggregate": lambda export: tampered(
         export, replace_in_line(1, '"originator_id":"', '"originator_id":"0')
     ),
+    "the last events cut off": lambda export: tampered(
+        export, lambda lines: lines[:-2]
+    ),
+    "no header": lambda export: tampered(export, lambda lines: lines[1:]),
+    "only a header": lambda export: tampered(export, lambda lines: lines[:1]),
     "a cut-off file": lambda export: "\n".join(
         [*export.splitlines()[:3], export.splitlines()[3][:40]]
     ).encode(),
@@ -367,6 +372,13 @@ EXPECTED_ERRORS = {
     "reordered events": "is reordered",
     "a foreign aggregate": "line 2 is not a turnlog export event: Invalid UUID",
     "a cut-off file": "line 4 is not a turnlog export event: Input data was truncated",
+    "the last events cut off": (
+        "session 's1' is cut short after line 12 (ModelStepCompleted, session seq "
+        "11): the chain ends here, but the export header holds its head at seq 13: "
+        "events with seq 12 to 13 are gone"
+    ),
+    "no header": "no export header names the head of session 's1'",
+    "only a header": "the file holds no events",
 }
 
 
@@ -477,3 +489,31 @@ def test_import_into_what_is_not_a_log_changes_nothing(
     assert garbage.read_bytes() == content
     assert bad_url.code == 2
     assert "ftp://x" in bad_url.error_line()
+
+
+def test_a_cut_export_with_its_header_edited_imports_but_fails_its_anchor(
+    turnlog, sqlite_url: str, tmp_path: Path, filled
+) -> None:
+    filled(sqlite_url, sessions=("s1",), turns=1)
+    anchor = turnlog("--store", sqlite_url, "audit", "--head", "s1").out.strip()
+    _, *events = turnlog("--store", sqlite_url, "export", "s1").out.splitlines()
+    kept = events[:-2]
+    last = json.loads(kept[-1])["state"]
+    forged = {
+        "turnlog_export": 1,
+        "heads": {"s1": {"seq": last["session_seq"], "sha256": last["chain"]}},
+    }
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text("\n".join([json.dumps(forged), *kept]) + "\n")
+    target = f"sqlite:///{tmp_path}/target.sqlite3"
+
+    imported = turnlog("--store", target, "import", str(cut))
+    checked = turnlog("--store", target, "audit", "s1", "--verify", "--against", anchor)
+
+    assert imported.code == 0  # the file is consistent with itself
+    assert checked.code == 1
+    assert checked.out.startswith("s1: FAILED, truncated after log position ")
+    assert checked.out.endswith(
+        f"but the anchor holds its head at seq {len(events)}: events with seq "
+        f"{len(events) - 1} to {len(events)} are gone\n"
+    )
