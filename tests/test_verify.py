@@ -20,6 +20,7 @@ from turnlog import (
     function_tool,
     tool_call,
 )
+from turnlog.anchors import expected_heads, recorded_heads
 from turnlog.domain.ids import session_uuid
 from turnlog.store import Store
 from turnlog.verify import verify_all, verify_session
@@ -45,6 +46,7 @@ def fill(url: str) -> None:
         for n in range(3):
             session.prompt(f"question {n}", timeout=10)
         other.prompt("hello", timeout=10)
+        rt.projections.catch_up()  # the sessions view holds every head
 
 
 @pytest.fixture
@@ -197,3 +199,42 @@ def test_a_session_whose_first_event_was_deleted_is_still_reported(
     assert set(reports) == {"s", "o"}
     assert reports["s"].problem.kind == "missing"
     assert reports["o"].problem.kind == "missing"
+
+
+def test_events_removed_from_the_end_are_named_by_the_recorded_head(
+    sqlite_log: str,
+) -> None:
+    db = sqlite_path(sqlite_log)
+    session = [
+        (position, state)
+        for position, _, state in positions(db)
+        if b'"session_id":"s"' in state
+    ]
+    last_left = session[-3][0]
+    tamper(
+        db,
+        "DELETE FROM stored_events WHERE rowid IN (?, ?)",
+        (session[-2][0], session[-1][0]),
+    )
+    store = Store(sqlite_log)
+    try:
+        # The chain alone is intact, only shorter: the recorded head tells.
+        assert verify_session(store, "s").ok
+        report = verify_session(store, "s", expected_heads(store, "s"))
+        every = {
+            r.session_id: r for r in verify_all(store, None, recorded_heads(store))
+        }
+    finally:
+        store.close()
+    problem = report.problem
+    assert (problem.kind, problem.position, problem.session_seq) == (
+        "truncated",
+        last_left,
+        1 + 3 * 12 - 2,
+    )
+    assert problem.detail == (
+        "the chain ends here, but the sessions view holds its head at seq 37: "
+        "events with seq 36 to 37 are gone"
+    )
+    assert every["s"].problem == problem
+    assert every["o"].ok

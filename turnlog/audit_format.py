@@ -362,11 +362,14 @@ def verdict(report: VerifyReport) -> str:
     problem = report.problem
     if problem is None:
         return f"{name}: ok, {report.events} events checked"
+    detail = one_line(problem.detail, 200)
+    if problem.kind == "truncated" and not problem.position:
+        return f"{name}: FAILED, truncated: {detail}"
     seq = "none" if problem.session_seq is None else str(problem.session_seq)
+    what = "after" if problem.kind == "truncated" else "event at"
     return (
-        f"{name}: FAILED, {problem.kind} event at log position {problem.position} "
-        f"(session seq {seq}, {one_line(event_name(problem.topic), 80)}): "
-        f"{one_line(problem.detail, 200)}"
+        f"{name}: FAILED, {problem.kind} {what} log position {problem.position} "
+        f"(session seq {seq}, {one_line(event_name(problem.topic), 80)}): {detail}"
     )
 
 

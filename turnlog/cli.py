@@ -7,8 +7,10 @@
                               [--approval ask|allow|deny]  talk to a real model
     turnlog [--store URL] sessions                  the sessions in the log
     turnlog [--store URL] audit SESSION [--json]    a session's timeline
-    turnlog [--store URL] audit SESSION --verify    check its hash chain
+    turnlog [--store URL] audit SESSION --verify [--against ANCHOR]
+                                                    check its hash chain
     turnlog [--store URL] audit --verify --all      check every session
+    turnlog [--store URL] audit --head SESSION      its anchor, to keep elsewhere
     turnlog [--store URL] replay SESSION            its EventMsg stream (JSON lines)
     turnlog [--store URL] export SESSION [-o FILE]  its stored events (JSON lines)
     turnlog [--store URL] import FILE|-             events exported elsewhere
@@ -37,6 +39,13 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+from turnlog.anchors import (
+    anchor_of,
+    anchor_record,
+    expected_heads,
+    format_anchor,
+    recorded_heads,
+)
 from turnlog.audit_format import (
     Timeline,
     format_time,
@@ -45,7 +54,7 @@ from turnlog.audit_format import (
     verdict_record,
     verify_summary,
 )
-from turnlog.cli_parser import STORE_ENV, build_parser
+from turnlog.cli_parser import STORE_ENV, build_parser, check_audit_args
 from turnlog.demo import RUN_TIMEOUT, run_demo
 from turnlog.domain.errors import (
     TurnlogError,
@@ -67,7 +76,7 @@ from turnlog.runtime import Runtime
 from turnlog.settings import NoModelConfiguredError, load_settings
 from turnlog.store import Store, parse_store_url
 from turnlog.transfer import export_session, import_events, read_lines, write_lines
-from turnlog.verify import VerifyReport, all_session_ids, verify_session
+from turnlog.verify import VerifyReport, verify_each, verify_session
 from turnlog.views import ProjectionRunner
 
 EXIT_OK = 0
@@ -239,12 +248,9 @@ def _command_sessions(args: argparse.Namespace) -> int:
 
 
 def _command_audit(args: argparse.Namespace) -> int:
-    if args.all and not args.verify:
-        msg = "--all works with --verify: turnlog audit --verify --all"
-        raise UsageError(msg)
-    if args.all == (args.session is not None):
-        msg = "give a SESSION, or --verify --all"
-        raise UsageError(msg)
+    check_audit_args(args)
+    if args.head:
+        return _audit_head(args)
     if args.verify:
         return _audit_verify(args)
     session_id, url = _session_and_log(args)
@@ -265,23 +271,35 @@ def _command_audit(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _audit_head(args: argparse.Namespace) -> int:
+    session_id, url = _session_and_log(args)
+    with contextlib.closing(Store(url)) as store:
+        report = verify_session(store, session_id, expected_heads(store, session_id))
+    if report.head is None:  # an anchor of a broken chain would vouch for it
+        _print_error(f"no anchor for a chain that does not verify: {verdict(report)}")
+        return EXIT_FAILURE
+    print((anchor_record if args.json else format_anchor)(session_id, report.head))
+    return EXIT_OK
+
+
 def _audit_verify(args: argparse.Namespace) -> int:
     if args.all:
         url = _store_url(args)
         _require_log(url)
     else:
-        _, url = _session_and_log(args)
+        session_id, url = _session_and_log(args)
+    anchor = anchor_of(args.against, args.session)
     show: Callable[[VerifyReport], str] = verdict_record if args.json else verdict
     started = time.perf_counter()
     sessions = failed = events = 0
     store = Store(url)
     try:
         if not args.all:
-            report = verify_session(store, args.session)
+            expected = expected_heads(store, session_id, anchor)
+            report = verify_session(store, session_id, expected)
             print(show(report))
             return EXIT_OK if report.ok else EXIT_FAILURE
-        for session_id in all_session_ids(store):
-            report = verify_session(store, session_id)
+        for report in verify_each(store, recorded_heads(store)):
             print(show(report), flush=True)  # a verdict as soon as it is known
             sessions += 1
             failed += not report.ok
@@ -324,7 +342,8 @@ def _command_export(args: argparse.Namespace) -> int:
         sys.stdout.writelines(line.decode() for line in lines)
         return EXIT_OK
     write_lines(args.output, lines)
-    print(f"exported {len(lines)} events of {session_id!r} to {args.output}")
+    events = len(lines) - 1  # after the header
+    print(f"exported {events} events of {session_id!r} to {args.output}")
     return EXIT_OK
 
 

@@ -7,6 +7,7 @@ import contextlib
 import math
 
 from turnlog import __version__
+from turnlog.domain.errors import UsageError
 from turnlog.rebuild import REBUILD_BATCH
 
 STORE_ENV = "TURNLOG_STORE"
@@ -29,6 +30,26 @@ def _positive_float(text: str) -> float:
             return value
     msg = f"{text!r} is not a number of seconds above 0"
     raise argparse.ArgumentTypeError(msg)
+
+
+def check_audit_args(args: argparse.Namespace) -> None:
+    """Refuses a combination of ``turnlog audit`` options that means nothing.
+
+    Raises:
+        UsageError: naming the combination that works.
+    """
+    if args.head and (args.verify or args.all):
+        msg = "--head prints one session's anchor: turnlog audit --head SESSION"
+        raise UsageError(msg)
+    if args.against is not None and (not args.verify or args.all):
+        msg = "--against works with --verify SESSION"
+        raise UsageError(msg)
+    if args.all and not args.verify:
+        msg = "--all works with --verify: turnlog audit --verify --all"
+        raise UsageError(msg)
+    if args.all == (args.session is not None):
+        msg = "give a SESSION, or --verify --all"
+        raise UsageError(msg)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -116,7 +137,11 @@ def build_parser() -> argparse.ArgumentParser:
         description=(
             "One line per stored event of the session, oldest first. With "
             "--verify, checks the session's hash chain from the raw log "
-            "instead and names the first event that does not fit (exit 1)."
+            "instead, and that it reaches the head the sessions view recorded, "
+            "and names the first event that does not fit (exit 1). With "
+            "--head, prints the chain's head as an anchor to keep elsewhere: "
+            "--verify --against ANCHOR then shows that nothing up to it was "
+            "removed or replaced."
         ),
     )
     audit.add_argument("session", metavar="SESSION", nargs="?", help="the session id")
@@ -125,11 +150,24 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help=(
             "print one JSON object per event (sequence, session_seq, time, "
-            "event, data), or per verdict with --verify"
+            "event, data), per verdict with --verify, or the anchor with --head"
         ),
     )
     audit.add_argument("--verify", action="store_true", help="check the hash chain")
     audit.add_argument("--all", action="store_true", help="--verify every session")
+    audit.add_argument(
+        "--head",
+        action="store_true",
+        help="print the session's verified chain head: SESSION seq=N sha256=HEX",
+    )
+    audit.add_argument(
+        "--against",
+        metavar="ANCHOR",
+        help=(
+            "with --verify SESSION: an anchor --head printed (or N:HEX, or the "
+            "HEX alone) that the chain must still hold"
+        ),
+    )
 
     replay = commands.add_parser(
         "replay",

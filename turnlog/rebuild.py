@@ -25,6 +25,7 @@ from typing import Any
 
 import msgspec
 
+from turnlog.anchors import SESSIONS_VIEW, check_no_head_lost
 from turnlog.domain.errors import UsageError
 from turnlog.projections.checkpoints import CheckpointProjection
 from turnlog.projections.executions import ExecutionProjection
@@ -137,6 +138,9 @@ def rebuild(
             eta = (total - done) / rate if rate > 0 else None
             progress(Progress(label, done, total, rate, eta))
     seconds = time.perf_counter() - started
+    if not verify and any(p.name == SESSIONS_VIEW for p in projections):
+        # Before any view is swapped: all of them, or none.
+        check_no_head_lost(runner.tables, SESSIONS_VIEW, SESSIONS_VIEW + NEXT_SUFFIX)
     reports = []
     for projection, green in zip(projections, greens, strict=True):
         events = runner.position(green.name) - first[green.name]

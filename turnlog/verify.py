@@ -7,17 +7,35 @@ The first event that does not fit is named, with what is wrong with it:
 - ``altered``: its stored content no longer matches its link;
 - ``missing``: events before it are gone (a gap in the session seq);
 - ``inserted``: it repeats a session seq, or carries no chain at all;
-- ``reordered``: the log holds it before an event that came earlier.
+- ``reordered``: the log holds it before an event that came earlier;
+- ``truncated``: the chain ends before a head recorded elsewhere (the
+  sessions view, an export's header, an anchor the user kept): the last
+  events are gone, and the last event left is named;
+- ``rewritten``: the event at a recorded head's seq is not the recorded
+  one (or, for a digest alone, no event carries it): the history up to it
+  was replaced by one that links up again.
+
+A chain is checked from the log alone, so removing a session's last
+events leaves nothing to notice there: only a head recorded before the
+removal, compared in :func:`head_problem`, reveals it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import itertools
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import msgspec
 
-from turnlog.domain.chain import CHAIN_FIELD, GENESIS, SEQ_FIELD, canonical, link
+from turnlog.domain.chain import (
+    CHAIN_FIELD,
+    GENESIS,
+    SEQ_FIELD,
+    ChainHead,
+    canonical,
+    link,
+)
 from turnlog.domain.errors import UnknownSessionError
 from turnlog.domain.ids import check_session_id, session_uuid, turn_uuid
 from turnlog.store import Store
@@ -35,12 +53,27 @@ class ChainProblem(msgspec.Struct, frozen=True):
     detail: str
 
 
+class ExpectedHead(msgspec.Struct, frozen=True):
+    """A head of a session's chain recorded away from its events.
+
+    ``seq`` 0 means only the digest is known (an anchor given as a bare
+    digest): then some event of the chain must carry it.
+    """
+
+    seq: int
+    digest: str
+    source: str
+    """Where it was recorded, for the verdict: "the sessions view", ..."""
+
+
 class VerifyReport(msgspec.Struct, frozen=True):
     """A session's verdict: how many events were checked, the first problem."""
 
     session_id: str
     events: int
     problem: ChainProblem | None
+    head: ChainHead | None = None
+    """Where the chain ends (None when it has no events, or fails)."""
 
     @property
     def ok(self) -> bool:
@@ -87,14 +120,80 @@ def _row(raw: tuple[int, Any, int, str, bytes]) -> ChainRow:
     return ChainRow(position, topic, str(originator), version, _decoder.decode(state))
 
 
-def verify_session(store: Store, session_id: str) -> VerifyReport:
-    """Checks every event of ``session_id``; raises if there is no such session."""
+def verify_session(
+    store: Store, session_id: str, expected: Sequence[ExpectedHead] = ()
+) -> VerifyReport:
+    """Checks every event of ``session_id``, and that it reaches ``expected``.
+
+    Raises:
+        UnknownSessionError: the log holds no event of the session and
+            nothing expected it to (else the verdict names the removal).
+    """
     check_session_id(session_id)
     rows = _session_rows(store, session_id)
-    if not rows:
+    if not rows and not expected:
         msg = f"no session {session_id!r} in the log at {store.location}"
         raise UnknownSessionError(msg)
-    return VerifyReport(session_id, len(rows), first_problem(rows))
+    problem = first_problem(rows)
+    for head in expected:
+        if problem is not None:
+            break
+        problem = head_problem(rows, head)
+    if problem is not None or not rows:
+        return VerifyReport(session_id, len(rows), problem)
+    last = rows[-1].state
+    return VerifyReport(
+        session_id, len(rows), None, ChainHead(last[SEQ_FIELD], last[CHAIN_FIELD])
+    )
+
+
+def head_problem(rows: list[ChainRow], head: ExpectedHead) -> ChainProblem | None:
+    """Whether an intact chain (``rows`` as :func:`first_problem` left them:
+    sorted, seq 1, 2, ...) reaches ``head`` and holds it."""
+    short = head.digest[:12]
+    if not rows:
+        return ChainProblem(
+            "truncated",
+            0,
+            None,
+            "",
+            f"every event is gone; {head.source} holds its head at seq "
+            f"{head.seq} (sha256 {short}...)",
+        )
+    last = rows[-1]
+    end = last.state[SEQ_FIELD]
+    if head.seq == 0:
+        if any(row.state[CHAIN_FIELD] == head.digest for row in rows):
+            return None
+        return ChainProblem(
+            "rewritten",
+            last.position,
+            end,
+            last.topic,
+            f"no event carries the sha256 {short}... {head.source} holds: the "
+            f"chain (ending at seq {end}) was cut or replaced before it",
+        )
+    if head.seq > end:
+        gone = str(end + 1) if head.seq == end + 1 else f"{end + 1} to {head.seq}"
+        return ChainProblem(
+            "truncated",
+            last.position,
+            end,
+            last.topic,
+            f"the chain ends here, but {head.source} holds its head at seq "
+            f"{head.seq}: events with seq {gone} are gone",
+        )
+    row = rows[head.seq - 1]
+    if row.state[CHAIN_FIELD] != head.digest:
+        return ChainProblem(
+            "rewritten",
+            row.position,
+            head.seq,
+            row.topic,
+            f"its link is not the sha256 {short}... {head.source} holds: the "
+            "history up to it was replaced",
+        )
+    return None
 
 
 def first_problem(rows: list[ChainRow]) -> ChainProblem | None:
@@ -179,14 +278,32 @@ def all_session_ids(store: Store, batch: int = 1000) -> Iterator[str]:
         start = notes[-1].id + 1
 
 
+def verify_each(
+    store: Store, expected: Mapping[str, Sequence[ExpectedHead]] | None = None
+) -> Iterator[VerifyReport]:
+    """Checks every session, one verdict at a time.
+
+    A session ``expected`` names is checked against those heads, and
+    reported even if the log holds none of its events any more.
+    """
+    heads = expected or {}
+    seen: set[str] = set()
+    for session_id in itertools.chain(all_session_ids(store), list(heads)):
+        if session_id not in seen:
+            seen.add(session_id)
+            yield verify_session(store, session_id, heads.get(session_id, ()))
+
+
 def verify_all(
-    store: Store, progress: Callable[[int, int], None] | None = None
+    store: Store,
+    progress: Callable[[int, int], None] | None = None,
+    expected: Mapping[str, Sequence[ExpectedHead]] | None = None,
 ) -> list[VerifyReport]:
-    """Checks every session; ``progress(sessions done, events checked)``."""
-    reports = []
+    """Checks every session (see :func:`verify_each`);
+    ``progress(sessions done, events checked)``."""
+    reports: list[VerifyReport] = []
     events = 0
-    for session_id in all_session_ids(store):
-        report = verify_session(store, session_id)
+    for report in verify_each(store, expected):
         reports.append(report)
         events += report.events
         if progress is not None:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import msgspec
+
+from turnlog.domain.ids import session_uuid, turn_uuid
 from turnlog.store import Store
+from turnlog.view_tables import ViewTables
 
 
 def max_position(url: str) -> int:
@@ -12,3 +16,63 @@ def max_position(url: str) -> int:
         return store.max_position()
     finally:
         store.close()
+
+
+def session_positions(url: str, session_id: str, turns: int = 9) -> list[int]:
+    """The log positions of every event of ``session_id``, oldest first."""
+    store = Store(url)
+    try:
+        ids = [session_uuid(session_id)]
+        ids += [turn_uuid(session_id, n) for n in range(1, turns + 1)]
+        return sorted(row[0] for row in store.stored_rows(ids))
+    finally:
+        store.close()
+
+
+def remove_events(url: str, positions: list[int]) -> None:
+    """Deletes events straight from the events table, as an intruder with
+    write access to the database would (on either backend)."""
+    store = Store(url)
+    try:
+        column = "notification_id" if store.is_postgres else "rowid"
+        marks = ", ".join("?" * len(positions))
+        with store.transaction() as cursor:
+            cursor.execute(
+                store.sql(
+                    f"DELETE FROM {store.events_table} WHERE {column} IN ({marks})"
+                ),
+                positions,
+            )
+    finally:
+        store.close()
+
+
+def forge_view_head(url: str, session_id: str, seq: int, digest: str) -> None:
+    """Rewrites the head the sessions view holds for ``session_id``, as an
+    intruder who removed events and covered the tracks in the view would."""
+    store = Store(url)
+    try:
+        tables = ViewTables(store)
+        doc = tables.get("sessions", session_id, 0)
+        doc["head_seq"], doc["head_sha256"] = seq, digest
+        with store.transaction() as cursor:
+            cursor.execute(
+                store.sql(
+                    f"UPDATE {tables.docs} SET doc = ? WHERE "
+                    f"gen = {tables.generation_of} AND part = ? AND pos = 0"
+                ),
+                (msgspec.json.encode(doc), "sessions", session_id),
+            )
+    finally:
+        store.close()
+
+
+def chain_at(url: str, position: int) -> tuple[int, str]:
+    """(session seq, chain) of the event at log ``position``."""
+    store = Store(url)
+    try:
+        _, _, _, state = store.stored_at([position])[position]
+    finally:
+        store.close()
+    decoded = msgspec.json.decode(state)
+    return decoded["session_seq"], decoded["chain"]

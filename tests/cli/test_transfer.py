@@ -116,8 +116,13 @@ def test_export_writes_the_stored_events_verbatim_in_log_order(
     result = turnlog("--store", sqlite_url, "export", "s1")
 
     assert (result.code, result.err) == (0, "")
-    lines = result.out.splitlines()
+    header, *lines = result.out.splitlines()
     records = [json.loads(line) for line in lines]
+    last = records[-1]["state"]
+    assert json.loads(header) == {
+        "turnlog_export": 1,
+        "heads": {"s1": {"seq": len(rows), "sha256": last["chain"]}},
+    }
     assert [set(r) for r in records] == [
         {"originator_id", "originator_version", "topic", "state"}
     ] * len(rows)
@@ -207,7 +212,7 @@ def test_an_imported_session_replays_verifies_and_audits_the_same(
         turnlog("--store", sqlite_url, "replay", "s1").out
     )
     assert stored(target, "s1") == stored(sqlite_url, "s1")
-    assert verdict(target, "s1") == (True, len(export.splitlines()))
+    assert verdict(target, "s1") == (True, len(export.splitlines()) - 1)
     assert verdict(target, "other")[0]
 
     def audit(url: str) -> list[dict]:
@@ -238,7 +243,7 @@ def test_import_reads_stdin(
 
     result = turnlog("--store", target, "import", "-")
 
-    count = len(export.splitlines())
+    count = len(export.splitlines()) - 1  # after the header
     assert (result.code, result.err) == (0, "")
     assert (
         result.out
@@ -327,10 +332,10 @@ BAD_FILES = {
         b'{"sequence":1,"session_seq":1,"time":"x","event":"E","data":{}}\n'
     ),
     "a line without state": lambda export: tampered(
-        export, replace_in_line(0, ',"state":', ',"other":')
+        export, replace_in_line(1, ',"state":', ',"other":')
     ),
     "a bad version": lambda export: tampered(
-        export, replace_in_line(0, '"originator_version":1', '"originator_version":0')
+        export, replace_in_line(1, '"originator_version":1', '"originator_version":0')
     ),
     "an unknown topic": lambda export: tampered(
         export, replace_in_line(3, '"topic":"turnlog:', '"topic":"turnlog:Nope')
@@ -338,11 +343,16 @@ BAD_FILES = {
     "an altered event": lambda export: tampered(
         export, replace_in_line(-1, "answer 0", "answer 9")
     ),
-    "a missing event": lambda export: tampered(export, without_line(5)),
+    "a missing event": lambda export: tampered(export, without_line(6)),
     "reordered events": lambda export: tampered(export, swapped(4)),
     "a foreign aggregate": lambda export: tampered(
-        export, replace_in_line(0, '"originator_id":"', '"originator_id":"0')
+        export, replace_in_line(1, '"originator_id":"', '"originator_id":"0')
     ),
+    "the last events cut off": lambda export: tampered(
+        export, lambda lines: lines[:-2]
+    ),
+    "no header": lambda export: tampered(export, lambda lines: lines[1:]),
+    "only a header": lambda export: tampered(export, lambda lines: lines[:1]),
     "a cut-off file": lambda export: "\n".join(
         [*export.splitlines()[:3], export.splitlines()[3][:40]]
     ).encode(),
@@ -354,14 +364,21 @@ EXPECTED_ERRORS = {
     "text": "line 1 is not a turnlog export event: JSON is malformed",
     "a JSON array": "line 1 is not a turnlog export event: Expected `object`",
     "an audit": "line 1 is not a turnlog export event: Object contains unknown field",
-    "a line without state": "line 1 is not a turnlog export event",
-    "a bad version": "line 1 is not a turnlog export event: Expected `int` >= 1",
+    "a line without state": "line 2 is not a turnlog export event",
+    "a bad version": "line 2 is not a turnlog export event: Expected `int` >= 1",
     "an unknown topic": "line 4 has topic 'turnlog:Nope",
     "an altered event": "is altered: its content does not match its link",
     "a missing event": "is missing: events with seq 6 to 6 are gone",
     "reordered events": "is reordered",
-    "a foreign aggregate": "line 1 is not a turnlog export event: Invalid UUID",
+    "a foreign aggregate": "line 2 is not a turnlog export event: Invalid UUID",
     "a cut-off file": "line 4 is not a turnlog export event: Input data was truncated",
+    "the last events cut off": (
+        "session 's1' is cut short after line 12 (ModelStepCompleted, session seq "
+        "11): the chain ends here, but the export header holds its head at seq 13: "
+        "events with seq 12 to 13 are gone"
+    ),
+    "no header": "no export header names the head of session 's1'",
+    "only a header": "the file holds no events",
 }
 
 
@@ -445,7 +462,8 @@ def test_export_lines_are_what_import_reads(sqlite_url: str, filled) -> None:
     finally:
         store.close()
     assert all(line.endswith(b"\n") for line in lines)
-    assert [msgspec.json.decode(line)["originator_version"] for line in lines[:2]] == [
+    assert msgspec.json.decode(lines[0])["heads"]["s1"]["seq"] == len(lines) - 1
+    assert [msgspec.json.decode(line)["originator_version"] for line in lines[1:3]] == [
         1,
         2,
     ]
@@ -471,3 +489,31 @@ def test_import_into_what_is_not_a_log_changes_nothing(
     assert garbage.read_bytes() == content
     assert bad_url.code == 2
     assert "ftp://x" in bad_url.error_line()
+
+
+def test_a_cut_export_with_its_header_edited_imports_but_fails_its_anchor(
+    turnlog, sqlite_url: str, tmp_path: Path, filled
+) -> None:
+    filled(sqlite_url, sessions=("s1",), turns=1)
+    anchor = turnlog("--store", sqlite_url, "audit", "--head", "s1").out.strip()
+    _, *events = turnlog("--store", sqlite_url, "export", "s1").out.splitlines()
+    kept = events[:-2]
+    last = json.loads(kept[-1])["state"]
+    forged = {
+        "turnlog_export": 1,
+        "heads": {"s1": {"seq": last["session_seq"], "sha256": last["chain"]}},
+    }
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text("\n".join([json.dumps(forged), *kept]) + "\n")
+    target = f"sqlite:///{tmp_path}/target.sqlite3"
+
+    imported = turnlog("--store", target, "import", str(cut))
+    checked = turnlog("--store", target, "audit", "s1", "--verify", "--against", anchor)
+
+    assert imported.code == 0  # the file is consistent with itself
+    assert checked.code == 1
+    assert checked.out.startswith("s1: FAILED, truncated after log position ")
+    assert checked.out.endswith(
+        f"but the anchor holds its head at seq {len(events)}: events with seq "
+        f"{len(events) - 1} to {len(events)} are gone\n"
+    )
