@@ -85,6 +85,11 @@ logger = logging.getLogger(__name__)
 class SessionActor(TurnFlow, pykka.ThreadingActor):
     """Owns one session: its aggregates, queue, context and subscribers."""
 
+    # A runtime left open must not hold its process at exit: Runtime closes
+    # it from an atexit hook, which Python runs only once the non-daemon
+    # threads have ended.
+    use_daemon_thread = True
+
     def __init__(
         self,
         *,

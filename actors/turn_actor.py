@@ -59,6 +59,9 @@ from turnlog.domain.streaming import reset_delta_sink, set_delta_sink
 class TurnActor(pykka.ThreadingActor):
     """Drives the model calls, hooks and tool calls of one running turn."""
 
+    # A runtime left open must not hold its process at exit (see Runtime).
+    use_daemon_thread = True
+
     def __init__(
         self,
         *,
