@@ -11,6 +11,9 @@ import pytest
 
 from turnlog import (
     Agent,
+    ApprovalDecision,
+    ApprovalRequest,
+    RunConfig,
     Runtime,
     RuntimeClosedError,
     ScriptedModel,
@@ -81,6 +84,21 @@ def test_closing_twice_is_harmless(closed: Closed) -> None:
         pass
 
 
+def join_pool_threads(prefix: str) -> None:
+    """Waits for pool threads: each hands its result on after returning."""
+    for thread in threading.enumerate():
+        if thread.name.startswith(prefix):
+            thread.join(10)
+
+
+def assert_nothing_printed(
+    capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    out, err = capfd.readouterr()
+    assert "Traceback" not in out + err
+    assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR]
+
+
 def test_a_sync_tool_that_finishes_after_close_prints_nothing(
     sqlite_url: str,
     capfd: pytest.CaptureFixture[str],
@@ -112,13 +130,8 @@ def test_a_sync_tool_that_finishes_after_close_prints_nothing(
     assert not returned.is_set()
     release.set()
     assert returned.wait(10)
-    # the tool's thread hands its result on after returning: let it finish
-    for thread in threading.enumerate():
-        if thread.name.startswith("turnlog-tool"):
-            thread.join(10)
-    out, err = capfd.readouterr()
-    assert "Traceback" not in out + err
-    assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR]
+    join_pool_threads("turnlog-tool")
+    assert_nothing_printed(capfd, caplog)
     # close did not wait for the call: the log shows it started, not
     # finished, and reopening the session closes it as interrupted
     with Runtime.open(sqlite_url) as reopened:
@@ -127,3 +140,39 @@ def test_a_sync_tool_that_finishes_after_close_prints_nothing(
         assert checkpoint is not None
         outputs = [i for i in checkpoint.context if i["type"] == "function_call_output"]
         assert [o["output"] for o in outputs] == ["interrupted; outcome unknown"]
+
+
+def test_an_approval_provider_that_answers_after_close_prints_nothing(
+    sqlite_url: str,
+    capfd: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    asked, release, answered = threading.Event(), threading.Event(), threading.Event()
+
+    class Slow:
+        def decide(self, request: ApprovalRequest) -> ApprovalDecision | None:
+            asked.set()
+            release.wait(30)
+            answered.set()
+            return ApprovalDecision.allow()
+
+    @function_tool(needs_approval=True)
+    def deploy() -> str:
+        """Needs approval."""
+        return "deployed"
+
+    model = ScriptedModel([calls(tool_call("deploy")), "done"])
+    caplog.set_level(logging.DEBUG)
+    rt = Runtime.open(sqlite_url, run_config=RunConfig(approval_provider=Slow()))
+    try:
+        session = rt.create_session(
+            Agent("a", model=model, tools=[deploy]), session_id="s"
+        )
+        session.send_input("go")
+        assert asked.wait(10)
+    finally:
+        rt.close()
+    release.set()
+    assert answered.wait(10)
+    join_pool_threads("turnlog-approval")
+    assert_nothing_printed(capfd, caplog)
