@@ -15,6 +15,7 @@ single writer and records the first decision, refusing any later one.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import logging
 from typing import Any
 
@@ -38,6 +39,9 @@ logger = logging.getLogger(__name__)
 class ApprovalBrokerActor(pykka.ThreadingActor):
     """Routes approval requests to policies and providers."""
 
+    # A runtime left open must not hold its process at exit (see Runtime).
+    use_daemon_thread = True
+
     def __init__(self, io_loop: IoLoop, max_provider_threads: int = 8) -> None:
         super().__init__()
         self._io_loop = io_loop
@@ -51,7 +55,7 @@ class ApprovalBrokerActor(pykka.ThreadingActor):
         match message:
             case AskApproval(request=request, policy=policy, provider=provider):
                 if policy in ("allow", "deny"):
-                    message.session.tell(Decide(request.request_id, policy, "policy"))
+                    _tell(message.session, Decide(request.request_id, policy, "policy"))
                     return None
                 self._pending[request.request_id] = message
                 if message.timeout is not None:
@@ -63,9 +67,14 @@ class ApprovalBrokerActor(pykka.ThreadingActor):
                 if provider is not None:
                     me = self.actor_ref
                     request_id = request.request_id
-                    future = self._pool.submit(provider.decide, request)
+                    try:
+                        future = self._pool.submit(provider.decide, request)
+                    except RuntimeError:
+                        # The interpreter is exiting: the request stays
+                        # pending in the log, to be asked again on reopening.
+                        return None
                     future.add_done_callback(
-                        lambda f: me.tell(ProviderAnswered(request_id, f))
+                        lambda f: _tell(me, ProviderAnswered(request_id, f))
                     )
             case ProviderAnswered(request_id=request_id, future=future):
                 ask = self._pending.get(request_id)
@@ -79,13 +88,13 @@ class ApprovalBrokerActor(pykka.ThreadingActor):
             case ApprovalExpired(request_id=request_id):
                 ask = self._pending.get(request_id)
                 if ask is not None:
-                    ask.session.tell(Decide(request_id, "timeout", "timeout"))
+                    _tell(ask.session, Decide(request_id, "timeout", "timeout"))
             case ResolveApproval(request_id=request_id, decision=decision):
                 ask = self._pending.get(request_id)
                 if ask is None:
                     msg = f"approval request {request_id!r} is not pending"
                     raise UsageError(msg)
-                ask.session.tell(Decide(request_id, decision, "broker"))
+                _tell(ask.session, Decide(request_id, decision, "broker"))
             case _:
                 msg = f"ApprovalBroker got an unknown message: {message!r}"
                 raise TypeError(msg)
@@ -98,19 +107,28 @@ class ApprovalBrokerActor(pykka.ThreadingActor):
         error = future.exception()
         if error is not None:
             logger.warning("approval provider failed on %s: %s", request_id, error)
-            ask.session.tell(Decide(request_id, "deny", f"provider error: {error}"))
+            _tell(ask.session, Decide(request_id, "deny", f"provider error: {error}"))
             return
         decision = future.result()
         if decision is None:
             return  # the provider answers later, through session.approve()
         if not isinstance(decision, ApprovalDecision):
-            ask.session.tell(
-                Decide(request_id, "deny", f"provider returned {decision!r}")
+            _tell(
+                ask.session,
+                Decide(request_id, "deny", f"provider returned {decision!r}"),
             )
             return
-        ask.session.tell(Decide(request_id, decision.kind, "provider"))
+        _tell(ask.session, Decide(request_id, decision.kind, "provider"))
 
     def on_stop(self) -> None:
         for timer in self._timers.values():
             timer.cancel()
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _tell(ref: pykka.ActorRef[Any], message: Any) -> None:
+    """Tells ``ref``, unless it stopped: a session closed (or a runtime) while
+    its approval was pending wants no decision, and must not stop the broker
+    or print a traceback from a provider's thread."""
+    with contextlib.suppress(pykka.ActorDeadError):
+        ref.tell(message)

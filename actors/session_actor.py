@@ -90,6 +90,11 @@ class SessionActor(pykka.ThreadingActor):
     and applies decisions.
     """
 
+    # A runtime left open must not hold its process at exit: Runtime closes
+    # it from an atexit hook, which Python runs only once the non-daemon
+    # threads have ended.
+    use_daemon_thread = True
+
     def __init__(
         self,
         *,

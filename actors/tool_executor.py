@@ -6,13 +6,15 @@ FIFO order. Each call has an optional timeout. A handler that raises, a
 timeout or a cancelled call becomes an error output: a tool never crashes
 the turn. The actor's own handlers only schedule work, so it never blocks.
 
-A sync handler cannot be stopped once it runs; after a timeout its thread
-finishes in the background and its result is dropped.
+A sync handler cannot be stopped once it runs; after a timeout, or after
+the runtime closed, its thread finishes in the background and its result
+is dropped without a word: the session it was for is gone or has moved on.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import itertools
 from collections import deque
 from typing import Any
@@ -43,6 +45,9 @@ class _Call:
 
 class ToolExecutorActor(pykka.ThreadingActor):
     """Runs tool calls concurrently, up to a limit, with timeouts."""
+
+    # A runtime left open must not hold its process at exit (see Runtime).
+    use_daemon_thread = True
 
     def __init__(
         self, io_loop: IoLoop, max_concurrency: int = DEFAULT_MAX_CONCURRENCY
@@ -103,9 +108,13 @@ class ToolExecutorActor(pykka.ThreadingActor):
                 tool.run_async(request.arguments, request.context)
             )
         else:
-            call.future = self._pool.submit(
-                tool.run_sync, request.arguments, request.context
-            )
+            try:
+                call.future = self._pool.submit(
+                    tool.run_sync, request.arguments, request.context
+                )
+            except RuntimeError:  # the interpreter is exiting: no new threads
+                _reply(request, "tool not run: the process is exiting", True)
+                return
         self._running[call.token] = call
         token = call.token
 
@@ -115,7 +124,8 @@ class ToolExecutorActor(pykka.ThreadingActor):
             # reported first, the session keeps that and drops this.
             if not future.cancelled():
                 _reply(request, *_outcome(future))
-            me.tell(ToolDone(token, future))
+            with contextlib.suppress(pykka.ActorDeadError):  # closed meanwhile
+                me.tell(ToolDone(token, future))
 
         call.future.add_done_callback(done)
         if tool.timeout is not None:
@@ -133,7 +143,11 @@ class ToolExecutorActor(pykka.ThreadingActor):
 
 
 def _reply(request: RunTool, output: str, is_error: bool) -> None:
-    request.reply_to.tell(ToolFinished(request.turn, request.call_id, output, is_error))
+    # A turn stopped (its session closed, or the runtime) wants no result.
+    with contextlib.suppress(pykka.ActorDeadError):
+        request.reply_to.tell(
+            ToolFinished(request.turn, request.call_id, output, is_error)
+        )
 
 
 def _outcome(future: concurrent.futures.Future[Any]) -> tuple[str, bool]:

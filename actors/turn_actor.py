@@ -58,6 +58,9 @@ from turnlog.domain.model import ModelRequest, check_response, tool_calls_in
 class TurnActor(pykka.ThreadingActor):
     """Drives the model calls, hooks and tool calls of one running turn."""
 
+    # A runtime left open must not hold its process at exit (see Runtime).
+    use_daemon_thread = True
+
     def __init__(
         self,
         *,

@@ -9,6 +9,7 @@ Developer mistakes are kept apart from failures at run time::
     │   ├── StoreURLError           a store URL that names no supported backend
     │   ├── UnknownSessionError     no session with that id in the log
     │   ├── SessionClosedError      the session (or runtime) was closed
+    │   │   └── RuntimeClosedError  the runtime holding it was closed
     │   └── SessionBusyError        a turn is already running
     ├── StoreError                  the log could not be read or written
     │   ├── NotATurnlogStoreError   the file or database is not a turnlog log
@@ -48,6 +49,15 @@ class UnknownSessionError(UsageError, LookupError):
 
 class SessionClosedError(UsageError):
     """The session, or the runtime holding it, has been closed."""
+
+
+class RuntimeClosedError(SessionClosedError):
+    """The runtime was closed: none of its sessions or read models can be used.
+
+    A SessionClosedError, so code that handles a closed session handles
+    this too; catch it alone to tell "this runtime is gone, open another"
+    from "this one session was closed".
+    """
 
 
 class SessionBusyError(UsageError):

@@ -13,7 +13,7 @@ import pykka
 
 from turnlog.actors.messages import ResolveApproval
 from turnlog.domain.approval import ApprovalDecision, check_decision
-from turnlog.domain.errors import InvalidInputError, SessionClosedError
+from turnlog.domain.errors import InvalidInputError, RuntimeClosedError
 
 ASK_TIMEOUT = 30.0
 
@@ -38,5 +38,5 @@ class ApprovalBroker:
         try:
             self._ref.ask(ResolveApproval(request_id, kind), timeout=ASK_TIMEOUT)
         except pykka.ActorDeadError:
-            msg = "the runtime is closed"
-            raise SessionClosedError(msg) from None
+            msg = "the runtime was closed"
+            raise RuntimeClosedError(msg) from None

@@ -6,12 +6,13 @@ made after the session reported an event sees at least that event.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import Any
+import functools
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Concatenate, ParamSpec, TypeVar
 from uuid import UUID
 
 import msgspec
-from eventsourcing.persistence import Mapper, StoredEvent
+from eventsourcing.persistence import ConnectionPoolClosedError, Mapper, StoredEvent
 
 from turnlog.domain.context import fold_context, messages_of
 from turnlog.domain.errors import InvalidInputError
@@ -29,6 +30,45 @@ _FETCH = 500
 """Log positions fetched per query when reading a transcript."""
 _execution_decoder = msgspec.json.Decoder(Execution)
 _filed_decoder = msgspec.json.Decoder(list[int])
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _always_open() -> None:
+    """The guard of readers that belong to no runtime: nothing to check."""
+
+
+class _Reader:
+    """A read model of a runtime: refuses reads once the runtime is closed."""
+
+    def __init__(self, check_open: Callable[[], None]) -> None:
+        self._check_open = check_open
+
+
+S = TypeVar("S", bound=_Reader)
+
+
+def _while_open(
+    method: Callable[Concatenate[S, P], R],
+) -> Callable[Concatenate[S, P], R]:
+    """Runs ``method`` only while its runtime is open.
+
+    The check comes first; a close that lands during the read surfaces as
+    the pool's bare ConnectionPoolClosedError, which the guard then turns
+    into the runtime's own error.
+    """
+
+    @functools.wraps(method)
+    def guarded(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        self._check_open()
+        try:
+            return method(self, *args, **kwargs)
+        except ConnectionPoolClosedError:
+            self._check_open()
+            raise
+
+    return guarded
 
 
 class TranscriptItem(msgspec.Struct, frozen=True):
@@ -112,12 +152,16 @@ def replay_events(transcript: Iterable[TranscriptItem], session_id: str) -> list
     return replay(session_id, (item.event() for item in transcript))
 
 
-class Transcripts:
+class Transcripts(_Reader):
     """``rt.transcript``: pages of each session's positioned items."""
 
-    def __init__(self, runner: ProjectionRunner) -> None:
+    def __init__(
+        self, runner: ProjectionRunner, check_open: Callable[[], None] = _always_open
+    ) -> None:
+        super().__init__(check_open)
         self._runner = runner
 
+    @_while_open
     def page(
         self,
         session_id: str,
@@ -135,6 +179,7 @@ class Transcripts:
         positions = sorted(positions[:max_batches])
         return TranscriptPage(tuple(_items(self._runner.store, positions)), has_more)
 
+    @_while_open
     def all(self, session_id: str, from_sequence: int = 0) -> list[TranscriptItem]:
         """Every item of a session from ``from_sequence`` on, oldest first."""
         check_session_id(session_id)
@@ -194,6 +239,7 @@ class Transcripts:
                 break
         return positions[:count]
 
+    @_while_open
     def sessions(self) -> list[str]:
         """Every session id with a transcript."""
         self._runner.catch_up()
@@ -207,12 +253,16 @@ class ExecutionPage(msgspec.Struct, frozen=True):
     has_more: bool
 
 
-class Executions:
+class Executions(_Reader):
     """``rt.executions``: one record per turn."""
 
-    def __init__(self, runner: ProjectionRunner) -> None:
+    def __init__(
+        self, runner: ProjectionRunner, check_open: Callable[[], None] = _always_open
+    ) -> None:
+        super().__init__(check_open)
         self._runner = runner
 
+    @_while_open
     def page(
         self, session_id: str, before_sequence: int | None = None, limit: int = 10
     ) -> ExecutionPage:
@@ -236,13 +286,20 @@ class Executions:
         return ExecutionPage(records, has_more)
 
 
-class Checkpoints:
+class Checkpoints(_Reader):
     """``rt.checkpoints``: each session's current state."""
 
-    def __init__(self, runner: ProjectionRunner, transcripts: Transcripts) -> None:
+    def __init__(
+        self,
+        runner: ProjectionRunner,
+        transcripts: Transcripts,
+        check_open: Callable[[], None] = _always_open,
+    ) -> None:
+        super().__init__(check_open)
         self._runner = runner
         self._transcripts = transcripts
 
+    @_while_open
     def load(self, session_id: str, *, context: bool = True) -> Checkpoint | None:
         """The session's checkpoint, or None if the log has no such session.
 

@@ -2,15 +2,27 @@
 
 ``Runtime.open()`` starts the shared actors (ToolExecutor, ApprovalBroker),
 the I/O loop and the projection follower; ``close()`` (or leaving a
-``with`` block) stops every actor it started, sessions included. pykka's
-actor threads are not daemons, so a runtime that is not closed keeps its
-process alive.
+``with`` block) stops every actor it started, sessions included.
+
+A runtime left open must not keep its process alive, even when the program
+dies of an uncaught exception. So every thread turnlog starts is a daemon,
+and a runtime still open at exit is closed by an ``atexit`` hook. The two
+work together: Python joins non-daemon threads before it runs ``atexit``
+hooks, so with non-daemon actors the hook would never run; and daemon
+threads alone would be frozen mid-work at exit, where the hook lets a save
+in progress finish, stops the actors in order and releases the session
+leases. Should the hook not get to run (``os._exit``, a kill), a
+transaction cut short is rolled back whole and the lease is recognised as
+gone, as after a crash. Sync tools and approval providers run on
+``concurrent.futures`` pools, which Python lets finish before the hook.
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -25,7 +37,12 @@ from turnlog.actors.tool_executor import DEFAULT_MAX_CONCURRENCY, ToolExecutorAc
 from turnlog.agent import Agent
 from turnlog.approvals import ApprovalBroker
 from turnlog.config import RunConfig
-from turnlog.domain.errors import InvalidInputError, SessionClosedError, UsageError
+from turnlog.domain.errors import (
+    InvalidInputError,
+    RuntimeClosedError,
+    SessionClosedError,
+    UsageError,
+)
 from turnlog.domain.ids import check_session_id, new_submission_id, session_uuid
 from turnlog.domain.protocol import Event
 from turnlog.domain.session import Session
@@ -37,6 +54,22 @@ from turnlog.store import Store
 from turnlog.views import ProjectionRunner
 
 logger = logging.getLogger(__name__)
+
+_open_runtimes: weakref.WeakSet[Runtime] = weakref.WeakSet()
+"""Runtimes not closed yet; weak, so the exit hook keeps none of them alive."""
+_open_lock = threading.Lock()
+
+
+@atexit.register
+def _close_open_runtimes() -> None:
+    """Closes, at interpreter exit, every runtime its program left open."""
+    with _open_lock:
+        left_open = list(_open_runtimes)
+    for runtime in left_open:
+        try:
+            runtime.close()
+        except Exception:  # one runtime that fails to close must not stop the rest
+            logger.warning("could not close %r at exit", runtime, exc_info=True)
 
 
 class Runtime:
@@ -53,13 +86,16 @@ class Runtime:
         self.store = store
         self.run_config = run_config or RunConfig()
         self._lock = threading.Lock()
-        self._closed = False
+        # An Event, not a flag on self: session handles hold it, and must
+        # not keep the runtime alive (the exit hook holds runtimes weakly).
+        self._closed = threading.Event()
         self._sessions: dict[str, tuple[pykka.ActorRef[Any], str]] = {}
         self._agents: dict[int, Agent] = {}
         self.projections = ProjectionRunner(store, default_projections())
-        self.transcript = Transcripts(self.projections)
-        self.checkpoints = Checkpoints(self.projections, self.transcript)
-        self.executions = Executions(self.projections)
+        guard = self._check_open
+        self.transcript = Transcripts(self.projections, guard)
+        self.checkpoints = Checkpoints(self.projections, self.transcript, guard)
+        self.executions = Executions(self.projections, guard)
         # Started one by one; if one fails, what already runs is stopped.
         self._stoppers: list[Callable[[], None]] = []
         try:
@@ -87,6 +123,8 @@ class Runtime:
             tool_executor=self._tool_executor,
             approval_broker=self._broker,
         )
+        with _open_lock:
+            _open_runtimes.add(self)
 
     def _stop_services(self) -> None:
         """Stops the shared services, the newest first."""
@@ -124,9 +162,9 @@ class Runtime:
         return self.store.location
 
     def _check_open(self) -> None:
-        if self._closed:
-            msg = "the runtime is closed"
-            raise SessionClosedError(msg)
+        if self._closed.is_set():
+            msg = "the runtime was closed"
+            raise RuntimeClosedError(msg)
 
     def create_session(
         self,
@@ -176,7 +214,7 @@ class Runtime:
                 ref = self._start_session(agent, chosen, shared_state, config)
                 self._sessions[chosen] = (ref, agent.digest())
             self._agents[id(agent)] = agent
-        handle = AgentSession(chosen, ref, config.event_buffer)
+        handle = AgentSession(chosen, ref, config.event_buffer, self._closed)
         if shared_state and live is not None:
             handle.update_shared_state(**shared_state)
         return handle
@@ -243,6 +281,7 @@ class Runtime:
 
     def replay_events(self, session_id: str) -> list[Event]:
         """The session's durable EventMsg stream, regenerated from the log."""
+        self._check_open()
         return replay_session(self.transcript, session_id)
 
     def live_sessions(self) -> int:
@@ -252,15 +291,25 @@ class Runtime:
 
     def sessions(self) -> list[str]:
         """Every session id in the log."""
+        self._check_open()
         return self.transcript.sessions()
 
     def close(self) -> None:
-        """Stops every actor this runtime started and closes the store."""
+        """Stops every actor this runtime started and closes the store.
+
+        It does not wait for sync tool calls still running: their results
+        are dropped, and the log shows each such call as started, not
+        finished, so reopening the session closes it as interrupted.
+        Every call on the runtime, its read models and its sessions raises
+        RuntimeClosedError afterwards. Closing twice is harmless.
+        """
         with self._lock:
-            if self._closed:
+            if self._closed.is_set():
                 return
-            self._closed = True
+            self._closed.set()
             refs = [ref for ref, _ in self._sessions.values()]
+        with _open_lock:
+            _open_runtimes.discard(self)
         for ref in refs:
             if ref.is_alive():
                 ref.stop(block=True, timeout=10)

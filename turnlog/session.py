@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import threading
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
@@ -37,7 +38,11 @@ from turnlog.actors.messages import (
 from turnlog.actors.subscribers import Subscriber, SubscriptionClosed
 from turnlog.domain.approval import ApprovalDecision, ApprovalRequest, check_decision
 from turnlog.domain.context import Message
-from turnlog.domain.errors import InvalidInputError, SessionClosedError
+from turnlog.domain.errors import (
+    InvalidInputError,
+    RuntimeClosedError,
+    SessionClosedError,
+)
 from turnlog.domain.protocol import (
     ApprovalResponse,
     Event,
@@ -112,16 +117,34 @@ class Subscription:
 class _ActorHandle:
     """Typed asks and tells to one SessionActor."""
 
-    def __init__(self, session_id: str, ref: pykka.ActorRef[Any]) -> None:
+    def __init__(
+        self,
+        session_id: str,
+        ref: pykka.ActorRef[Any],
+        runtime_closed: threading.Event | None = None,
+    ) -> None:
         self.session_id = session_id
         self._ref = ref
+        self.runtime_closed = runtime_closed or threading.Event()
+
+    def closed_error(self) -> SessionClosedError:
+        """What a call that finds the session gone raises: it says why."""
+        if self.runtime_closed.is_set():
+            return RuntimeClosedError(
+                f"session {self.session_id!r}: the runtime was closed"
+            )
+        return SessionClosedError(f"session {self.session_id!r} is closed")
+
+    def check_runtime_open(self) -> None:
+        """Raises RuntimeClosedError once the runtime was closed."""
+        if self.runtime_closed.is_set():
+            raise self.closed_error()
 
     def ask(self, message: Any) -> Any:
         try:
             return self._ref.ask(message, timeout=ASK_TIMEOUT)
         except pykka.ActorDeadError:
-            msg = f"session {self.session_id!r} is closed"
-            raise SessionClosedError(msg) from None
+            raise self.closed_error() from None
 
     def query(self, message: SessionQuery[Reply]) -> Reply:
         """The actor's answer to ``message``, typed by the query."""
@@ -132,8 +155,7 @@ class _ActorHandle:
         try:
             self._ref.tell(message)
         except pykka.ActorDeadError:
-            msg = f"session {self.session_id!r} is closed"
-            raise SessionClosedError(msg) from None
+            raise self.closed_error() from None
 
     def alive(self) -> bool:
         return bool(self._ref.is_alive())
@@ -180,8 +202,14 @@ class AgentSession:
     Made by ``Runtime.create_session``. Every method is thread-safe.
     """
 
-    def __init__(self, session_id: str, ref: pykka.ActorRef[Any], event_buffer: int):
-        self._actor = _ActorHandle(session_id, ref)
+    def __init__(
+        self,
+        session_id: str,
+        ref: pykka.ActorRef[Any],
+        event_buffer: int,
+        runtime_closed: threading.Event | None = None,
+    ):
+        self._actor = _ActorHandle(session_id, ref, runtime_closed)
         self._event_buffer = event_buffer
 
     @property
@@ -191,8 +219,7 @@ class AgentSession:
 
     def _check_open(self) -> None:
         if not self._actor.alive():
-            msg = f"session {self.session_id!r} is closed"
-            raise SessionClosedError(msg)
+            raise self._actor.closed_error()
 
     def _start(
         self, text: str, attachments: Sequence[Any]
@@ -366,12 +393,16 @@ class AgentHandle:
         return result
 
     def next_event(self, timeout: float | None = 30.0) -> Event:
-        """The next Event; raises TimeoutError if none comes in time."""
+        """The next Event; raises TimeoutError if none comes in time.
+
+        Raises SessionClosedError once the session is closed (and its
+        events are read), RuntimeClosedError once the runtime is closed.
+        """
+        self.session._actor.check_runtime_open()
         try:
             item = self._events.get(timeout)
         except SubscriptionClosed:
-            msg = f"session {self.session_id!r} is closed"
-            raise SessionClosedError(msg) from None
+            raise self.session._actor.closed_error() from None
         if isinstance(item, RunEvent):
             return item.event
         return self.next_event(timeout)  # an EventsMissed marker: skip it
