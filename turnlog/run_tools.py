@@ -86,9 +86,8 @@ class _Guard:
                 self.entries.add((parent, path.name.casefold()))
 
     def check_name(self, folder: Identity, name: str, shown: str) -> None:
-        if name.casefold() in PROTECTED_NAMES or (folder, name.casefold()) in (
-            self.entries
-        ):
+        key = name.casefold()
+        if key in PROTECTED_NAMES or (folder, key) in self.entries:
             raise ProtectedPathError(_protected(shown))
 
     def check_file(self, status: os.stat_result, shown: str) -> None:
@@ -180,7 +179,7 @@ class Workspace:
 
         return self._at(path, read_leaf, directory=_no_directory)
 
-    def list(self, path: str) -> tuple[str, list[str]]:
+    def listing(self, path: str) -> tuple[str, list[str]]:
         """The directory at ``path`` as shown, and its entries (``/`` after
         directories), sorted. NotADirectoryError for a file."""
 
@@ -376,7 +375,7 @@ def workspace_tools(workspace: Workspace) -> list[FunctionTool]:
     def list_directory(path: str = ".") -> ToolResult:
         """Lists a directory under the workspace; subdirectories end with '/'."""
         try:
-            where, entries = workspace.list(path)
+            where, entries = workspace.listing(path)
         except RefusedPathError as error:
             return ToolResult(str(error), is_error=True)
         except NotADirectoryError:

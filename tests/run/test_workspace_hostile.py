@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from turnlog import FunctionTool, ToolResult
-from turnlog.run import RunOptions, protected_paths
+from turnlog import FunctionTool, ScriptedModel, ToolResult
+from turnlog.routing import ModelRouter
+from turnlog.run import RunOptions, build_agent, protected_paths
 from turnlog.run_tools import Workspace, workspace_tools
 
 ROUNDS = 10_000
@@ -257,3 +258,19 @@ def test_a_write_replaces_a_file_keeping_its_mode(root: Path) -> None:
     assert script.read_text() == "new"
     assert script.stat().st_mode & 0o777 == 0o750
     assert [path.name for path in root.iterdir() if path.name.startswith(".")] == []
+
+
+def test_the_run_gives_its_tools_the_log_and_config_to_refuse(
+    root: Path, tmp_path: Path
+) -> None:
+    config = root / "routes.toml"  # trusted by --config, under any name
+    config.write_text('[routes.a]\nmodel = "m"\n')
+    options = RunOptions(
+        store=f"sqlite:///{tmp_path}/logs/log.sqlite3", tools=True, workspace=root
+    )
+    agent = build_agent(ModelRouter("a", ScriptedModel()), options, config)
+    write = agent.tools_by_name["write_file"]
+    refused = call(write, path="routes.toml", content='base_url = "evil"')
+    assert refused.is_error
+    assert "turnlog's own" in refused.output
+    assert config.read_text() == '[routes.a]\nmodel = "m"\n'
