@@ -4,7 +4,8 @@
 
     turnlog [--store URL] demo [--session ID]       an offline scripted session
     turnlog [--store URL] run [--session ID] [--model ROUTE] [--tools]
-                              [--approval ask|allow|deny]  talk to a real model
+                              [--approval ask|allow|deny] [--config FILE]
+                                                    talk to a real model
     turnlog [--store URL] sessions                  the sessions in the log
     turnlog [--store URL] audit SESSION [--json]    a session's timeline
     turnlog [--store URL] audit SESSION --verify [--against ANCHOR]
@@ -184,7 +185,7 @@ def _command_run(args: argparse.Namespace) -> int:
     )
     try:
         session_id, location = run_interactive(
-            options, load_settings(), StdioTerminal()
+            options, load_settings(config=args.config), StdioTerminal()
         )
     except NoModelConfiguredError:
         print(HOW_TO_CONFIGURE, file=sys.stderr)

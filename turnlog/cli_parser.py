@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import math
+from pathlib import Path
 
 from turnlog import __version__
 from turnlog.domain.errors import UsageError
@@ -94,6 +95,16 @@ def build_parser() -> argparse.ArgumentParser:
             "TURNLOG_API, or by routes in turnlog.toml. Answers stream as they "
             "arrive; Ctrl-C stops a running turn, and Ctrl-C twice (or Ctrl-D "
             "at the prompt) quits."
+        ),
+    )
+    run.add_argument(
+        "--config",
+        metavar="FILE",
+        type=Path,
+        help=(
+            "the route file, trusted (default: $TURNLOG_CONFIG, else "
+            "~/.config/turnlog/turnlog.toml, then a turnlog.toml here, which "
+            "may not set base_url or api_key_env)"
         ),
     )
     run.add_argument(

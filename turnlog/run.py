@@ -41,6 +41,7 @@ from turnlog.run_view import TurnView, approval_question, parse_approval
 from turnlog.runtime import Runtime
 from turnlog.session import AgentSession
 from turnlog.settings import Settings, build_router, close_router
+from turnlog.store import parse_store_url
 
 AGENT_NAME = "turnlog-run"
 """The agent of ``turnlog run``; ``--session`` continues only its sessions."""
@@ -70,7 +71,8 @@ environment variables:
     # another server: OPENAI_BASE_URL=http://127.0.0.1:8080/v1
     # its /chat/completions API: TURNLOG_API=chat
 
-or with routes in turnlog.toml in this directory (or the file $TURNLOG_CONFIG names):
+or with routes in ~/.config/turnlog/turnlog.toml (or the file --config or
+$TURNLOG_CONFIG names):
 
     default_route = "local"
     [routes.local]
@@ -78,6 +80,9 @@ or with routes in turnlog.toml in this directory (or the file $TURNLOG_CONFIG na
     base_url = "http://127.0.0.1:8080/v1"
     api = "chat"
     api_key_env = "LOCAL_KEY"    # the variable that holds the key, if any
+
+A turnlog.toml in this directory may add routes and pick the default, but
+not set base_url or api_key_env: those say where your key goes.
 
 To try turnlog offline first, without any endpoint: turnlog demo
 """
@@ -271,9 +276,42 @@ class RunOptions:
     workspace: Path = Path()
 
 
-def build_agent(router: ModelRouter, options: RunOptions) -> Agent:
-    """The agent of ``turnlog run``: the routes, and the tools if asked."""
-    tools = workspace_tools(Workspace(options.workspace)) if options.tools else []
+SQLITE_SIDECARS = ("-wal", "-shm", "-journal")
+"""The files SQLite keeps beside a log file while it is open."""
+
+
+def protected_paths(options: RunOptions, config_path: Path | None) -> list[Path]:
+    """What the tools must not touch: the config file, the log's files and
+    its folder (other logs may be there).
+
+    A log folder that holds the workspace itself (``sqlite:///log.sqlite3``
+    in it, say) cannot be refused whole: then only the log's files are.
+    """
+    paths = [] if config_path is None else [config_path]
+    name = parse_store_url(options.store).get("SQLITE_DBNAME")
+    if name is None or name.startswith("file:"):  # PostgreSQL, or memory://
+        return paths
+    log = Path(name).absolute()
+    paths += [log, *(log.with_name(log.name + end) for end in SQLITE_SIDECARS)]
+    if options.workspace.resolve().is_relative_to(log.parent.resolve()):
+        return paths
+    return [*paths, log.parent]
+
+
+def build_agent(
+    router: ModelRouter, options: RunOptions, config_path: Path | None = None
+) -> Agent:
+    """The agent of ``turnlog run``: the routes, and the tools if asked.
+
+    The tools refuse the log and ``config_path`` (the trusted route file).
+    """
+    tools = (
+        workspace_tools(
+            Workspace(options.workspace, protected_paths(options, config_path))
+        )
+        if options.tools
+        else []
+    )
     return Agent(
         AGENT_NAME,
         model=router,
@@ -334,7 +372,7 @@ def run_interactive(
     try:
         with Runtime.open(options.store, run_config=config) as runtime:
             try:
-                agent = build_agent(router, options)
+                agent = build_agent(router, options, settings.config_path)
                 session, which = open_session(runtime, agent, options)
                 route = routes[options.route or _route_of(runtime, session, agent)]
                 terminal.write(

@@ -7,7 +7,7 @@ The environment names one model (the route ``default``)::
     OPENAI_BASE_URL   the API root (default https://api.openai.com/v1)
     TURNLOG_API       responses (default) or chat (/chat/completions)
     TURNLOG_STORE     the log (as ``--store``)
-    TURNLOG_CONFIG    the route file (default: turnlog.toml in the working dir)
+    TURNLOG_CONFIG    the route file (as ``turnlog run --config``)
 
 The route file names more, each its own endpoint::
 
@@ -24,6 +24,15 @@ A route without ``base_url`` or ``api`` takes ``OPENAI_BASE_URL`` and
 environment wins over the file: ``TURNLOG_MODEL`` replaces a
 ``[routes.default]``. API keys live only in the environment and in
 ``SecretStr`` values: no message, ``repr`` or file of turnlog holds one.
+
+Trust: ``base_url`` and ``api_key_env`` decide where a key is sent, so only
+a file the user chose may set them: the one ``--config`` or
+``TURNLOG_CONFIG`` names (then it is the only file read), or the user's
+own ``$XDG_CONFIG_HOME/turnlog/turnlog.toml`` (default
+``~/.config/turnlog/``). A ``turnlog.toml`` merely found in the working
+directory (a cloned repository's, say) is read on top of the user's file,
+but may only pick models, APIs and the default route; one that sets either
+key is refused, naming the key and how to trust the file.
 """
 
 from __future__ import annotations
@@ -50,7 +59,10 @@ from turnlog.routing import ModelRouter
 Api = Literal["responses", "chat"]
 
 CONFIG_FILE = "turnlog.toml"
-"""The route file looked for in the working directory."""
+"""The route file's name, in the user's config directory and the working one."""
+
+UNTRUSTED_KEYS = ("base_url", "api_key_env")
+"""Route settings that decide where a key goes: refused in an untrusted file."""
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
@@ -148,13 +160,15 @@ class Settings(pydantic.BaseModel, frozen=True):
 
     Attributes:
         environment: what the environment variables say.
-        file: what the route file says (empty if there is none).
-        config_path: the route file read, if one was.
+        file: what the route files say, merged (empty if there is none).
+        config_path: the trusted route file read, if one was.
+        project_path: the working directory's ``turnlog.toml``, if read.
     """
 
     environment: EnvironmentSettings
     file: ConfigFile = ConfigFile()
     config_path: Path | None = None
+    project_path: Path | None = None
 
     @property
     def store(self) -> str | None:
@@ -176,7 +190,8 @@ class Settings(pydantic.BaseModel, frozen=True):
             if config.api_key_env is None:
                 key = env.api_key
             else:
-                key = _secret_from(config.api_key_env, name, self._where())
+                # Only a trusted file may name api_key_env: it came from there.
+                key = _secret_from(config.api_key_env, name, str(self.config_path))
             routes[name] = _checked(
                 Route(
                     name=name,
@@ -222,7 +237,8 @@ class Settings(pydantic.BaseModel, frozen=True):
         return next(iter(routes))
 
     def _where(self) -> str:
-        return str(self.config_path) if self.config_path else CONFIG_FILE
+        path = self.project_path or self.config_path
+        return str(path) if path else CONFIG_FILE
 
 
 def _secret_from(variable: str, route: str, where: str) -> pydantic.SecretStr:
@@ -257,28 +273,98 @@ def _checked(route: Route) -> Route:
     return route
 
 
-def load_settings(cwd: Path | None = None) -> Settings:
-    """Reads the environment and the route file (``TURNLOG_CONFIG``, else
-    ``turnlog.toml`` in ``cwd``, default the working directory).
+def user_config_path() -> Path | None:
+    """The user's own route file: ``$XDG_CONFIG_HOME/turnlog/turnlog.toml``.
 
-    A missing default route file is no error; a ``TURNLOG_CONFIG`` that names
-    no file is. Raises InvalidInputError, in one line naming the setting and
-    never its value, for anything malformed.
+    ``XDG_CONFIG_HOME`` counts only if absolute (as the XDG spec says);
+    else ``~/.config``. None if there is no home directory to look in.
+    """
+    base = os.environ.get("XDG_CONFIG_HOME", "")
+    if not os.path.isabs(base):
+        try:
+            base = str(Path.home() / ".config")
+        except RuntimeError:  # no HOME and no passwd entry
+            return None
+    return Path(base) / "turnlog" / CONFIG_FILE
+
+
+def load_settings(cwd: Path | None = None, config: Path | None = None) -> Settings:
+    """Reads the environment and the route files.
+
+    ``config`` (``turnlog run --config``), else ``TURNLOG_CONFIG``, names
+    the one file read, trusted. Without either, the user's file
+    (:func:`user_config_path`, trusted) and ``turnlog.toml`` in ``cwd``
+    (default the working directory; untrusted) are read, if they exist,
+    the second on top of the first.
+
+    Raises InvalidInputError, in one line naming the setting and never its
+    value, for anything malformed, for an explicitly named file that is not
+    there, and for an untrusted file that sets a key of UNTRUSTED_KEYS.
     """
     try:
         environment = EnvironmentSettings()
     except pydantic.ValidationError as error:
         raise InvalidInputError(_problems("environment", error)) from None
-    if environment.config is not None:
-        path: Path = environment.config
-        if not path.is_file():
-            msg = f"TURNLOG_CONFIG names {path}, which is not a file"
+    chosen, source = (config, "--config") if config else (environment.config, None)
+    if chosen is not None:
+        if not chosen.is_file():
+            msg = f"{source or 'TURNLOG_CONFIG'} names {chosen}, which is not a file"
             raise InvalidInputError(msg)
-    else:
-        path = (cwd or Path.cwd()) / CONFIG_FILE
-        if not path.is_file():
-            return Settings(environment=environment)
-    return Settings(environment=environment, file=read_config(path), config_path=path)
+        return Settings(
+            environment=environment, file=read_config(chosen), config_path=chosen
+        )
+    user = user_config_path()
+    trusted = user if user is not None and user.is_file() else None
+    settings = Settings(
+        environment=environment,
+        file=read_config(trusted) if trusted else ConfigFile(),
+        config_path=trusted,
+    )
+    project = (cwd or Path.cwd()) / CONFIG_FILE
+    if not project.is_file() or (trusted is not None and project.samefile(trusted)):
+        return settings
+    found = read_config(project)
+    _refuse_untrusted(project, found, user)
+    return settings.model_copy(
+        update={"file": _merged(settings.file, found), "project_path": project}
+    )
+
+
+def _refuse_untrusted(path: Path, file: ConfigFile, user: Path | None) -> None:
+    """InvalidInputError if ``file``, found in the working directory, says
+    where a key goes."""
+    refused = [
+        f"routes.{name}.{key}"
+        for name, route in file.routes.items()
+        for key in UNTRUSTED_KEYS
+        if getattr(route, key) is not None
+    ]
+    if refused:
+        where = f"; or move the route to {user}" if user is not None else ""
+        msg = (
+            f"{path}: {', '.join(refused)} refused: a turnlog.toml found in the "
+            "working directory may not say where an API key is sent; if you "
+            f"trust this file, name it with --config or TURNLOG_CONFIG{where}"
+        )
+        raise InvalidInputError(msg)
+
+
+def _merged(trusted: ConfigFile, found: ConfigFile) -> ConfigFile:
+    """``found`` on top of ``trusted``: a route of the same name keeps the
+    trusted endpoint and key and takes the model (and API) found."""
+    routes = dict(trusted.routes)
+    for name, route in found.routes.items():
+        base = routes.get(name)
+        routes[name] = (
+            route
+            if base is None
+            else base.model_copy(
+                update={"model": route.model, "api": route.api or base.api}
+            )
+        )
+    return ConfigFile(
+        default_route=found.default_route or trusted.default_route, routes=routes
+    )
 
 
 def read_config(path: Path) -> ConfigFile:

@@ -21,11 +21,23 @@ from fake_openai import FakeOpenAI
 
 
 @pytest.fixture(autouse=True)
-def _no_settings_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A model configured in the developer's shell must not leak into tests."""
+def _no_settings_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A model configured in the developer's shell or own config directory
+    must not leak into tests."""
     for name in list(os.environ):
         if name.startswith(("TURNLOG_", "OPENAI_")):
             monkeypatch.delenv(name)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "user-config"))
+
+
+@pytest.fixture
+def user_config(tmp_path: Path) -> Path:
+    """Where the user's own (trusted) turnlog.toml goes; not written yet."""
+    path = tmp_path / "user-config" / "turnlog" / "turnlog.toml"
+    path.parent.mkdir(parents=True)
+    return path
 
 
 @pytest.fixture

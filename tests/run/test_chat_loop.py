@@ -293,9 +293,9 @@ def test_a_session_of_another_agent_is_refused(
 
 
 def test_a_resumed_session_can_change_its_route(
-    workspace: Path, tmp_path: Path, fake: FakeOpenAI
+    workspace: Path, tmp_path: Path, fake: FakeOpenAI, user_config: Path
 ) -> None:
-    (workspace / "turnlog.toml").write_text(
+    user_config.write_text(
         f"""
 [routes.first]
 model = "model-one"

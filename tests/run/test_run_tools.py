@@ -34,26 +34,39 @@ def call(tool: FunctionTool, **arguments: str) -> ToolResult:
     return tool.run_sync(json.dumps(arguments), {})
 
 
-def test_a_path_inside_resolves_and_one_outside_is_refused(root: Path) -> None:
+def test_a_path_inside_is_read_and_one_outside_is_refused(root: Path) -> None:
     workspace = Workspace(root)
-    assert workspace.resolve("docs/notes.txt") == root / "docs" / "notes.txt"
-    assert workspace.resolve("docs/../docs/notes.txt") == root / "docs" / "notes.txt"
-    assert workspace.resolve(str(root / "docs")) == root / "docs"
+    for inside in (
+        "docs/notes.txt",
+        "docs/../docs/notes.txt",
+        str(root / "docs/notes.txt"),
+    ):
+        assert workspace.read(inside, 100) == b"inside notes"
     for outside in ("../secret.txt", "docs/../../secret.txt", "/etc/passwd", ".."):
         with pytest.raises(OutsideWorkspaceError, match="outside the workspace"):
-            workspace.resolve(outside)
+            workspace.read(outside, 100)
 
 
 def test_a_symlink_out_of_the_workspace_is_refused(root: Path) -> None:
     (root / "link.txt").symlink_to(root.parent / "secret.txt")
     (root / "linked-dir").symlink_to(root.parent)
+    (root / "up").symlink_to("docs/../..")
     (root / "inner.txt").symlink_to(root / "docs" / "notes.txt")
+    (root / "docs" / "relative.txt").symlink_to("../inner.txt")
     workspace = Workspace(root)
-    with pytest.raises(OutsideWorkspaceError):
-        workspace.resolve("link.txt")
-    with pytest.raises(OutsideWorkspaceError):
-        workspace.resolve("linked-dir/secret.txt")
-    assert workspace.resolve("inner.txt") == root / "docs" / "notes.txt"
+    for outside in ("link.txt", "linked-dir/secret.txt", "up/secret.txt"):
+        with pytest.raises(OutsideWorkspaceError):
+            workspace.read(outside, 100)
+    # A symlink that stays inside is followed, by its absolute or relative target.
+    assert workspace.read("inner.txt", 100) == b"inside notes"
+    assert workspace.read("docs/relative.txt", 100) == b"inside notes"
+
+
+def test_a_symlink_loop_is_an_error_not_a_hang(root: Path) -> None:
+    (root / "a").symlink_to("b")
+    (root / "b").symlink_to("a")
+    with pytest.raises(OSError, match="Too many levels of symbolic links"):
+        Workspace(root).read("a", 100)
 
 
 def test_read_file_reads_inside_and_refuses_outside(

@@ -19,6 +19,7 @@ from turnlog.settings import (
     build_router,
     close_router,
     load_settings,
+    user_config_path,
 )
 
 LOCAL = "http://127.0.0.1:8080/v1"
@@ -136,13 +137,13 @@ def test_a_local_server_needs_no_key(
     assert route.api_key is None
 
 
-def test_routes_come_from_turnlog_toml(
-    workspace: Path, monkeypatch: pytest.MonkeyPatch
+def test_routes_come_from_the_users_turnlog_toml(
+    workspace: Path, user_config: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("LOCAL_KEY", "local-secret-key")
     monkeypatch.setenv("OPENAI_API_KEY", API_KEY)
     path = write_config(
-        workspace,
+        user_config.parent,
         f"""
 default_route = "fast"
 
@@ -179,9 +180,10 @@ api_key_env = "LOCAL_KEY"
 
 def test_without_default_route_the_first_route_is_the_default(
     workspace: Path,
+    user_config: Path,
 ) -> None:
     write_config(
-        workspace,
+        user_config.parent,
         f'[routes.b]\nmodel = "m1"\nbase_url = "{LOCAL}"\n'
         f'[routes.a]\nmodel = "m2"\nbase_url = "{LOCAL}"\n',
     )
@@ -189,10 +191,10 @@ def test_without_default_route_the_first_route_is_the_default(
 
 
 def test_turnlog_model_replaces_the_default_route_of_the_file(
-    workspace: Path, monkeypatch: pytest.MonkeyPatch
+    workspace: Path, user_config: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     write_config(
-        workspace,
+        user_config.parent,
         f'[routes.default]\nmodel = "from-file"\nbase_url = "{LOCAL}"\n'
         f'[routes.other]\nmodel = "other"\nbase_url = "{LOCAL}"\n',
     )
@@ -204,9 +206,9 @@ def test_turnlog_model_replaces_the_default_route_of_the_file(
     assert build_router(settings).default == "default"
 
 
-def test_an_unset_api_key_env_is_named(workspace: Path) -> None:
+def test_an_unset_api_key_env_is_named(workspace: Path, user_config: Path) -> None:
     write_config(
-        workspace,
+        user_config.parent,
         f'[routes.fast]\nmodel = "m"\nbase_url = "{LOCAL}"\n'
         'api_key_env = "NO_SUCH_KEY"\n',
     )
@@ -225,9 +227,11 @@ def test_an_unknown_route_lists_the_configured_ones(
         build_router(load_settings(), "fast")
 
 
-def test_an_unknown_default_route_lists_the_configured_ones(workspace: Path) -> None:
+def test_an_unknown_default_route_lists_the_configured_ones(
+    workspace: Path, user_config: Path
+) -> None:
     write_config(
-        workspace,
+        user_config.parent,
         f'default_route = "nope"\n[routes.a]\nmodel = "m"\nbase_url = "{LOCAL}"\n',
     )
     with pytest.raises(UsageError, match=r"default_route 'nope' is not a route.*: a$"):
@@ -268,8 +272,10 @@ def test_a_malformed_file_is_one_clear_line(
     assert "\n" not in message
 
 
-def test_a_bad_base_url_is_named(workspace: Path) -> None:
-    write_config(workspace, '[routes.a]\nmodel = "m"\nbase_url = "ftp://host/v1"\n')
+def test_a_bad_base_url_is_named(workspace: Path, user_config: Path) -> None:
+    write_config(
+        user_config.parent, '[routes.a]\nmodel = "m"\nbase_url = "ftp://host/v1"\n'
+    )
     with pytest.raises(UsageError, match="route 'a': base_url must be an http"):
         load_settings().routes()
 
@@ -294,3 +300,112 @@ def test_turnlog_config_naming_no_file_is_an_error(
         InvalidInputError, match=r"TURNLOG_CONFIG names .*missing\.toml"
     ):
         load_settings()
+
+
+# -- trust: who may say where a key goes -----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("route", "refused"),
+    [
+        (f'base_url = "{LOCAL}"', "routes.x.base_url"),
+        ('api_key_env = "GITHUB_TOKEN"', "routes.x.api_key_env"),
+    ],
+)
+def test_a_turnlog_toml_found_here_may_not_say_where_a_key_goes(
+    workspace: Path,
+    user_config: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    route: str,
+    refused: str,
+) -> None:
+    monkeypatch.setenv("GITHUB_TOKEN", API_KEY)
+    path = write_config(workspace, f'[routes.x]\nmodel = "m"\n{route}\n')
+    with pytest.raises(InvalidInputError) as caught:
+        load_settings()
+    message = str(caught.value)
+    assert message.startswith(f"{path}: {refused} refused: ")
+    assert "--config or TURNLOG_CONFIG" in message
+    assert str(user_config) in message  # the other way to trust it
+    assert API_KEY not in message
+    assert "\n" not in message
+
+
+def test_a_file_the_user_names_is_trusted(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LOCAL_KEY", API_KEY)
+    path = write_config(
+        workspace,
+        f'[routes.x]\nmodel = "m"\nbase_url = "{LOCAL}"\napi_key_env = "LOCAL_KEY"\n',
+    )
+    for settings in (
+        load_settings(config=Path("turnlog.toml")),  # --config, relative
+        load_settings(config=path),
+    ):
+        [route] = settings.routes().values()
+        assert route.base_url == LOCAL
+        assert route.api_key is not None
+        assert route.api_key.get_secret_value() == API_KEY
+    monkeypatch.setenv("TURNLOG_CONFIG", str(path))
+    assert load_settings().routes()["x"].base_url == LOCAL
+
+
+def test_config_naming_no_file_is_an_error(workspace: Path) -> None:
+    with pytest.raises(InvalidInputError, match=r"^--config names nope\.toml, which"):
+        load_settings(config=Path("nope.toml"))
+
+
+def test_a_turnlog_toml_found_here_picks_among_the_users_routes(
+    workspace: Path, user_config: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LOCAL_KEY", API_KEY)
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    user_config.write_text(
+        'default_route = "local"\n'
+        f'[routes.local]\nmodel = "llama"\nbase_url = "{LOCAL}"\n'
+        'api_key_env = "LOCAL_KEY"\n'
+    )
+    project = write_config(
+        workspace,
+        'default_route = "local"\n'
+        '[routes.local]\nmodel = "qwen"\napi = "chat"\n'
+        '[routes.extra]\nmodel = "other"\n',
+    )
+    settings = load_settings()
+    assert (settings.config_path, settings.project_path) == (user_config, project)
+    routes = settings.routes()
+    assert list(routes) == ["local", "extra"]
+    local = routes["local"]
+    # The model and API are the project's; the endpoint and key stay the user's.
+    assert (local.model, local.api, local.base_url) == ("qwen", "chat", LOCAL)
+    assert local.api_key is not None
+    assert local.api_key.get_secret_value() == API_KEY
+    # A new route goes where the user's environment says.
+    assert routes["extra"].base_url == "http://127.0.0.1:9/v1"
+    assert routes["extra"].api_key is None
+
+
+def test_the_users_config_directory_follows_xdg(
+    workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    path = home / ".config" / "turnlog" / "turnlog.toml"
+    path.parent.mkdir(parents=True)
+    path.write_text(f'[routes.h]\nmodel = "m"\nbase_url = "{LOCAL}"\n')
+    monkeypatch.setenv("HOME", str(home))
+    # Relative XDG_CONFIG_HOME is ignored, as the XDG spec says.
+    for value in ("", "relative/dir"):
+        monkeypatch.setenv("XDG_CONFIG_HOME", value)
+        assert user_config_path() == path
+        assert load_settings().routes()["h"].base_url == LOCAL
+
+
+def test_in_the_users_config_directory_its_file_is_trusted(
+    user_config: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    user_config.write_text(f'[routes.u]\nmodel = "m"\nbase_url = "{LOCAL}"\n')
+    monkeypatch.chdir(user_config.parent)
+    settings = load_settings()
+    assert settings.project_path is None
+    assert settings.routes()["u"].base_url == LOCAL
