@@ -206,7 +206,9 @@ def test_approval_policy_ask_waits_for_the_caller_and_records_the_decision(
             target=lambda: results.append(session.prompt("go", timeout=10))
         )
         worker.start()
-        request, _ = wait_for(subscription, lambda m: isinstance(m, p.ApprovalRequest))
+        request, _ = wait_for(
+            subscription, lambda m: isinstance(m, p.ApprovalRequested)
+        )
         checkpoint = rt.checkpoints.load("ap")
         assert checkpoint.pending_approval["name"] == "deploy"
         session.approve(request.event.msg.request_id, ApprovalDecision.allow())
