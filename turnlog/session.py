@@ -283,8 +283,10 @@ class AgentSession:
         """Events from now on: RunStarted, RunEvent..., RunFinished per run.
 
         ``buffer`` bounds what waits unread (default: the run config's
-        ``event_buffer``); past it, events are dropped for this subscriber
-        only, and it is told how many (an ``EventsMissed`` item).
+        ``event_buffer``); past it, the oldest unread events are dropped for
+        this subscriber only, and an ``EventsMissed`` item in their place
+        tells it how many. The ends of runs and turns (``RunFinished``,
+        ``TurnComplete``, ``TurnAborted``) are never dropped.
         """
         if buffer is not None and (
             isinstance(buffer, bool) or not isinstance(buffer, int) or buffer < 1
