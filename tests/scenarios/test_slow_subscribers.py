@@ -7,8 +7,8 @@ import pytest
 from turnlog import (
     Agent,
     EventsMissed,
-    RunEvent,
     RunConfig,
+    RunEvent,
     RunFinished,
     Runtime,
     ScriptedModel,
