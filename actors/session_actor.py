@@ -27,7 +27,8 @@ import msgspec
 import pykka
 
 from turnlog.actors.contracts import AgentDefinition
-from turnlog.actors.hooks import any_implements
+from turnlog.actors.hooks import HookFailedError, any_implements
+from turnlog.actors.input_review import InputReviews, PendingInput
 from turnlog.actors.messages import (
     CancelTurn,
     ChangeRoute,
@@ -36,6 +37,7 @@ from turnlog.actors.messages import (
     FollowUp,
     InputReviewed,
     Query,
+    QueuedInputReviewed,
     RetireTurnActor,
     StartPrompt,
     StepFailed,
@@ -55,6 +57,7 @@ from turnlog.actors.turn_flow import TURN_ACTOR_IDLE_SECONDS, TurnFlow
 from turnlog.domain.chain import event_seq
 from turnlog.domain.context import apply_to_context, messages_of
 from turnlog.domain.errors import (
+    InputRejectedError,
     InvalidInputError,
     SessionBusyError,
     SessionClosedError,
@@ -123,6 +126,12 @@ class SessionActor(TurnFlow, pykka.ThreadingActor):
         self._last_step_epoch = session.context_epoch
         # The agent is fixed for the session's life: asked once, not per turn.
         self._reviews_input = any_implements(agent.middleware, "user_prompt")
+        self._input_reviews = InputReviews(
+            self._session_id, agent.middleware, services.io_loop, self.actor_ref
+        )
+        # What the hooks answered for queued input accepted in this process,
+        # used when it runs; input queued before a restart is reviewed then.
+        self._reviewed: dict[str, tuple[tuple[tuple[str, str], ...], str | None]] = {}
 
     def on_start(self) -> None:
         turn = self._turn
@@ -145,6 +154,9 @@ class SessionActor(TurnFlow, pykka.ThreadingActor):
                 return None
             case RetireTurnActor():
                 self._retire_turn_actor()
+                return None
+            case QueuedInputReviewed():
+                self._queued_input_reviewed(message)
                 return None
             case TextDelta(turn=turn, text=text):
                 # Transient: published as it comes, never recorded.
@@ -307,19 +319,20 @@ class SessionActor(TurnFlow, pykka.ThreadingActor):
 
     # -- input -----------------------------------------------------------------
 
-    def _submit(self, op: Any, waiter: Any) -> str:
+    def _submit(self, op: Any, waiter: Any) -> str | concurrent.futures.Future[str]:
         match op:
             case UserInput(text=text, attachments=attachments):
                 self._check_open()
                 _check_text(text)
+                submitted: str | concurrent.futures.Future[str]
                 if self._session.running or self._run is not None:
-                    submission_id = self._queue_input(text, attachments)
+                    submitted = self._queue_input(text, attachments, starts_run=True)
                 else:
-                    submission_id = new_submission_id()
-                    self._start_turn(submission_id, "prompt", text, attachments)
+                    submitted = new_submission_id()
+                    self._start_turn(submitted, "prompt", text, attachments)
                 if waiter is not None and self._run is not None:
                     self._run.waiters.append(waiter)
-                return submission_id
+                return submitted
             case PeerInput(text=text, kind=kind):
                 if kind not in ("peer", "system"):
                     msg = f"peer input kind must be 'peer' or 'system', not {kind!r}"
@@ -327,7 +340,7 @@ class SessionActor(TurnFlow, pykka.ThreadingActor):
                 self._check_open()
                 _check_text(text)
                 if self._session.running or self._run is not None:
-                    return self._queue_input(text, (), kind=kind)
+                    return self._queue_input(text, (), kind=kind, starts_run=True)
                 submission_id = new_submission_id()
                 self._start_turn(submission_id, kind, text, ())
                 return submission_id
@@ -355,19 +368,63 @@ class SessionActor(TurnFlow, pykka.ThreadingActor):
         text: str,
         attachments: tuple[SessionFileReference, ...],
         kind: str = "follow_up",
-    ) -> str:
+        *,
+        starts_run: bool = False,
+    ) -> str | concurrent.futures.Future[str]:
+        """Records queued input, or (with a user_prompt hook) has it reviewed.
+
+        With a hook the caller gets a future for the submission id, resolved
+        once the input is recorded, or failed if the hook refused it: the
+        handle waits on it, off this thread.
+        """
         self._check_open()
         _check_text(text)
         submission_id = new_submission_id()
-        session = self._session
         refs = [msgspec.to_builtins(a) for a in attachments]
+        if self._reviews_input:
+            accepted: concurrent.futures.Future[str] = concurrent.futures.Future()
+            pending = PendingInput(
+                submission_id, kind, text, refs, accepted, starts_run
+            )
+            self._input_reviews.add(pending)
+            return accepted
+        self._record_queued(submission_id, kind, text, refs)
+        return submission_id
+
+    def _record_queued(
+        self, submission_id: str, kind: str, text: str, refs: list[dict[str, Any]]
+    ) -> None:
+        session = self._session
 
         def decide() -> list[Any]:
             session.queue_input(submission_id, kind, text, refs)
             return [session]
 
         self._record(decide)
-        return submission_id
+
+    def _queued_input_reviewed(self, fact: QueuedInputReviewed) -> None:
+        pending = self._input_reviews.settle(fact)
+        if pending is None:
+            return
+        accepted = pending.accepted
+        if fact.error is not None:
+            accepted.set_exception(HookFailedError(fact.error))
+            return
+        if fact.rejection is not None:
+            accepted.set_exception(InputRejectedError(fact.rejection))
+            return
+        try:
+            self._check_open()
+            self._record_queued(
+                pending.submission_id, pending.kind, pending.text, pending.attachments
+            )
+        except TurnlogError as error:
+            accepted.set_exception(error)
+            return
+        self._reviewed[pending.submission_id] = (fact.contexts, fact.stop)
+        accepted.set_result(pending.submission_id)
+        if pending.starts_run and self._run is None and not self._session.running:
+            self._start_next_queued()  # the run it was queued behind has ended
 
     def _start_prompt(
         self,
@@ -413,7 +470,11 @@ class SessionActor(TurnFlow, pykka.ThreadingActor):
         )
         try:
             self._start_turn(
-                queued["submission_id"], queued["kind"], queued["text"], attachments
+                queued["submission_id"],
+                queued["kind"],
+                queued["text"],
+                attachments,
+                reviewed=self._reviewed.pop(queued["submission_id"], None),
             )
         except TurnlogError as failure:
             logger.warning(
@@ -493,6 +554,7 @@ class SessionActor(TurnFlow, pykka.ThreadingActor):
                 waiter.set_exception(SessionClosedError(stopped))
         for subscriber in self._subscribers:
             subscriber.close()
+        self._input_reviews.fail_all(SessionClosedError(stopped))
 
     def on_failure(self, *_: object) -> None:
         self.on_stop()

@@ -46,7 +46,6 @@ from turnlog.actors.messages import (
 from turnlog.actors.session_parts import RunState, SessionServices, SessionSettings
 from turnlog.actors.turn_actor import TurnActor
 from turnlog.domain.approval import ApprovalRequest
-from turnlog.domain.context import MESSAGE_INPUT_KINDS
 from turnlog.domain.errors import TurnlogError, UsageError
 from turnlog.domain.hooks import StepInfo, UserPromptInfo
 from turnlog.domain.model import Item, ModelRequest, ToolSpec, final_text, tool_calls_in
@@ -88,6 +87,7 @@ class TurnFlow(ApprovalFlow):
     _startup_hooks_due: bool
     _last_step_epoch: int
     _reviews_input: bool
+    _reviewed: dict[str, tuple[tuple[tuple[str, str], ...], str | None]]
 
     def _publish(self, item: Any) -> None:
         raise NotImplementedError
@@ -123,10 +123,17 @@ class TurnFlow(ApprovalFlow):
         kind: str,
         text: str,
         attachments: tuple[SessionFileReference, ...],
+        *,
+        reviewed: tuple[tuple[tuple[str, str], ...], str | None] | None = None,
     ) -> None:
+        """Starts a turn for the input; ``reviewed``: what its hooks answered.
+
+        Input not reviewed yet is reviewed first (and recorded only once
+        accepted); queued input was reviewed when it was submitted.
+        """
         session = self._session
         refs = [msgspec.to_builtins(a) for a in attachments]
-        review = self._reviews_input and kind in MESSAGE_INPUT_KINDS
+        review = self._reviews_input and reviewed is None
         holder: list[Turn] = []
         due: list[int] = []
 
@@ -136,7 +143,14 @@ class TurnFlow(ApprovalFlow):
             holder.append(turn)
             if not review:  # reviewed input is recorded only once accepted
                 turn.accept_input(submission_id, kind, text, refs)
-                due.append(self._step_due(turn))
+                contexts, stop = reviewed or ((), None)
+                for hook_kind, context in contexts:
+                    turn.add_hook_context(hook_kind, context)
+                if stop is not None:
+                    turn.warn(stop)
+                    session.complete_turn(number, None)
+                else:
+                    due.append(self._step_due(turn))
             return [session, turn]
 
         def announce() -> None:
@@ -152,10 +166,14 @@ class TurnFlow(ApprovalFlow):
         self._spawn_turn_actor(turn)
         if review:
             self._pending_input = {"kind": kind, "text": text, "attachments": refs}
-            info = UserPromptInfo(self._session_id, str(turn.id), text, tuple(refs))
+            info = UserPromptInfo(
+                self._session_id, str(turn.id), text, tuple(refs), kind
+            )
             self._tell_turn(ReviewInput(info))
-        else:
+        elif due:
             self._after_step_due(turn, due[0])
+        else:  # a user_prompt hook stopped it when it was queued
+            self._turn_ended("completed", None, None)
 
     def _spawn_turn_actor(self, turn: Turn) -> None:
         idle, self._idle_turn_actor = self._idle_turn_actor, None
@@ -283,16 +301,21 @@ class TurnFlow(ApprovalFlow):
         else:
             self._call_model(turn)
 
-    def _take_steers(self, turn: Turn) -> None:
+    def _take_steers(self, turn: Turn) -> str | None:
+        """Takes the queued steers in; returns a stop their hooks asked for."""
+        stop = None
         for queued in list(self._session.queued):
             if queued["kind"] == "steer":
-                self._session.take_queued(queued["submission_id"], turn.number)
+                submission_id = queued["submission_id"]
+                self._session.take_queued(submission_id, turn.number)
                 turn.accept_input(
-                    queued["submission_id"],
-                    "steer",
-                    queued["text"],
-                    queued["attachments"],
+                    submission_id, "steer", queued["text"], queued["attachments"]
                 )
+                contexts, asked = self._reviewed.pop(submission_id, ((), None))
+                for kind, text in contexts:
+                    turn.add_hook_context(kind, text)
+                stop = stop or asked
+        return stop
 
     def _call_model(self, turn: Turn) -> None:
         request = ModelRequest(
@@ -341,12 +364,11 @@ class TurnFlow(ApprovalFlow):
                 self._close_open_work(turn, fact.error)
                 session.abort_turn(turn.number, reason, failed=True)
                 outcome.append("failed")
-            elif fact.stop is not None:
-                turn.warn(fact.stop)
+            elif (stop := fact.stop or self._take_steers(turn)) is not None:
+                turn.warn(stop)
                 session.complete_turn(turn.number, None)
                 outcome.append("stopped")
             else:
-                self._take_steers(turn)
                 turn.start_step(route)
             return [session, turn]
 

@@ -44,8 +44,8 @@ class PeerInput(msgspec.Struct, frozen=True, tag="peer_input"):
     """Input from another agent (``peer``) or the host system (``system``).
 
     It starts a turn (or waits behind the running one) without being a
-    user prompt: the model sees it as a developer message, and user_prompt
-    hooks do not review it.
+    user prompt: the model sees it as a developer message. user_prompt
+    hooks review it too, with ``info.kind`` ``peer`` or ``system``.
     """
 
     text: str

@@ -110,10 +110,15 @@ class _ActorHandle:
 
     def ask(self, message: Any) -> Any:
         try:
-            return self._ref.ask(message, timeout=ASK_TIMEOUT)
+            answer = self._ref.ask(message, timeout=ASK_TIMEOUT)
         except pykka.ActorDeadError:
             msg = f"session {self.session_id!r} is closed"
             raise SessionClosedError(msg) from None
+        if isinstance(answer, concurrent.futures.Future):
+            # Input that user_prompt hooks review before it is queued: the
+            # actor answers once it is recorded, or refused (it raises).
+            return answer.result()
+        return answer
 
     def tell(self, message: Any) -> None:
         try:
