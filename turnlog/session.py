@@ -354,7 +354,13 @@ class AgentHandle:
         return self.session.session_id
 
     def submit(self, op: Op) -> str:
-        """Submits ``op``; returns its submission id at once."""
+        """Submits ``op``; returns its submission id.
+
+        It returns at once, except for input that would be queued behind a
+        running turn while the agent has a user_prompt hook: that returns
+        once the hook accepted it and it is recorded, and raises
+        InputRejectedError, recording nothing, if the hook refused it.
+        """
         ops = (UserInput, PeerInput, Steer, Interrupt, ApprovalResponse, Shutdown)
         if not isinstance(op, ops):
             msg = f"not an Op: {op!r}"

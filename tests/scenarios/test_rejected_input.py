@@ -16,6 +16,7 @@ from turnlog import (
     Runtime,
     ScriptedModel,
 )
+from turnlog.events import WarningMessage
 from turnlog.testing import HeldModel, wait_for
 
 MARKER = "sekrit-7f3a9c"
@@ -127,3 +128,36 @@ def test_a_queued_submission_runs_even_if_the_run_ended_during_review(
     )
     assert finished.result.submission_id == sent[0]
     assert finished.result.final_output == "peer answered"
+
+
+def test_a_stop_from_the_review_of_queued_input_applies_when_it_runs(
+    rt: Runtime,
+) -> None:
+    class StopFollowUps(Middleware):
+        def user_prompt(self, info):
+            if info.kind == "follow_up":
+                return HookResult.stop_turn("follow-ups wait for a human")
+            return None
+
+    model = HeldModel(ScriptedModel(["first"]))
+    session = rt.create_session(
+        Agent("a", model=model, middleware=[StopFollowUps()]), session_id="stop"
+    )
+    results: list = []
+    worker = threading.Thread(
+        target=lambda: results.append(session.prompt("go", timeout=30))
+    )
+    worker.start()
+    assert model.entered.wait(10)
+    session.follow_up("and then?")
+    model.release()
+    worker.join(30)
+    assert results[0].completed
+    assert len(results[0].turn_ids) == 2  # the follow-up's turn ran, and stopped
+    assert model.calls == 1  # no model call for it
+    warnings = [
+        e.msg.message
+        for e in rt.replay_events("stop")
+        if isinstance(e.msg, WarningMessage)
+    ]
+    assert warnings == ["follow-ups wait for a human"]
