@@ -173,6 +173,16 @@ class InputReviewed(msgspec.Struct, frozen=True):
     error: str | None
 
 
+class QueuedInputReviewed(msgspec.Struct, frozen=True):
+    """The user_prompt hooks settled on input waiting to be queued."""
+
+    submission_id: str
+    rejection: str | None
+    contexts: tuple[tuple[str, str], ...]
+    stop: str | None
+    error: str | None
+
+
 # --- orders to the TurnActor --------------------------------------------------
 
 

@@ -25,6 +25,8 @@ import pykka
 
 from turnlog.actors.approval_flow import Approvals
 from turnlog.actors.contracts import AgentDefinition
+from turnlog.actors.hooks import HookFailedError
+from turnlog.actors.input_review import InputReviews, PendingInput
 from turnlog.actors.messages import (
     ActiveRunQuery,
     ChangeRoute,
@@ -36,6 +38,7 @@ from turnlog.actors.messages import (
     LatestRunQuery,
     MessagesQuery,
     PendingApprovalsQuery,
+    QueuedInputReviewed,
     QueuedQuery,
     RetireTurnActor,
     RunningQuery,
@@ -58,6 +61,7 @@ from turnlog.actors.turn_flow import TurnFlow
 from turnlog.actors.turn_slot import TurnActorSlot
 from turnlog.domain.context import messages_of
 from turnlog.domain.errors import (
+    InputRejectedError,
     InvalidInputError,
     SessionBusyError,
     SessionClosedError,
@@ -119,6 +123,9 @@ class SessionActor(pykka.ThreadingActor):
         )
         self._approvals = Approvals(self._state)
         self._turns = TurnFlow(self._state, self._approvals, self._slot)
+        self._input_reviews = InputReviews(
+            session.session_id, agent.middleware, services.io_loop, self.actor_ref
+        )
 
     def on_start(self) -> None:
         turn = self._state.turn
@@ -141,6 +148,9 @@ class SessionActor(pykka.ThreadingActor):
                 return None
             case RetireTurnActor():
                 self._slot.retire()
+                return None
+            case QueuedInputReviewed():
+                self._queued_input_reviewed(message)
                 return None
             case TextDelta(turn=turn, text=text):
                 # Transient: published as it comes, never recorded.
@@ -248,19 +258,20 @@ class SessionActor(pykka.ThreadingActor):
 
     # -- input -----------------------------------------------------------------
 
-    def _submit(self, op: Any, waiter: Any) -> str:
+    def _submit(self, op: Any, waiter: Any) -> str | concurrent.futures.Future[str]:
         match op:
             case UserInput(text=text, attachments=attachments):
                 self._state.check_open()
                 _check_text(text)
+                submitted: str | concurrent.futures.Future[str]
                 if self._state.session.running or self._state.run is not None:
-                    submission_id = self._queue_input(text, attachments)
+                    submitted = self._queue_input(text, attachments, starts_run=True)
                 else:
-                    submission_id = new_submission_id()
-                    self._turns.start_turn(submission_id, "prompt", text, attachments)
+                    submitted = new_submission_id()
+                    self._turns.start_turn(submitted, "prompt", text, attachments)
                 if waiter is not None and self._state.run is not None:
                     self._state.run.waiters.append(waiter)
-                return submission_id
+                return submitted
             case PeerInput(text=text, kind=kind):
                 if kind not in ("peer", "system"):
                     msg = f"peer input kind must be 'peer' or 'system', not {kind!r}"
@@ -268,7 +279,7 @@ class SessionActor(pykka.ThreadingActor):
                 self._state.check_open()
                 _check_text(text)
                 if self._state.session.running or self._state.run is not None:
-                    return self._queue_input(text, (), kind=kind)
+                    return self._queue_input(text, (), kind=kind, starts_run=True)
                 submission_id = new_submission_id()
                 self._turns.start_turn(submission_id, kind, text, ())
                 return submission_id
@@ -296,19 +307,64 @@ class SessionActor(pykka.ThreadingActor):
         text: str,
         attachments: tuple[SessionFileReference, ...],
         kind: str = "follow_up",
-    ) -> str:
+        *,
+        starts_run: bool = False,
+    ) -> str | concurrent.futures.Future[str]:
+        """Records queued input, or (with a user_prompt hook) has it reviewed.
+
+        With a hook the caller gets a future for the submission id, resolved
+        once the input is recorded, or failed if the hook refused it: the
+        handle waits on it, off this thread.
+        """
         self._state.check_open()
         _check_text(text)
         submission_id = new_submission_id()
-        session = self._state.session
         refs = [msgspec.to_builtins(a) for a in attachments]
+        if self._turns.reviews_input:
+            accepted: concurrent.futures.Future[str] = concurrent.futures.Future()
+            pending = PendingInput(
+                submission_id, kind, text, refs, accepted, starts_run
+            )
+            self._input_reviews.add(pending)
+            return accepted
+        self._record_queued(submission_id, kind, text, refs)
+        return submission_id
+
+    def _record_queued(
+        self, submission_id: str, kind: str, text: str, refs: list[dict[str, Any]]
+    ) -> None:
+        session = self._state.session
 
         def decide() -> list[Any]:
             session.queue_input(submission_id, kind, text, refs)
             return [session]
 
         self._state.record(decide)
-        return submission_id
+
+    def _queued_input_reviewed(self, fact: QueuedInputReviewed) -> None:
+        pending = self._input_reviews.settle(fact)
+        if pending is None:
+            return
+        accepted = pending.accepted
+        if fact.error is not None:
+            accepted.set_exception(HookFailedError(fact.error))
+            return
+        if fact.rejection is not None:
+            accepted.set_exception(InputRejectedError(fact.rejection))
+            return
+        try:
+            self._state.check_open()
+            self._record_queued(
+                pending.submission_id, pending.kind, pending.text, pending.attachments
+            )
+        except TurnlogError as error:
+            accepted.set_exception(error)
+            return
+        self._state.reviewed[pending.submission_id] = (fact.contexts, fact.stop)
+        accepted.set_result(pending.submission_id)
+        state = self._state
+        if pending.starts_run and state.run is None and not state.session.running:
+            self._turns.start_next_queued()  # the run it was queued behind ended
 
     def _start_prompt(
         self,
@@ -359,6 +415,7 @@ class SessionActor(pykka.ThreadingActor):
                 waiter.set_exception(SessionClosedError(stopped))
         for subscriber in self._state.subscribers:
             subscriber.close()
+        self._input_reviews.fail_all(SessionClosedError(stopped))
 
     def on_failure(self, *_: object) -> None:
         self.on_stop()

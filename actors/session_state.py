@@ -32,6 +32,9 @@ from turnlog.domain.turn import Turn
 
 logger = logging.getLogger(__name__)
 
+Reviewed = tuple[tuple[tuple[str, str], ...], str | None]
+"""What user_prompt hooks answered for input: (hook contexts, stop)."""
+
 
 class SessionState:
     """One session's aggregates, context, runs and subscribers."""
@@ -65,6 +68,10 @@ class SessionState:
         self.run: RunState | None = None
         self.latest_run: RunResult | None = None
         self.close_when_idle = False
+        # What the user_prompt hooks answered for queued input accepted in
+        # this process, used when it runs; input queued before a restart is
+        # reviewed then. Keyed by submission id: (hook contexts, stop).
+        self.reviewed: dict[str, Reviewed] = {}
 
     def record(
         self,

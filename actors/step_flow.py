@@ -105,16 +105,22 @@ class StepFlow:
         else:
             self._call_model(turn)
 
-    def _take_steers(self, turn: Turn) -> None:
-        for queued in list(self._state.session.queued):
+    def _take_steers(self, turn: Turn) -> str | None:
+        """Takes the queued steers in; returns a stop their hooks asked for."""
+        stop = None
+        session = self._state.session
+        for queued in list(session.queued):
             if queued["kind"] == "steer":
-                self._state.session.take_queued(queued["submission_id"], turn.number)
+                submission_id = queued["submission_id"]
+                session.take_queued(submission_id, turn.number)
                 turn.accept_input(
-                    queued["submission_id"],
-                    "steer",
-                    queued["text"],
-                    queued["attachments"],
+                    submission_id, "steer", queued["text"], queued["attachments"]
                 )
+                contexts, asked = self._state.reviewed.pop(submission_id, ((), None))
+                for kind, text in contexts:
+                    turn.add_hook_context(kind, text)
+                stop = stop or asked
+        return stop
 
     def _call_model(self, turn: Turn) -> None:
         request = ModelRequest(
@@ -163,12 +169,11 @@ class StepFlow:
                 close_open_work(turn, fact.error)
                 session.abort_turn(turn.number, reason, failed=True)
                 outcome.append("failed")
-            elif fact.stop is not None:
-                turn.warn(fact.stop)
+            elif (stop := fact.stop or self._take_steers(turn)) is not None:
+                turn.warn(stop)
                 session.complete_turn(turn.number, None)
                 outcome.append("stopped")
             else:
-                self._take_steers(turn)
                 turn.start_step(route)
             return [session, turn]
 

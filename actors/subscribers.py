@@ -1,9 +1,13 @@
 """Bounded per-subscriber buffers.
 
 A slow subscriber must not stall its session: the session never waits to
-deliver. When a buffer is full, events are dropped for that subscriber only
-and it is told how many it missed (an ``EventsMissed`` item) as soon as
-there is room again.
+deliver. When a buffer is full, the oldest buffered events are dropped for
+that subscriber only, and an ``EventsMissed`` item takes their place: the
+reader learns how many it missed at the point of the gap, as soon as it
+reads there. Terminal events are never dropped (``RunFinished``, and the
+ends of turns and of the session), so a reader that falls behind still
+learns how each run ended. They are few (a handful per run), so they may
+take a buffer past its size rather than be lost.
 """
 
 from __future__ import annotations
@@ -13,13 +17,32 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from turnlog.domain.run import EventsMissed
+from turnlog.domain.protocol import SessionClosed, TurnAborted, TurnComplete
+from turnlog.domain.run import EventsMissed, RunEvent, RunFinished
 
 DEFAULT_BUFFER = 10_000
+
+_TERMINAL_MESSAGES = (TurnComplete, TurnAborted, SessionClosed)
+
+
+def is_terminal(item: Any) -> bool:
+    """Whether ``item`` ends a run, a turn or the session (never dropped)."""
+    if isinstance(item, RunFinished):
+        return True
+    return isinstance(item, RunEvent) and isinstance(item.event.msg, _TERMINAL_MESSAGES)
 
 
 class SubscriptionClosed(Exception):
     """The subscription ended (the session or the subscription was closed)."""
+
+
+class _Gap:
+    """Where dropped events were, and how many (an EventsMissed once read)."""
+
+    __slots__ = ("count",)
+
+    def __init__(self) -> None:
+        self.count = 0
 
 
 class Subscriber:
@@ -34,26 +57,58 @@ class Subscriber:
         self.session_id = session_id
         self.maxsize = maxsize
         self._accept = accept
-        self._items: deque[Any] = deque()
-        self._missed = 0
+        self._items: deque[Any] = deque()  # events and _Gap markers, in order
+        self._events = 0  # buffered events, markers not counted
         self._closed = False
         self._ready = threading.Condition()
 
     def offer(self, item: Any) -> None:
-        """Adds ``item`` without ever blocking; drops it if the buffer is full."""
+        """Adds ``item`` without ever blocking; drops the oldest if full."""
         if self._accept is not None and not self._accept(item):
             return
         with self._ready:
             if self._closed:
                 return
-            if len(self._items) >= self.maxsize:
-                self._missed += 1
-                return
-            if self._missed:
-                self._items.append(EventsMissed(self.session_id, self._missed))
-                self._missed = 0
+            if self._events >= self.maxsize:
+                self._drop_oldest()
             self._items.append(item)
+            self._events += 1
             self._ready.notify()
+
+    def _drop_oldest(self) -> None:
+        """Replaces the oldest droppable event with (or adds it to) a gap."""
+        index = next(
+            (
+                i
+                for i, item in enumerate(self._items)
+                if not isinstance(item, _Gap) and not is_terminal(item)
+            ),
+            None,
+        )
+        if index is None:
+            return  # only terminal events are buffered: keep them all
+        del self._items[index]
+        self._events -= 1
+        before = self._items[index - 1] if index > 0 else None
+        after = self._items[index] if index < len(self._items) else None
+        if isinstance(before, _Gap):
+            gap = before
+            if isinstance(after, _Gap):  # two gaps met: one gap
+                gap.count += after.count
+                del self._items[index]
+        elif isinstance(after, _Gap):
+            gap = after
+        else:
+            gap = _Gap()
+            self._items.insert(index, gap)
+        gap.count += 1
+
+    def _take(self) -> Any:
+        item = self._items.popleft()
+        if isinstance(item, _Gap):
+            return EventsMissed(self.session_id, item.count)
+        self._events -= 1
+        return item
 
     def get(self, timeout: float | None = None) -> Any:
         """The next item; raises TimeoutError or SubscriptionClosed."""
@@ -64,15 +119,13 @@ class Subscriber:
                 msg = f"no event within {timeout} s"
                 raise TimeoutError(msg)
             if self._items:
-                return self._items.popleft()
+                return self._take()
             raise SubscriptionClosed(self.session_id)
 
     def drain(self) -> list[Any]:
         """Every item buffered now, without waiting."""
         with self._ready:
-            items = list(self._items)
-            self._items.clear()
-            return items
+            return [self._take() for _ in range(len(self._items))]
 
     def close(self) -> None:
         """Ends the subscription; buffered items can still be read."""

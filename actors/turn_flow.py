@@ -28,10 +28,9 @@ from turnlog.actors.messages import (
     ToolFinished,
 )
 from turnlog.actors.session_parts import RunState
-from turnlog.actors.session_state import SessionState
+from turnlog.actors.session_state import Reviewed, SessionState
 from turnlog.actors.step_flow import INTERRUPT_REASON, StepFlow, close_open_work
 from turnlog.actors.turn_slot import TurnActorSlot
-from turnlog.domain.context import MESSAGE_INPUT_KINDS
 from turnlog.domain.errors import TurnlogError, UsageError
 from turnlog.domain.hooks import UserPromptInfo
 from turnlog.domain.protocol import SessionFileReference
@@ -64,10 +63,17 @@ class TurnFlow:
         kind: str,
         text: str,
         attachments: tuple[SessionFileReference, ...],
+        *,
+        reviewed: Reviewed | None = None,
     ) -> None:
+        """Starts a turn for the input; ``reviewed``: what its hooks answered.
+
+        Input not reviewed yet is reviewed first (and recorded only once
+        accepted); queued input was reviewed when it was submitted.
+        """
         session = self._state.session
         refs = [msgspec.to_builtins(a) for a in attachments]
-        review = self._reviews_input and kind in MESSAGE_INPUT_KINDS
+        review = self._reviews_input and reviewed is None
         holder: list[Turn] = []
         due: list[int] = []
 
@@ -77,7 +83,14 @@ class TurnFlow:
             holder.append(turn)
             if not review:  # reviewed input is recorded only once accepted
                 turn.accept_input(submission_id, kind, text, refs)
-                due.append(self.step_due(turn))
+                contexts, stop = reviewed or ((), None)
+                for hook_kind, context in contexts:
+                    turn.add_hook_context(hook_kind, context)
+                if stop is not None:
+                    turn.warn(stop)
+                    session.complete_turn(number, None)
+                else:
+                    due.append(self.step_due(turn))
             return [session, turn]
 
         def announce() -> None:
@@ -94,11 +107,13 @@ class TurnFlow:
         if review:
             self._pending_input = {"kind": kind, "text": text, "attachments": refs}
             info = UserPromptInfo(
-                self._state.session_id, str(turn.id), text, tuple(refs)
+                self._state.session_id, str(turn.id), text, tuple(refs), kind
             )
             self.tell_turn(ReviewInput(info))
-        else:
+        elif due:
             self.after_step_due(turn, due[0])
+        else:  # a user_prompt hook stopped it when it was queued
+            self.turn_ended("completed", None, None)
 
     def tell_turn(self, message: Any) -> None:
         """Tells the TurnActor running the current turn."""
@@ -121,6 +136,11 @@ class TurnFlow:
             self.tell_turn(RunCalls(calls))
         for request_id, call_id in turn.pending_approvals.items():
             self._approvals.ask(self._approvals.request(turn, request_id, call_id))
+
+    @property
+    def reviews_input(self) -> bool:
+        """Whether the agent's middleware reviews input (user_prompt hooks)."""
+        return self._reviews_input
 
     @property
     def steps(self) -> StepFlow:
@@ -293,7 +313,11 @@ class TurnFlow:
         )
         try:
             self.start_turn(
-                queued["submission_id"], queued["kind"], queued["text"], attachments
+                queued["submission_id"],
+                queued["kind"],
+                queued["text"],
+                attachments,
+                reviewed=self._state.reviewed.pop(queued["submission_id"], None),
             )
         except TurnlogError as failure:
             logger.warning(

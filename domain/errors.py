@@ -10,7 +10,8 @@ Developer mistakes are kept apart from failures at run time::
     │   ├── UnknownSessionError     no session with that id in the log
     │   ├── SessionClosedError      the session (or runtime) was closed
     │   │   └── RuntimeClosedError  the runtime holding it was closed
-    │   └── SessionBusyError        a turn is already running
+    │   ├── SessionBusyError        a turn is already running
+    │   └── InputRejectedError      a user_prompt hook refused queued input
     ├── StoreError                  the log could not be read or written
     │   ├── NotATurnlogStoreError   the file or database is not a turnlog log
     │   └── ConcurrencyConflictError  another writer appended first
@@ -62,6 +63,14 @@ class RuntimeClosedError(SessionClosedError):
 
 class SessionBusyError(UsageError):
     """A turn is already running in the session; nothing was recorded."""
+
+
+class InputRejectedError(UsageError):
+    """A user_prompt hook refused the input; nothing of it was recorded.
+
+    Raised by ``follow_up``, ``steer``, ``send_input`` (and ``submit``) for
+    input that would be queued; the message is the hook's reason.
+    """
 
 
 class StoreError(TurnlogError):

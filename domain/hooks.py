@@ -58,12 +58,20 @@ class SessionStartInfo(msgspec.Struct, frozen=True):
 
 
 class UserPromptInfo(msgspec.Struct, frozen=True):
-    """A prompt before it is recorded; rejecting it keeps it out of the log."""
+    """Input before it is recorded; rejecting it keeps it out of the log.
+
+    ``kind`` is ``prompt``, ``follow_up``, ``steer``, ``peer`` or
+    ``system``. Input that is queued (a follow-up, a steer, input sent
+    while a turn runs) is reviewed when it is submitted, before it is
+    queued, so ``turn_id`` is None for it: the turn it will run in has not
+    started yet.
+    """
 
     session_id: str
-    turn_id: str
+    turn_id: str | None
     text: str
     attachments: tuple[dict[str, Any], ...]
+    kind: str = "prompt"
 
 
 class StepInfo(msgspec.Struct, frozen=True):

@@ -9,8 +9,9 @@ and :func:`replay` of the log agree by construction. Transient messages
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -43,8 +44,8 @@ class PeerInput(msgspec.Struct, frozen=True, tag="peer_input"):
     """Input from another agent (``peer``) or the host system (``system``).
 
     It starts a turn (or waits behind the running one) without being a
-    user prompt: the model sees it as a developer message, and user_prompt
-    hooks do not review it.
+    user prompt: the model sees it as a developer message. user_prompt
+    hooks review it too, with ``info.kind`` ``peer`` or ``system``.
     """
 
     text: str
@@ -172,7 +173,13 @@ class ToolCallEnd(msgspec.Struct, frozen=True, tag="tool_call_end"):
     is_error: bool
 
 
-class ApprovalRequest(msgspec.Struct, frozen=True, tag="approval_request"):
+class ApprovalRequested(msgspec.Struct, frozen=True, tag="approval_request"):
+    """A tool call waits for a decision (``turnlog.ApprovalRequest`` holds it).
+
+    Named apart from ``turnlog.ApprovalRequest``, which approval providers
+    receive; the wire tag ``approval_request`` is unchanged.
+    """
+
     request_id: str
     call_id: str
     name: str
@@ -270,7 +277,7 @@ EventMsg = (
     | ModelStepFailed
     | ToolCallBegin
     | ToolCallEnd
-    | ApprovalRequest
+    | ApprovalRequested
     | ApprovalResolved
     | HookContext
     | TokenCount
@@ -435,7 +442,7 @@ class EventTranslator:
             case t.ToolCallFinished(call_id=c, name=n, output=o, is_error=e):
                 return self._wrap(sequence, [ToolCallEnd(c, n, o, e)])
             case t.ApprovalRequested(request_id=r, call_id=c, name=n, arguments=a):
-                return self._wrap(sequence, [ApprovalRequest(r, c, n, a)])
+                return self._wrap(sequence, [ApprovalRequested(r, c, n, a)])
             case t.ApprovalDecided(request_id=r, call_id=c, decision=d, decided_by=b):
                 return self._wrap(sequence, [ApprovalResolved(r, c, d, b)])
             case t.CompactionStarted(compaction_id=cid):
@@ -466,6 +473,23 @@ class EventTranslator:
 
 COMPACTION_CAPABILITY = "compaction"
 """The Frontend capability of the compaction notice."""
+
+
+if not TYPE_CHECKING:  # hidden from mypy, so a mistyped name stays an error
+
+    def __getattr__(name: str) -> Any:
+        # ApprovalRequested was ApprovalRequest here, which clashed with
+        # turnlog.ApprovalRequest; old imports keep working, with a warning.
+        if name == "ApprovalRequest":
+            warnings.warn(
+                "turnlog.domain.protocol.ApprovalRequest is now "
+                "turnlog.events.ApprovalRequested",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            return ApprovalRequested
+        msg = f"module {__name__!r} has no attribute {name!r}"
+        raise AttributeError(msg)
 
 
 def replay(session_id: str, events: Iterable[object]) -> list[Event]:

@@ -167,14 +167,14 @@ class UsageRecorded(TurnlogEvent):
     usage: dict[str, int] | None
 
     def apply(self, aggregate: Session) -> None:
+        if self.kind == "model":
+            aggregate.last_usage = None if self.usage is None else dict(self.usage)
         if self.usage is None:
             return
         totals = dict(aggregate.usage_totals)
         for key, value in self.usage.items():
             totals[key] = totals.get(key, 0) + value
         aggregate.usage_totals = totals
-        if self.kind == "model":
-            aggregate.last_usage = dict(self.usage)
 
 
 class ContextRewritten(TurnlogEvent):

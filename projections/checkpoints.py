@@ -73,9 +73,11 @@ def _turn_ended(state: CheckpointState, _event: object, _: int) -> None:
 
 
 def _usage(state: CheckpointState, event: s.UsageRecorded, _: int) -> None:
+    if event.kind == "model":
+        # The last call's usage, as TokenCount.last reports it: a call that
+        # reported none leaves None, not an older call's figures.
+        state.last_usage = None if event.usage is None else dict(event.usage)
     if event.usage is not None:
-        if event.kind == "model":
-            state.last_usage = dict(event.usage)
         add_usage(state.total_usage, event.usage)
 
 
@@ -130,7 +132,7 @@ class CheckpointProjection:
     """Keeps one checkpoint document per session."""
 
     name = "checkpoints"
-    version = 2
+    version = 3  # 3: last_usage None after a call that reported no usage
     handles: frozenset[type] | None = frozenset(_APPLY)
 
     def fold(self, rows: Rows, session_id: str, entries: Entries) -> None:

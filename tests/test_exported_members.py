@@ -5,6 +5,8 @@ from __future__ import annotations
 import types
 
 import turnlog
+import turnlog.events
+import turnlog.providers
 
 
 def defined_by_turnlog(value: object) -> bool:
@@ -26,3 +28,35 @@ def test_all_is_sorted_and_every_name_resolves() -> None:
     assert turnlog.__all__ == sorted(turnlog.__all__)
     for name in turnlog.__all__:
         assert getattr(turnlog, name) is not None
+
+
+def public_names_of(module: types.ModuleType) -> set[str]:
+    return {
+        name
+        for name, value in vars(module).items()
+        if not name.startswith("_")
+        and defined_by_turnlog(value)
+        and not isinstance(value, types.ModuleType)
+    }
+
+
+def test_the_events_module_exports_every_event_class_and_nothing_else() -> None:
+    assert public_names_of(turnlog.events) == set(turnlog.events.__all__)
+    assert turnlog.events.__all__ == sorted(turnlog.events.__all__)
+    for member in turnlog.events.EventMsg.__args__:
+        assert getattr(turnlog.events, member.__name__) is member
+    for member in turnlog.events.SessionEvent.__args__:
+        assert getattr(turnlog.events, member.__name__) is member
+
+
+def test_no_two_public_classes_share_a_name() -> None:
+    seen: dict[str, object] = {}
+    for module in (turnlog, turnlog.events, turnlog.providers):
+        for name in module.__all__:
+            value = getattr(module, name)
+            if not isinstance(value, type):
+                continue
+            assert seen.setdefault(value.__name__, value) is value, (
+                f"{module.__name__}.{name} and {seen[value.__name__]!r} "
+                "are two classes with one name"
+            )

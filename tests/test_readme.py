@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from turnlog import Runtime
+
 README = Path(__file__).parents[1] / "README.md"
 
 
@@ -21,3 +23,25 @@ def test_the_readme_example_runs(
     assert printed[0] == "2 + 3 = 5"
     assert "TurnComplete" in printed[-1]
     assert (tmp_path / ".turnlog" / "example.sqlite3").exists()
+
+
+def test_the_readme_asyncio_example_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+    (example,) = [block for block in blocks if "prompt_async" in block]
+    monkeypatch.chdir(tmp_path)
+    exec(compile(example, "README.md", "exec"), {"__name__": "readme"})
+    printed = capsys.readouterr().out.splitlines()
+    assert printed == ["assistant: Hello from turnlog.", "completed"]
+
+
+def test_each_run_of_the_readme_example_makes_a_fresh_session(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+    monkeypatch.chdir(tmp_path)
+    for _ in range(2):
+        exec(compile(blocks[0], "README.md", "exec"), {"__name__": "readme"})
+    with Runtime.open("sqlite:///.turnlog/example.sqlite3") as rt:
+        assert len(rt.sessions()) == 2

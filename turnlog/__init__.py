@@ -8,6 +8,7 @@ from turnlog.domain.context import Message
 from turnlog.domain.errors import (
     ConcurrencyConflictError,
     DomainError,
+    InputRejectedError,
     InvalidInputError,
     InvariantViolation,
     NotATurnlogStoreError,
@@ -91,6 +92,7 @@ __all__ = [
     "ExecutionPage",
     "FunctionTool",
     "HookResult",
+    "InputRejectedError",
     "Interrupt",
     "InvalidInputError",
     "InvariantViolation",

@@ -56,7 +56,7 @@ from turnlog.audit_format import (
     verify_summary,
 )
 from turnlog.cli_parser import STORE_ENV, build_parser, check_audit_args
-from turnlog.demo import RUN_TIMEOUT, run_demo
+from turnlog.demo import RUN_TIMEOUT, next_steps, run_demo, turnlog_executable
 from turnlog.domain.errors import (
     TurnlogError,
     UnknownSessionError,
@@ -137,9 +137,11 @@ def _session_and_log(args: argparse.Namespace) -> tuple[str, str | None]:
 # -- demo -----------------------------------------------------------------
 
 
-def _command_hint(args: argparse.Namespace, *words: str) -> str:
+def _command_hint(
+    args: argparse.Namespace, *words: str, program: str = "turnlog"
+) -> str:
     """``turnlog [--store URL] WORDS...``, quoted for a shell."""
-    command = ["turnlog"]
+    command = [program]
     if args.store is not None:  # from the environment, it applies again anyway
         command += ["--store", args.store]
     return shlex.join([*command, *words])
@@ -164,7 +166,12 @@ def _command_demo(args: argparse.Namespace) -> int:
     if location == "memory":
         print("audit it:     not possible, a memory:// log ends with the command")
     else:
-        print(f"audit it:     {_command_hint(args, 'audit', session_id)}")
+        program = turnlog_executable()
+        print(
+            f"audit it:     {_command_hint(args, 'audit', session_id, program=program)}"
+        )
+        print()
+        print("\n".join(next_steps(_command_hint(args, program=program))))
     if not result.completed:
         _print_error(f"the demo run {result.status}: {result.error}")
         return EXIT_FAILURE

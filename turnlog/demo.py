@@ -8,9 +8,12 @@ service embedding turnlog would follow a session.
 
 from __future__ import annotations
 
+import shutil
+import sys
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from datetime import date, timedelta
+from pathlib import Path
 from typing import Any
 
 from turnlog.agent import Agent
@@ -156,6 +159,35 @@ def _check_can_continue(runtime: Runtime, session_id: str) -> None:
             "process; the demo will not take it over"
         )
         raise UsageError(msg)
+
+
+def turnlog_executable() -> str:
+    """The absolute path of the ``turnlog`` command that is running, if found.
+
+    A newcomer runs ``.venv/bin/turnlog demo`` without the venv on PATH, so
+    a hint that says just ``turnlog`` would not run as printed.
+    """
+    invoked = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
+    if invoked is not None and invoked.name == "turnlog" and invoked.is_file():
+        return str(invoked.absolute())
+    beside_python = Path(sys.executable).parent / "turnlog"
+    if beside_python.is_file():
+        return str(beside_python)
+    return shutil.which("turnlog") or "turnlog"
+
+
+def next_steps(program: str) -> list[str]:
+    """What to try after the demo: a real model, embedding it, the log."""
+    return [
+        "next steps:",
+        "  a real model:   export OPENAI_API_KEY=... TURNLOG_MODEL=gpt-4.1-mini",
+        f"                  then {program} run",
+        "                  (any OpenAI-compatible server: README.md, 'Real models')",
+        "  embed it:       Runtime.open(), rt.create_session(agent), "
+        "session.prompt(...)",
+        "                  (README.md, 'Embedding it')",
+        f"  every session:  {program} sessions",
+    ]
 
 
 def run_demo(runtime: Runtime, session_id: str) -> RunResult:

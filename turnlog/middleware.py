@@ -12,7 +12,7 @@ hook               when, and what it may do
 ``session_start``  first turn of the session in this process (``startup``:
                    context only, a stop is ignored so the prompt still runs),
                    and after each compaction (``compact``: may stop)
-``user_prompt``    before a prompt is recorded: context, stop, or reject
+``user_prompt``    before any input is recorded: context, stop, or reject
 ``pre_model``      before each model step: context or stop
 ``model_request``  after every ``pre_model`` hook: context or stop
 ``pre_tool``       for each call of a known tool: context, recorded before
@@ -22,6 +22,18 @@ hook               when, and what it may do
 ``pre_compact``    before compaction: stop prevents it
 ``post_compact``   after compaction: stop ends the turn (compaction kept)
 =================  ==========================================================
+
+``user_prompt`` sees every input (``info.kind``: ``prompt``, ``follow_up``,
+``steer``, ``peer``, ``system``), and a rejected one is stored nowhere.
+A prompt is reviewed as its turn starts. Input that is queued (a
+follow-up, a steer, input sent while a turn runs) is reviewed when it is
+submitted, before it is recorded, so that rejected text never reaches the
+log while accepted text is recorded at once and survives a crash: the
+caller waits for the hook (``follow_up`` and the like return once the
+input is recorded, or raise ``InputRejectedError``), the hook sees
+``info.turn_id`` None, and it judges the input as the session is when it
+is submitted, not when it runs. Its context and stop apply when it runs.
+Reviews of one session run one at a time, in the order submitted.
 """
 
 from __future__ import annotations
@@ -56,7 +68,7 @@ class Middleware:
 
     @_noop
     def user_prompt(self, info: UserPromptInfo) -> HookResult | None:
-        """A prompt arrives; may reject it."""
+        """Input arrives (``info.kind`` says which); may reject it."""
         return None
 
     @_noop

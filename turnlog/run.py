@@ -10,7 +10,7 @@ Three threads take part, and only one of them ever touches the terminal:
 - the runtime's own actors run the turn.
 
 Approvals cannot deadlock: a tool that needs one makes the turn wait for a
-decision and publishes an ``ApprovalRequest``; the main thread sees it on
+decision and publishes an ``ApprovalRequested``; the main thread sees it on
 the subscription, asks, and answers with ``session.approve`` (an ask the
 session actor serves at once, since the waiting turn blocks nothing).
 
@@ -32,7 +32,7 @@ from turnlog.audit_format import one_line
 from turnlog.config import RunConfig
 from turnlog.domain.errors import SessionClosedError, UsageError
 from turnlog.domain.ids import check_session_id
-from turnlog.domain.protocol import ApprovalRequest
+from turnlog.domain.protocol import ApprovalRequested
 from turnlog.domain.run import RunEvent, RunFinished, RunResult
 from turnlog.routing import ModelRouter
 from turnlog.run_terminal import CtrlC, Terminal
@@ -163,7 +163,7 @@ class ChatLoop:
                 view.line("the session was closed")
                 return False
             if isinstance(item, RunEvent) and isinstance(
-                item.event.msg, ApprovalRequest
+                item.event.msg, ApprovalRequested
             ):
                 if not stop.interrupting:  # else the interrupt settles it
                     view.close_line()
@@ -184,7 +184,7 @@ class ChatLoop:
             return False
         return True
 
-    def _approve(self, request: ApprovalRequest) -> None:
+    def _approve(self, request: ApprovalRequested) -> None:
         """Asks the user about ``request`` and answers the session."""
         pending = {each.request_id for each in self._session.pending_approvals()}
         if request.request_id not in pending:

@@ -19,7 +19,7 @@ from turnlog.domain.approval import ApprovalDecision
 from turnlog.domain.protocol import (
     AgentMessage,
     AgentMessageDelta,
-    ApprovalRequest,
+    ApprovalRequested,
     ApprovalResolved,
     Frontend,
     InputRejected,
@@ -81,7 +81,7 @@ def readable_json(arguments: str, limit: int) -> str:
     return one_line(text, limit)
 
 
-def approval_question(request: ApprovalRequest) -> str:
+def approval_question(request: ApprovalRequested) -> str:
     """The question asked before a tool that needs approval runs."""
     name = one_line(request.name, 80)
     arguments = readable_json(request.arguments, APPROVAL_ARGUMENTS_LIMIT)

@@ -142,9 +142,14 @@ class _ActorHandle:
 
     def ask(self, message: Any) -> Any:
         try:
-            return self._ref.ask(message, timeout=ASK_TIMEOUT)
+            answer = self._ref.ask(message, timeout=ASK_TIMEOUT)
         except pykka.ActorDeadError:
             raise self.closed_error() from None
+        if isinstance(answer, concurrent.futures.Future):
+            # Input that user_prompt hooks review before it is queued: the
+            # actor answers once it is recorded, or refused (it raises).
+            return answer.result()
+        return answer
 
     def query(self, message: SessionQuery[Reply]) -> Reply:
         """The actor's answer to ``message``, typed by the query."""
@@ -321,8 +326,10 @@ class AgentSession:
         """Events from now on: RunStarted, RunEvent..., RunFinished per run.
 
         ``buffer`` bounds what waits unread (default: the run config's
-        ``event_buffer``); past it, events are dropped for this subscriber
-        only, and it is told how many (an ``EventsMissed`` item).
+        ``event_buffer``); past it, the oldest unread events are dropped for
+        this subscriber only, and an ``EventsMissed`` item in their place
+        tells it how many. The ends of runs and turns (``RunFinished``,
+        ``TurnComplete``, ``TurnAborted``) are never dropped.
         """
         if buffer is not None and (
             isinstance(buffer, bool) or not isinstance(buffer, int) or buffer < 1
@@ -382,7 +389,13 @@ class AgentHandle:
         return self.session.session_id
 
     def submit(self, op: Op) -> str:
-        """Submits ``op``; returns its submission id at once."""
+        """Submits ``op``; returns its submission id.
+
+        It returns at once, except for input that would be queued behind a
+        running turn while the agent has a user_prompt hook: that returns
+        once the hook accepted it and it is recorded, and raises
+        InputRejectedError, recording nothing, if the hook refused it.
+        """
         ops = (UserInput, PeerInput, Steer, Interrupt, ApprovalResponse, Shutdown)
         if not isinstance(op, ops):
             msg = f"not an Op: {op!r}"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import threading
@@ -33,7 +34,7 @@ from turnlog import (
     tool_call,
 )
 from turnlog.cli import main
-from turnlog.demo import AGENT_NAME, QUESTION
+from turnlog.demo import AGENT_NAME, QUESTION, turnlog_executable
 from turnlog.domain.protocol import ToolCallBegin
 
 FINAL_ANSWER = "100 days after 2024-02-10 is 2024-05-20 (Monday)."
@@ -118,7 +119,10 @@ def test_demo_prints_the_conversation_and_where_it_is_logged(
         f"final answer: {FINAL_ANSWER}",
         "session:      demo-",
         f"log:          {log_path}",
-        f"audit it:     turnlog --store {store} audit demo-",
+        f"audit it:     {turnlog_executable()} --store {store} audit demo-",
+        "next steps:",
+        f"then {turnlog_executable()} --store {store} run",
+        f"{turnlog_executable()} --store {store} sessions",
     ]
     positions = [out.find(text) for text in expected_in_order]
     assert -1 not in positions, out
@@ -534,7 +538,8 @@ def test_store_comes_from_turnlog_store_when_not_given(
     assert code == 0
     assert f"log:          {log_path}" in out
     # The variable applies to the next command too, so the hint omits it.
-    assert re.search(r"^audit it:     turnlog audit demo-\w+$", out, re.MULTILINE)
+    hint = rf"^audit it:     {re.escape(turnlog_executable())} audit demo-\w+$"
+    assert re.search(hint, out, re.MULTILINE)
     assert log_path.exists()
 
 
@@ -579,10 +584,20 @@ def test_console_script_demo_uses_the_default_store_in_the_working_directory(
     assert (demo.returncode, demo.stderr) == (0, "")
     assert default_log.exists()
     assert f"log:          {default_log}" in demo.stdout
-    hint = re.search(r"^audit it:     turnlog audit (demo-\w+)$", demo.stdout, re.M)
+    hint = re.search(r"^audit it:     (\S+) audit (demo-\w+)$", demo.stdout, re.M)
     assert hint is not None, demo.stdout
+    assert hint.group(1) == str(console_script().absolute())
 
-    audit = turnlog("audit", hint.group(1))
+    # The hint runs as printed, without the venv's bin on PATH.
+    audit = subprocess.run(
+        shlex.split(hint.group(0).removeprefix("audit it:")),
+        cwd=tmp_path,
+        env={**env, "PATH": os.defpath},
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
     assert (audit.returncode, audit.stderr) == (0, "")
     assert "TurnCompleted" in audit.stdout
 

@@ -100,7 +100,7 @@ def test_model_text_cannot_steer_the_terminal() -> None:
 
 
 def test_the_approval_question_shows_the_call() -> None:
-    request = p.ApprovalRequest("r1", "c1", "deploy", '{"env":"prod"}')
+    request = p.ApprovalRequested("r1", "c1", "deploy", '{"env":"prod"}')
     assert approval_question(request) == (
         'approve deploy({"env": "prod"})? '
         "[y]es once / [a]ll for the session / [n]o / [q]uit turn: "

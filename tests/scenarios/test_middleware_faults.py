@@ -197,8 +197,14 @@ def test_unknown_routes_are_refused_and_switching_is_recorded(rt: Runtime) -> No
 def test_peer_and_system_input_start_turns_without_being_user_prompts(
     rt: Runtime,
 ) -> None:
+    seen: list[str] = []
+
     class NoPrompts(Middleware):
         def user_prompt(self, info):
+            # Every input is reviewed; ``kind`` tells a user's from the rest.
+            seen.append(info.kind)
+            if info.kind in ("peer", "system"):
+                return None
             return HookResult.reject_prompt("no user prompts here")
 
     model = ScriptedModel(["noted"])
@@ -215,5 +221,6 @@ def test_peer_and_system_input_start_turns_without_being_user_prompts(
     (item,) = [i for i in model.requests[0].items if i["type"] == "message"]
     assert (item["role"], item["input_kind"]) == ("developer", "system")
     assert session.messages() == [Message.assistant("noted")]  # no user message
+    assert seen == ["system"]
     with pytest.raises(InvalidInputError):
         session.send_input("x", kind="user")

@@ -221,7 +221,7 @@ def test_pre_tool_hook_context_is_durable_before_open_call_at_approval(
     )
     handle = rt.create_agent(agent, session_id="pre-tool-hook-approval")
     handle.submit(UserInput("run it"))
-    until(handle, p.ApprovalRequest)
+    until(handle, p.ApprovalRequested)
     saved = rt.checkpoints.load("pre-tool-hook-approval")
     context = list(saved.context)
     call = next(i for i, item in enumerate(context) if item["type"] == "function_call")

@@ -1,0 +1,108 @@
+"""The user_prompt review of input that is to be queued.
+
+Queued input (a follow-up, a steer, input sent while a turn runs) is
+recorded when it is queued, so that it survives a crash. A rejected input
+must leave no trace, so the hooks review it before it is recorded: when it
+is submitted, not when its turn starts. Reviews run on the I/O loop, never
+on the session's thread, one at a time per session so queued input keeps
+the order it was submitted in; the caller waits on a future that the
+session resolves once the input is recorded (or refused).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+from collections import deque
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+import pykka
+
+from turnlog.actors.hooks import review_prompt
+from turnlog.actors.io_loop import IoLoop
+from turnlog.actors.messages import QueuedInputReviewed
+from turnlog.domain.hooks import UserPromptInfo
+
+
+class PendingInput(msgspec.Struct):
+    """Input under review (or waiting for it), and its caller's future."""
+
+    submission_id: str
+    kind: str
+    text: str
+    attachments: list[dict[str, Any]]
+    accepted: concurrent.futures.Future[str]
+    starts_run: bool
+    """Whether it runs on its own if the session is idle once recorded."""
+
+
+class InputReviews:
+    """The session's queue of input waiting for its user_prompt review."""
+
+    def __init__(
+        self,
+        session_id: str,
+        layers: Sequence[Any],
+        io_loop: IoLoop,
+        session: pykka.ActorRef[Any],
+    ) -> None:
+        self._session_id = session_id
+        self._layers = layers
+        self._io_loop = io_loop
+        self._session = session
+        self._waiting: deque[PendingInput] = deque()
+        self._running: concurrent.futures.Future[Any] | None = None
+
+    def add(self, pending: PendingInput) -> None:
+        """Queues ``pending`` for review, behind any review under way."""
+        self._waiting.append(pending)
+        if len(self._waiting) == 1:
+            self._start(pending)
+
+    def settle(self, fact: QueuedInputReviewed) -> PendingInput | None:
+        """The input ``fact`` is about (None if unknown); starts the next review."""
+        if not self._waiting or self._waiting[0].submission_id != fact.submission_id:
+            return None
+        pending = self._waiting.popleft()
+        self._running = None
+        if self._waiting:
+            self._start(self._waiting[0])
+        return pending
+
+    def fail_all(self, error: BaseException) -> None:
+        """Answers every waiting caller with ``error`` and stops the review."""
+        if self._running is not None:
+            self._running.cancel()
+        while self._waiting:
+            pending = self._waiting.popleft()
+            if not pending.accepted.done():
+                pending.accepted.set_exception(error)
+
+    def _start(self, pending: PendingInput) -> None:
+        info = UserPromptInfo(
+            self._session_id,
+            None,
+            pending.text,
+            tuple(pending.attachments),
+            pending.kind,
+        )
+        submission_id, session = pending.submission_id, self._session
+
+        def reviewed(future: concurrent.futures.Future[Any]) -> None:
+            if future.cancelled():
+                return  # the session stopped and answered the caller itself
+            error = future.exception()
+            if error is not None:
+                fact = QueuedInputReviewed(submission_id, None, (), None, str(error))
+            else:
+                rejection, contexts, stop = future.result()
+                fact = QueuedInputReviewed(
+                    submission_id, rejection, tuple(contexts), stop, None
+                )
+            with contextlib.suppress(pykka.ActorDeadError):
+                session.tell(fact)
+
+        self._running = self._io_loop.submit(review_prompt(self._layers, info))
+        self._running.add_done_callback(reviewed)
