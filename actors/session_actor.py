@@ -27,6 +27,7 @@ import msgspec
 import pykka
 
 from turnlog.actors.contracts import AgentDefinition
+from turnlog.actors.encodable_facts import encodable_fact
 from turnlog.actors.hooks import any_implements
 from turnlog.actors.messages import (
     CancelTurn,
@@ -77,6 +78,7 @@ from turnlog.domain.protocol import (
 )
 from turnlog.domain.run import QueuedInput, RunEvent, RunFinished, RunResult
 from turnlog.domain.session import Session
+from turnlog.domain.text import check_encodable, encodable_text
 from turnlog.domain.turn import Turn
 
 logger = logging.getLogger(__name__)
@@ -149,7 +151,7 @@ class SessionActor(TurnFlow, pykka.ThreadingActor):
             case TextDelta(turn=turn, text=text):
                 # Transient: published as it comes, never recorded.
                 if self._current(turn) is not None:
-                    self._publish_transient(AgentMessageDelta(text))
+                    self._publish_transient(AgentMessageDelta(encodable_text(text)[0]))
                 return None
             case Decide() if message.decided_by in ("user",):
                 return self._decide(message)
@@ -227,7 +229,10 @@ class SessionActor(TurnFlow, pykka.ThreadingActor):
                 raise UsageError(msg)
 
     def _handle_fact(self, fact: Any) -> None:
+        fact, note = encodable_fact(fact)
         try:
+            if note is not None:
+                self._warn(getattr(fact, "turn", None), note)
             match fact:
                 case StepSucceeded():
                     self._step_succeeded(fact)
@@ -251,6 +256,17 @@ class SessionActor(TurnFlow, pykka.ThreadingActor):
         except TurnlogError as error:
             logger.warning("session %s: %s", self._session_id, error)
             self._fail_turn_after_error(error)
+
+    def _warn(self, number: int | None, note: str) -> None:
+        turn = self._current(number) if number is not None else self._turn
+        if turn is None:
+            return  # a stale fact: it is dropped, so nothing needs a note
+
+        def decide() -> list[Any]:
+            turn.warn(note)
+            return [turn]
+
+        self._record(decide)
 
     # -- recording and publishing -------------------------------------------
 
@@ -502,6 +518,7 @@ def _check_text(text: object) -> None:
     if not isinstance(text, str):
         msg = f"input text must be a str, not {type(text).__name__}"
         raise InvalidInputError(msg)
+    check_encodable(text, "input text")
 
 
 __all__ = ["Event", "SessionActor", "SessionServices", "SessionSettings"]

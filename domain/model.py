@@ -14,6 +14,7 @@ from typing import Any, Protocol, runtime_checkable
 import msgspec
 
 from turnlog.domain.errors import ProviderError
+from turnlog.domain.text import encodable_data
 
 Item = dict[str, Any]
 """One context or output item (Responses-API shaped, primitives only)."""
@@ -134,7 +135,12 @@ def check_response(response: object) -> ModelResponse:
             msg = f"output item {index} has no type"
             raise ProviderError(msg)
     try:
-        msgspec.json.encode(response.output)
+        try:
+            msgspec.json.encode(response.output)
+        except UnicodeEncodeError:
+            # Text that is not valid Unicode is not refused: it is made
+            # encodable, with a note, where the output is recorded.
+            msgspec.json.encode(encodable_data(response.output)[0])
     except (TypeError, msgspec.EncodeError) as error:
         msg = f"model output is not plain JSON data: {error}"
         raise ProviderError(msg) from error

@@ -30,6 +30,7 @@ from turnlog.actors.subscribers import Subscriber, SubscriptionClosed
 from turnlog.domain.approval import ApprovalDecision, ApprovalRequest, check_decision
 from turnlog.domain.context import Message
 from turnlog.domain.errors import InvalidInputError, SessionClosedError
+from turnlog.domain.inputs import check_input
 from turnlog.domain.protocol import (
     ApprovalResponse,
     Event,
@@ -42,6 +43,7 @@ from turnlog.domain.protocol import (
     UserInput,
 )
 from turnlog.domain.run import QueuedInput, RunEvent, RunResult, SessionEvent
+from turnlog.domain.text import check_encodable
 
 ASK_TIMEOUT = 30.0
 """Seconds to wait for a session actor to take a message (it never blocks)."""
@@ -136,7 +138,7 @@ def _attachments(values: Sequence[Any]) -> tuple[SessionFileReference, ...]:
     if isinstance(values, str | bytes) or not isinstance(values, Sequence):
         msg = "attachments must be a sequence of SessionFileReference"
         raise InvalidInputError(msg)
-    for value in values:
+    for index, value in enumerate(values):
         if not isinstance(value, SessionFileReference):
             msg = f"attachments must be SessionFileReference objects, not {value!r}"
             raise InvalidInputError(msg)
@@ -145,6 +147,7 @@ def _attachments(values: Sequence[Any]) -> tuple[SessionFileReference, ...]:
         except msgspec.ValidationError as error:
             msg = f"bad attachment {value!r}: {error}"
             raise InvalidInputError(msg) from None
+        check_encodable(value, f"attachments[{index}]")
     return tuple(values)
 
 
@@ -184,6 +187,7 @@ class AgentSession:
     def _start(
         self, text: str, attachments: Sequence[Any]
     ) -> concurrent.futures.Future[RunResult]:
+        check_input("prompt", text)
         refs = _attachments(attachments)
         waiter: concurrent.futures.Future[RunResult] = concurrent.futures.Future()
         self._actor.tell(StartPrompt(text, refs, waiter))
@@ -214,6 +218,7 @@ class AgentSession:
 
         Returns the submission id.
         """
+        check_input("follow_up", text)
         result: str = self._actor.ask(FollowUp(text, _attachments(attachments)))
         return result
 
@@ -223,6 +228,7 @@ class AgentSession:
         It starts a turn, or waits behind the running one, without being a
         user prompt. Returns the submission id at once.
         """
+        check_input("peer", text)
         result: str = self._actor.ask(Submit(PeerInput(text, kind)))
         return result
 
@@ -242,6 +248,7 @@ class AgentSession:
         With no turn running, it waits for the next turn like a follow-up.
         Returns the submission id.
         """
+        check_input("steer", text)
         refs = _attachments(attachments)
         result: str = self._actor.ask(Submit(Steer(text, refs)))
         return result
@@ -306,6 +313,7 @@ class AgentSession:
 
     def update_shared_state(self, **changes: Any) -> dict[str, Any]:
         """Sets keys of the shared state (recorded); returns the new state."""
+        check_encodable(changes, "shared_state")
         result: dict[str, Any] = self._actor.ask(UpdateSharedState(changes))
         return result
 
@@ -352,6 +360,7 @@ class AgentHandle:
         if not isinstance(op, ops):
             msg = f"not an Op: {op!r}"
             raise InvalidInputError(msg)
+        check_encodable(op, type(op).__name__)
         if isinstance(op, ApprovalResponse):
             check_decision(op.decision)
         result: str = self.session._actor.ask(Submit(op))
