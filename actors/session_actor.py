@@ -18,7 +18,6 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import logging
-import queue
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -50,6 +49,7 @@ from turnlog.actors.messages import (
     UpdateSharedState,
 )
 from turnlog.actors.revive import load_context, load_turn
+from turnlog.actors.session_end import answer_everyone
 from turnlog.actors.session_parts import RunState, SessionServices, SessionSettings
 from turnlog.actors.subscribers import Subscriber
 from turnlog.actors.turn_flow import TURN_ACTOR_IDLE_SECONDS, TurnFlow
@@ -59,6 +59,7 @@ from turnlog.domain.errors import (
     InvalidInputError,
     SessionBusyError,
     SessionClosedError,
+    SessionFailedError,
     TurnlogError,
     UsageError,
 )
@@ -125,6 +126,7 @@ class SessionActor(TurnFlow, pykka.ThreadingActor):
         self._last_step_epoch = session.context_epoch
         # The agent is fixed for the session's life: asked once, not per turn.
         self._reviews_input = any_implements(agent.middleware, "user_prompt")
+        self._receiving: Any = None
 
     def on_start(self) -> None:
         turn = self._turn
@@ -134,6 +136,7 @@ class SessionActor(TurnFlow, pykka.ThreadingActor):
     # -- dispatch ------------------------------------------------------------
 
     def on_receive(self, message: Any) -> Any:
+        self._receiving = message  # for on_failure: whom the failure strands
         match message:
             case (
                 StepSucceeded()
@@ -478,6 +481,44 @@ class SessionActor(TurnFlow, pykka.ThreadingActor):
             subscriber.close()
 
     def on_stop(self) -> None:
+        stopped = f"session {self._session_id!r} stopped before the run ended"
+        self._end(SessionClosedError(stopped))
+
+    def on_failure(
+        self,
+        exception_type: type[BaseException] | None,
+        exception_value: BaseException | None,
+        _traceback: object,
+    ) -> None:
+        name = getattr(exception_type, "__name__", "error")
+        cause = encodable_text(f"{name}: {exception_value}")[0]
+        self._record_failure(f"turn failed: the session failed: {cause}")
+        failed = f"session {self._session_id!r} failed and was stopped: {cause}"
+        self._end(SessionFailedError(failed))
+
+    def _record_failure(self, reason: str) -> None:
+        """Ends the running turn in the log with the true reason, if it can.
+
+        Otherwise reopening the session would record that the process
+        stopped, which is not what happened.
+        """
+        turn, session = self._turn, self._session
+        if turn is None or session.active_turn != turn.number:
+            return
+
+        def decide() -> list[Any]:
+            self._close_open_work(turn, reason)
+            session.abort_turn(turn.number, reason, failed=True)
+            return [session, turn]
+
+        try:
+            self._record(decide)
+        except Exception:  # the failure itself may be the store's
+            logger.exception(
+                "session %s: could not record its failure", self._session_id
+            )
+
+    def _end(self, error: TurnlogError) -> None:
         # The turn actor finishes cancelling its work before this actor is
         # reported stopped, so the runtime never stops the executor or the
         # I/O loop under it.
@@ -486,32 +527,10 @@ class SessionActor(TurnFlow, pykka.ThreadingActor):
                 with contextlib.suppress(pykka.ActorDeadError):
                     ref.tell(CancelTurn())
                 ref.stop(block=True, timeout=5)
-        stopped = f"session {self._session_id!r} stopped before the run ended"
         waiters = list(self._run.waiters) if self._run is not None else []
-        # Messages still in the inbox are never handled: answer every one a
-        # caller waits on (pykka would drop told prompts silently), so no
-        # prompt waits forever. Anything sent after this raises at the sender.
-        inbox = self.actor_inbox
-        assert isinstance(inbox, queue.Queue)  # ThreadingActor's inbox
-        while True:
-            try:
-                envelope = inbox.get_nowait()
-            except queue.Empty:
-                break
-            if isinstance(envelope.message, StartPrompt):
-                waiters.append(envelope.message.waiter)
-            if envelope.reply_to is not None:
-                envelope.reply_to.set_exception(
-                    exc_info=(SessionClosedError, SessionClosedError(stopped), None)
-                )
-        for waiter in waiters:
-            if not waiter.done():
-                waiter.set_exception(SessionClosedError(stopped))
-        for subscriber in self._subscribers:
-            subscriber.close()
-
-    def on_failure(self, *_: object) -> None:
-        self.on_stop()
+        if isinstance(self._receiving, StartPrompt):
+            waiters.append(self._receiving.waiter)  # the prompt that failed
+        answer_everyone(self.actor_inbox, waiters, self._subscribers, error)
 
 
 def _check_text(text: object) -> None:
