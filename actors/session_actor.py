@@ -45,6 +45,7 @@ from turnlog.actors.messages import (
     Subscribe,
     TextDelta,
     ToolFinished,
+    TurnActorFailed,
     Unsubscribe,
     UpdateSharedState,
 )
@@ -145,6 +146,7 @@ class SessionActor(TurnFlow, pykka.ThreadingActor):
                 | StepPrepared()
                 | CompactionBegan()
                 | InputReviewed()
+                | TurnActorFailed()
             ):
                 self._handle_fact(message)
                 return None
@@ -249,6 +251,8 @@ class SessionActor(TurnFlow, pykka.ThreadingActor):
                     self._compaction_began(fact)
                 case InputReviewed():
                     self._input_reviewed(fact)
+                case TurnActorFailed():
+                    self._turn_actor_failed(fact)
                 case Decide():
                     try:
                         self._decide(fact)

@@ -13,6 +13,7 @@ finishes in the background and its result is dropped.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import itertools
 from collections import deque
 from typing import Any
@@ -115,7 +116,8 @@ class ToolExecutorActor(pykka.ThreadingActor):
             # reported first, the session keeps that and drops this.
             if not future.cancelled():
                 _reply(request, *_outcome(future))
-            me.tell(ToolDone(token, future))
+            with contextlib.suppress(pykka.ActorDeadError):  # it stopped
+                me.tell(ToolDone(token, future))
 
         call.future.add_done_callback(done)
         if tool.timeout is not None:
@@ -131,9 +133,28 @@ class ToolExecutorActor(pykka.ThreadingActor):
     def on_stop(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
+    def on_failure(
+        self,
+        exception_type: type[BaseException] | None,
+        exception_value: BaseException | None,
+        _traceback: object,
+    ) -> None:
+        # Every call that will not report by itself is answered here, or its
+        # turn would wait for it forever. A running call still reports from
+        # its done callback.
+        name = getattr(exception_type, "__name__", "error")
+        reason = f"not run: the tool executor failed: {name}: {exception_value}"
+        waiting, self._waiting = self._waiting, deque()
+        for call in waiting:
+            self._finish(call, reason, True)
+        self.on_stop()
+
 
 def _reply(request: RunTool, output: str, is_error: bool) -> None:
-    request.reply_to.tell(ToolFinished(request.turn, request.call_id, output, is_error))
+    with contextlib.suppress(pykka.ActorDeadError):  # no one waits any more
+        request.reply_to.tell(
+            ToolFinished(request.turn, request.call_id, output, is_error)
+        )
 
 
 def _outcome(future: concurrent.futures.Future[Any]) -> tuple[str, bool]:

@@ -42,6 +42,7 @@ from turnlog.actors.messages import (
     StepPrepared,
     StepSucceeded,
     ToolFinished,
+    TurnActorFailed,
 )
 from turnlog.actors.session_parts import RunState, SessionServices, SessionSettings
 from turnlog.actors.turn_actor import TurnActor
@@ -546,6 +547,15 @@ class TurnFlow(ApprovalFlow):
 
         self._record(decide)
         self._turn_ended("failed", None, reason)
+
+    def _turn_actor_failed(self, fact: TurnActorFailed) -> None:
+        turn = self._current(fact.turn)
+        if self._turn_actor is not None and not self._turn_actor.is_alive():
+            self._turn_actor = None  # nothing to tell it any more
+        if self._idle_turn_actor is not None and not self._idle_turn_actor.is_alive():
+            self._idle_turn_actor = None
+        if turn is not None:
+            self._fail_turn(turn, f"turn failed: the turn actor failed: {fact.error}")
 
     def _fail_turn_after_error(self, error: TurnlogError) -> None:
         """Ends the turn a fact could not be recorded for, and its run.

@@ -354,3 +354,52 @@ def test_a_session_actor_killed_mid_run_fails_everyone_and_records_why(
         if isinstance(event.msg, p.TurnAborted)
     ]
     assert reasons == [aborted.reason]
+
+
+def test_a_turn_actor_that_dies_fails_its_turn_at_once(rt: Runtime) -> None:
+    model = ScriptedModel([calls(tool_call("odd_output", {"name": "x"})), "later"])
+    session = rt.create_session(Agent("no-tools", model=model, tools=[odd_output]))
+    # With the executor gone, the TurnActor's tell to it raises in its
+    # handler: pykka stops the TurnActor, which the session waits on.
+    rt._tool_executor.stop()
+    thread, outcome = prompt_in_thread(session, "go")
+    thread.join(WAIT)
+    assert not thread.is_alive(), "prompt() hung after its turn actor died"
+    (result,) = outcome
+    assert getattr(result, "status", None) == "failed", result
+    assert "the turn actor failed: ActorDeadError" in str(result.error)  # type: ignore[attr-defined]
+    assert session.running() is False
+
+
+class Gate:
+    """A tool that waits until the test opens the gate."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.open = threading.Event()
+
+    def wait(self, key: str) -> str:
+        self.entered.set()
+        assert self.open.wait(WAIT)
+        return f"passed {key}"
+
+
+def test_a_tool_executor_that_dies_answers_the_calls_it_held(sqlite_url: str) -> None:
+    gate = Gate()
+    waits = function_tool(name="wait")(gate.wait)
+    model = ScriptedModel(
+        [calls(tool_call("wait", {"key": "a"}), tool_call("wait", {"key": "b"})), "ok"]
+    )
+    with Runtime.open(sqlite_url, max_tool_concurrency=1) as rt:
+        session = rt.create_session(Agent("held", model=model, tools=[waits]))
+        thread, outcome = prompt_in_thread(session, "go")
+        assert gate.entered.wait(WAIT)  # call a runs; call b waits for a slot
+        rt._tool_executor.tell("not a message")  # the executor's handler raises
+        gate.open.set()
+        thread.join(WAIT)
+        assert not thread.is_alive(), "prompt() hung after the tool executor died"
+        (result,) = outcome
+        assert getattr(result, "final_output", None) == "ok", result
+        outputs = tool_outputs(rt, session.session_id)
+        assert outputs[0] == "passed a"
+        assert outputs[1].startswith("not run: the tool executor failed: TypeError")
