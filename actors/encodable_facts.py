@@ -22,6 +22,7 @@ from turnlog.actors.messages import (
     StepPrepared,
     StepSucceeded,
     ToolFinished,
+    TurnActorFailed,
 )
 from turnlog.domain.text import encodable_data, encodable_text, replacement_note
 
@@ -32,6 +33,7 @@ _WHAT: dict[type, str] = {
     InputReviewed: "what the middleware hooks returned",
     CompactionBegan: "the compaction's reason",
     ToolFinished: "what the post_tool hooks returned",
+    TurnActorFailed: "the turn actor's error",
 }
 
 

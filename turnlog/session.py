@@ -53,7 +53,8 @@ class Subscription:
     """Events of one session, from when it subscribed on.
 
     Iterate it (``for event in sub``, or ``async for``) to read events as
-    they come; iteration ends when the session closes. ``drain()`` takes
+    they come; iteration ends when the session closes, and raises
+    SessionFailedError if the session failed instead. ``drain()`` takes
     what is buffered without waiting; ``close()`` unsubscribes.
     """
 
@@ -62,7 +63,11 @@ class Subscription:
         self._subscriber = subscriber
 
     def get(self, timeout: float | None = None) -> Any:
-        """The next event; raises TimeoutError, or SessionClosedError at the end."""
+        """The next event; raises TimeoutError, or SessionClosedError at the end.
+
+        If the session failed (its actor died), the end raises
+        SessionFailedError instead, naming the cause.
+        """
         try:
             return self._subscriber.get(timeout)
         except SubscriptionClosed as closed:

@@ -123,12 +123,12 @@ ENTRIES: dict[str, tuple[Callable[[AgentSession, AgentHandle, str], Any], bool]]
 
 
 def test_any_text_through_any_entry_point_is_refused_cleanly_or_recorded(
-    sqlite_url: str,
+    store_url: str,
 ) -> None:
     agent = Agent("any-text", model=AnswersOk())
     accepted: list[tuple[str, str]] = []
     refused: list[str] = []
-    with Runtime.open(sqlite_url) as rt:
+    with Runtime.open(store_url) as rt:
         session = rt.create_session(agent, session_id="any-text")
         handle = AgentHandle(session)
 
@@ -174,7 +174,7 @@ def test_any_text_through_any_entry_point_is_refused_cleanly_or_recorded(
         if not entry.startswith("shared_state") and "attachment" not in entry:
             assert text in recorded, (entry, text)
     # The log alone gives back what the live session held.
-    with Runtime.open(sqlite_url) as rt:
+    with Runtime.open(store_url) as rt:
         revived = rt.create_session(agent, session_id="any-text")
         assert revived.messages() == live_messages
         assert revived.shared_state() == live_state
