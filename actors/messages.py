@@ -130,6 +130,13 @@ class StepFailed(msgspec.Struct, frozen=True):
     message: str
 
 
+class TurnActorFailed(msgspec.Struct, frozen=True):
+    """The TurnActor of ``turn`` died (a handler raised); ``error`` says why."""
+
+    turn: int
+    error: str
+
+
 class ToolFinished(msgspec.Struct, frozen=True):
     turn: int
     call_id: str

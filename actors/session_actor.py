@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
-import queue
 from typing import Any
 
 import msgspec
@@ -25,6 +24,7 @@ import pykka
 
 from turnlog.actors.approval_flow import Approvals
 from turnlog.actors.contracts import AgentDefinition
+from turnlog.actors.encodable_facts import encodable_fact
 from turnlog.actors.hooks import HookFailedError
 from turnlog.actors.input_review import InputReviews, PendingInput
 from turnlog.actors.messages import (
@@ -52,9 +52,11 @@ from turnlog.actors.messages import (
     Subscribe,
     TextDelta,
     ToolFinished,
+    TurnActorFailed,
     Unsubscribe,
     UpdateSharedState,
 )
+from turnlog.actors.session_end import answer_everyone
 from turnlog.actors.session_parts import SessionServices, SessionSettings
 from turnlog.actors.session_state import SessionState
 from turnlog.actors.turn_flow import TurnFlow
@@ -65,6 +67,7 @@ from turnlog.domain.errors import (
     InvalidInputError,
     SessionBusyError,
     SessionClosedError,
+    SessionFailedError,
     TurnlogError,
     UsageError,
 )
@@ -82,6 +85,7 @@ from turnlog.domain.protocol import (
 )
 from turnlog.domain.run import QueuedInput, RunResult
 from turnlog.domain.session import Session
+from turnlog.domain.text import check_encodable, encodable_text
 
 logger = logging.getLogger(__name__)
 
@@ -123,6 +127,7 @@ class SessionActor(pykka.ThreadingActor):
         )
         self._approvals = Approvals(self._state)
         self._turns = TurnFlow(self._state, self._approvals, self._slot)
+        self._receiving: Any = None
         self._input_reviews = InputReviews(
             session.session_id, agent.middleware, services.io_loop, self.actor_ref
         )
@@ -135,6 +140,7 @@ class SessionActor(pykka.ThreadingActor):
     # -- dispatch ------------------------------------------------------------
 
     def on_receive(self, message: Any) -> Any:
+        self._receiving = message  # for on_failure: whom the failure strands
         match message:
             case (
                 StepSucceeded()
@@ -143,6 +149,7 @@ class SessionActor(pykka.ThreadingActor):
                 | StepPrepared()
                 | CompactionBegan()
                 | InputReviewed()
+                | TurnActorFailed()
             ):
                 self._handle_fact(message)
                 return None
@@ -155,7 +162,8 @@ class SessionActor(pykka.ThreadingActor):
             case TextDelta(turn=turn, text=text):
                 # Transient: published as it comes, never recorded.
                 if self._state.current_turn(turn) is not None:
-                    self._state.publish_transient(AgentMessageDelta(text))
+                    delta = encodable_text(text)[0]
+                    self._state.publish_transient(AgentMessageDelta(delta))
                 return None
             case Decide() if message.decided_by in ("user",):
                 return self._turns.decide_approval(message)
@@ -231,7 +239,10 @@ class SessionActor(pykka.ThreadingActor):
                 raise UsageError(msg)
 
     def _handle_fact(self, fact: Any) -> None:
+        fact, note = encodable_fact(fact)
         try:
+            if note is not None:
+                self._turns.warn(getattr(fact, "turn", None), note)
             match fact:
                 case StepSucceeded():
                     self._turns.steps.step_succeeded(fact)
@@ -245,6 +256,8 @@ class SessionActor(pykka.ThreadingActor):
                     self._turns.steps.compaction_began(fact)
                 case InputReviewed():
                     self._turns.input_reviewed(fact)
+                case TurnActorFailed():
+                    self._turns.turn_actor_failed(fact)
                 case Decide():
                     try:
                         self._turns.decide_approval(fact)
@@ -391,40 +404,35 @@ class SessionActor(pykka.ThreadingActor):
         return [self._state.session]
 
     def on_stop(self) -> None:
-        self._slot.stop()
         stopped = f"session {self._state.session_id!r} stopped before the run ended"
-        waiters = self._state.run_waiters()
-        # Messages still in the inbox are never handled: answer every one a
-        # caller waits on (pykka would drop told prompts silently), so no
-        # prompt waits forever. Anything sent after this raises at the sender.
-        inbox = self.actor_inbox
-        assert isinstance(inbox, queue.Queue)  # ThreadingActor's inbox
-        while True:
-            try:
-                envelope = inbox.get_nowait()
-            except queue.Empty:
-                break
-            if isinstance(envelope.message, StartPrompt):
-                waiters.append(envelope.message.waiter)
-            if envelope.reply_to is not None:
-                envelope.reply_to.set_exception(
-                    exc_info=(SessionClosedError, SessionClosedError(stopped), None)
-                )
-        for waiter in waiters:
-            if not waiter.done():
-                waiter.set_exception(SessionClosedError(stopped))
-        for subscriber in self._state.subscribers:
-            subscriber.close()
-        self._input_reviews.fail_all(SessionClosedError(stopped))
+        self._end(SessionClosedError(stopped))
 
-    def on_failure(self, *_: object) -> None:
-        self.on_stop()
+    def on_failure(
+        self,
+        exception_type: type[BaseException] | None,
+        exception_value: BaseException | None,
+        _traceback: object,
+    ) -> None:
+        name = getattr(exception_type, "__name__", "error")
+        cause = encodable_text(f"{name}: {exception_value}")[0]
+        self._turns.record_failure(f"turn failed: the session failed: {cause}")
+        failed = f"session {self._state.session_id!r} failed and was stopped: {cause}"
+        self._end(SessionFailedError(failed))
+
+    def _end(self, error: TurnlogError) -> None:
+        self._slot.stop()
+        waiters = self._state.run_waiters()
+        if isinstance(self._receiving, StartPrompt):
+            waiters.append(self._receiving.waiter)  # the prompt that failed
+        answer_everyone(self.actor_inbox, waiters, self._state.subscribers, error)
+        self._input_reviews.fail_all(error)
 
 
 def _check_text(text: object) -> None:
     if not isinstance(text, str):
         msg = f"input text must be a str, not {type(text).__name__}"
         raise InvalidInputError(msg)
+    check_encodable(text, "input text")
 
 
 __all__ = ["Event", "SessionActor", "SessionServices", "SessionSettings"]

@@ -17,6 +17,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from turnlog.domain.errors import TurnlogError
 from turnlog.domain.protocol import SessionClosed, TurnAborted, TurnComplete
 from turnlog.domain.run import EventsMissed, RunEvent, RunFinished
 
@@ -60,6 +61,7 @@ class Subscriber:
         self._items: deque[Any] = deque()  # events and _Gap markers, in order
         self._events = 0  # buffered events, markers not counted
         self._closed = False
+        self._failure: TurnlogError | None = None
         self._ready = threading.Condition()
 
     def offer(self, item: Any) -> None:
@@ -111,7 +113,12 @@ class Subscriber:
         return item
 
     def get(self, timeout: float | None = None) -> Any:
-        """The next item; raises TimeoutError or SubscriptionClosed."""
+        """The next item; raises TimeoutError or SubscriptionClosed.
+
+        A subscription ended by a failure raises that failure instead, once
+        the buffered items are read: a reader must not take a crash for an
+        orderly close.
+        """
         with self._ready:
             if not self._ready.wait_for(
                 lambda: self._items or self._closed, timeout=timeout
@@ -120,6 +127,10 @@ class Subscriber:
                 raise TimeoutError(msg)
             if self._items:
                 return self._take()
+            if self._failure is not None:
+                # A fresh error per reader: one instance raised in several
+                # threads would pile their tracebacks onto each other.
+                raise type(self._failure)(*self._failure.args)
             raise SubscriptionClosed(self.session_id)
 
     def drain(self) -> list[Any]:
@@ -127,9 +138,14 @@ class Subscriber:
         with self._ready:
             return [self._take() for _ in range(len(self._items))]
 
-    def close(self) -> None:
-        """Ends the subscription; buffered items can still be read."""
+    def close(self, failure: TurnlogError | None = None) -> None:
+        """Ends the subscription; buffered items can still be read.
+
+        ``failure``, if given, is what readers get after those items.
+        """
         with self._ready:
+            if not self._closed:
+                self._failure = failure
             self._closed = True
             self._ready.notify_all()
 

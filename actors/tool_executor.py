@@ -141,6 +141,22 @@ class ToolExecutorActor(pykka.ThreadingActor):
     def on_stop(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
+    def on_failure(
+        self,
+        exception_type: type[BaseException] | None,
+        exception_value: BaseException | None,
+        _traceback: object,
+    ) -> None:
+        # Every call that will not report by itself is answered here, or its
+        # turn would wait for it forever. A running call still reports from
+        # its done callback.
+        name = getattr(exception_type, "__name__", "error")
+        reason = f"not run: the tool executor failed: {name}: {exception_value}"
+        waiting, self._waiting = self._waiting, deque()
+        for call in waiting:
+            self._finish(call, reason, True)
+        self.on_stop()
+
 
 def _reply(request: RunTool, output: str, is_error: bool) -> None:
     # A turn stopped (its session closed, or the runtime) wants no result.

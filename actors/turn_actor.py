@@ -49,6 +49,7 @@ from turnlog.actors.messages import (
     StepSucceeded,
     TextDelta,
     ToolFinished,
+    TurnActorFailed,
 )
 from turnlog.domain.errors import ProviderError, TurnlogError
 from turnlog.domain.hooks import ToolCallInfo
@@ -127,6 +128,21 @@ class TurnActor(pykka.ThreadingActor):
             case _:
                 msg = f"TurnActor got an unknown message: {message!r}"
                 raise TypeError(msg)
+
+    def on_failure(
+        self,
+        exception_type: type[BaseException] | None,
+        exception_value: BaseException | None,
+        _traceback: object,
+    ) -> None:
+        # The session waits on this actor's facts: without this one, its
+        # turn (and every prompt waiting on it) would wait forever.
+        self._cancel_all()
+        name = getattr(exception_type, "__name__", "error")
+        with contextlib.suppress(pykka.ActorDeadError):
+            self._session.tell(
+                TurnActorFailed(self._turn, f"{name}: {exception_value}")
+            )
 
     def _cancel_all(self) -> None:
         """Cancels every coroutine and tool call of the current turn."""

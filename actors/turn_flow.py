@@ -26,6 +26,7 @@ from turnlog.actors.messages import (
     ReviewInput,
     RunCalls,
     ToolFinished,
+    TurnActorFailed,
 )
 from turnlog.actors.session_parts import RunState
 from turnlog.actors.session_state import Reviewed, SessionState
@@ -266,6 +267,49 @@ class TurnFlow:
 
         self._state.record(decide)
         self.turn_ended("failed", None, reason)
+
+    def warn(self, number: int | None, note: str) -> None:
+        """Records a warning on the running turn (if ``number`` is it)."""
+        state = self._state
+        turn = state.current_turn(number) if number is not None else state.turn
+        if turn is None:
+            return  # a stale fact: it is dropped, so nothing needs a note
+
+        def decide() -> list[Any]:
+            turn.warn(note)
+            return [turn]
+
+        state.record(decide)
+
+    def turn_actor_failed(self, fact: TurnActorFailed) -> None:
+        """Fails the turn whose TurnActor died."""
+        turn = self._state.current_turn(fact.turn)
+        self._slot.forget_dead()  # nothing to tell it any more
+        if turn is not None:
+            self.fail_turn(turn, f"turn failed: the turn actor failed: {fact.error}")
+
+    def record_failure(self, reason: str) -> None:
+        """Ends the running turn in the log with the true reason, if it can.
+
+        Otherwise reopening the session would record that the process
+        stopped, which is not what happened.
+        """
+        state = self._state
+        turn, session = state.turn, state.session
+        if turn is None or session.active_turn != turn.number:
+            return
+
+        def decide() -> list[Any]:
+            close_open_work(turn, reason)
+            session.abort_turn(turn.number, reason, failed=True)
+            return [session, turn]
+
+        try:
+            state.record(decide)
+        except Exception:  # the failure itself may be the store's
+            logger.exception(
+                "session %s: could not record its failure", state.session_id
+            )
 
     def fail_turn_after_error(self, error: TurnlogError) -> None:
         """Ends the turn a fact could not be recorded for, and its run.

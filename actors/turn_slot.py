@@ -89,6 +89,13 @@ class TurnActorSlot:
         with contextlib.suppress(pykka.ActorDeadError):
             idle.tell(CancelTurn())
 
+    def forget_dead(self) -> None:
+        """Drops references to TurnActors that have died."""
+        if self.running is not None and not self.running.is_alive():
+            self.running = None
+        if self._idle is not None and not self._idle.is_alive():
+            self._idle = None
+
     def stop(self) -> None:
         """Cancels and stops both actors, waiting for them.
 

@@ -15,6 +15,7 @@ Developer mistakes are kept apart from failures at run time::
     ├── StoreError                  the log could not be read or written
     │   ├── NotATurnlogStoreError   the file or database is not a turnlog log
     │   └── ConcurrencyConflictError  another writer appended first
+    ├── SessionFailedError          a session's actor failed and was stopped
     ├── ProviderError               a model provider failed
     ├── ToolError                   a tool failed (reported to the model)
     ├── ReplayError                 the log cannot be replayed
@@ -85,6 +86,16 @@ class ConcurrencyConflictError(StoreError):
     """Another writer appended to the same aggregate first.
 
     The log is never forked: the losing write is refused whole.
+    """
+
+
+class SessionFailedError(TurnlogError):
+    """A session's actor failed (a bug, or a fault it could not survive).
+
+    The actor was stopped; every caller waiting on it (a prompt, a
+    subscription) gets this error at once, naming the cause, and the
+    failure is recorded as the running turn's end when the log allows.
+    Reopening the session with ``Runtime.create_session`` revives it.
     """
 
 

@@ -7,6 +7,7 @@ from typing import Any
 import msgspec
 
 from turnlog.domain.errors import InvalidInputError
+from turnlog.domain.text import check_encodable
 
 INPUT_KINDS = frozenset({"prompt", "follow_up", "steer", "peer", "system"})
 """Kinds of input; only prompt, follow-up and steer become user messages."""
@@ -20,15 +21,17 @@ def check_input(kind: str, text: object) -> str:
     if not isinstance(text, str):
         msg = f"input text must be a str, not {type(text).__name__}"
         raise InvalidInputError(msg)
-    return text
+    return check_encodable(text, "input text")
 
 
 def check_json_data(value: Any, what: str) -> Any:
     """``value`` if it is plain JSON data (what the log can hold), else raises.
 
     Strings, numbers, booleans, None, and lists and dicts (with string
-    keys) of those; anything else is refused here, before it is recorded.
+    keys) of those, all text valid Unicode; anything else is refused
+    here, before it is recorded.
     """
+    check_encodable(value, what)
     try:
         encoded = msgspec.json.encode(value)
     except (TypeError, msgspec.EncodeError) as error:

@@ -8,6 +8,7 @@ common format; providers for other dialects translate at their edge.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -15,6 +16,7 @@ import msgspec
 
 from turnlog.domain.errors import ProviderError
 from turnlog.domain.streaming import DeltaSink, discard_deltas
+from turnlog.domain.text import encodable_data
 
 Item = dict[str, Any]
 """One context or output item (Responses-API shaped, primitives only)."""
@@ -73,6 +75,22 @@ class ModelProvider(Protocol):
         ``on_delta`` as it arrives; one that does not may ignore it.
         """
         ...
+
+
+def is_provider(model: object) -> bool:
+    """Whether ``model`` is a ModelProvider whose ``respond`` takes ``on_delta``.
+
+    Checked where a model is given, so a provider written for the older
+    one-argument ``respond(request)`` is refused there, with a clear
+    error, instead of failing its first turn.
+    """
+    if not isinstance(model, ModelProvider):
+        return False
+    try:
+        inspect.signature(model.respond).bind(None, discard_deltas)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def assistant_message(text: str) -> Item:
@@ -141,7 +159,12 @@ def check_response(response: object) -> ModelResponse:
             msg = f"output item {index} has no type"
             raise ProviderError(msg)
     try:
-        msgspec.json.encode(response.output)
+        try:
+            msgspec.json.encode(response.output)
+        except UnicodeEncodeError:
+            # Text that is not valid Unicode is not refused: it is made
+            # encodable, with a note, where the output is recorded.
+            msgspec.json.encode(encodable_data(response.output)[0])
     except (TypeError, msgspec.EncodeError) as error:
         msg = f"model output is not plain JSON data: {error}"
         raise ProviderError(msg) from error

@@ -9,7 +9,7 @@ from typing import Any
 import msgspec
 
 from turnlog.domain.errors import InvalidInputError
-from turnlog.domain.model import ModelProvider
+from turnlog.domain.model import ModelProvider, is_provider
 from turnlog.middleware import Middleware
 from turnlog.routing import ModelRouter
 from turnlog.tools import FunctionTool
@@ -58,11 +58,11 @@ class Agent:
             raise InvalidInputError(msg)
         if isinstance(model, ModelRouter):
             router = model
-        elif isinstance(model, ModelProvider):
+        elif is_provider(model):
             router = ModelRouter(model_route or DEFAULT_ROUTE, model)
         else:
             kind = type(model).__name__
-            msg = f"model must provide 'async respond(request)', got {kind}"
+            msg = f"model must provide 'async respond(request, on_delta)', got {kind}"
             raise InvalidInputError(msg)
         route = model_route or router.default
         router.provider(route)  # an unknown route is refused here

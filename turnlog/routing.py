@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from turnlog.domain.errors import InvalidInputError, UsageError
-from turnlog.domain.model import ModelProvider
+from turnlog.domain.model import ModelProvider, is_provider
 
 
 class ModelRouter:
@@ -29,8 +29,11 @@ class ModelRouter:
         if route in self._routes:
             msg = f"route {route!r} is already registered"
             raise UsageError(msg)
-        if not isinstance(provider, ModelProvider):
-            msg = f"route {route!r}: the model must provide 'async respond(request)'"
+        if not is_provider(provider):
+            msg = (
+                f"route {route!r}: the model must provide "
+                "'async respond(request, on_delta)'"
+            )
             raise InvalidInputError(msg)
         self._routes[route] = provider
         return self

@@ -44,6 +44,7 @@ from turnlog.domain.errors import (
     UsageError,
 )
 from turnlog.domain.ids import check_session_id, new_submission_id, session_uuid
+from turnlog.domain.inputs import check_json_data
 from turnlog.domain.protocol import Event
 from turnlog.domain.session import Session
 from turnlog.ownership import SessionOwnership
@@ -199,6 +200,8 @@ class Runtime:
         if shared_state is not None and not isinstance(shared_state, dict):
             msg = "shared_state must be a dict"
             raise InvalidInputError(msg)
+        if shared_state:  # checked before a lease is taken or anything written
+            check_json_data(shared_state, "shared state")
         with self._lock:
             self._check_open()
             live = self._sessions.get(chosen)

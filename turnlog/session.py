@@ -43,6 +43,7 @@ from turnlog.domain.errors import (
     RuntimeClosedError,
     SessionClosedError,
 )
+from turnlog.domain.inputs import check_input
 from turnlog.domain.protocol import (
     ApprovalResponse,
     Event,
@@ -55,6 +56,7 @@ from turnlog.domain.protocol import (
     UserInput,
 )
 from turnlog.domain.run import QueuedInput, RunEvent, RunResult, SessionEvent
+from turnlog.domain.text import check_encodable
 
 ASK_TIMEOUT = 30.0
 """Seconds to wait for a session actor to take a message (it never blocks)."""
@@ -64,7 +66,8 @@ class Subscription:
     """Events of one session, from when it subscribed on.
 
     Iterate it (``for event in sub``, or ``async for``) to read events as
-    they come; iteration ends when the session closes. ``drain()`` takes
+    they come; iteration ends when the session closes, and raises
+    SessionFailedError if the session failed instead. ``drain()`` takes
     what is buffered without waiting; ``close()`` unsubscribes.
     """
 
@@ -73,7 +76,11 @@ class Subscription:
         self._subscriber = subscriber
 
     def get(self, timeout: float | None = None) -> Any:
-        """The next event; raises TimeoutError, or SessionClosedError at the end."""
+        """The next event; raises TimeoutError, or SessionClosedError at the end.
+
+        If the session failed (its actor died), the end raises
+        SessionFailedError instead, naming the cause.
+        """
         try:
             return self._subscriber.get(timeout)
         except SubscriptionClosed as closed:
@@ -176,7 +183,7 @@ def _attachments(values: Sequence[Any]) -> tuple[SessionFileReference, ...]:
     if isinstance(values, str | bytes) or not isinstance(values, Sequence):
         msg = "attachments must be a sequence of SessionFileReference"
         raise InvalidInputError(msg)
-    for value in values:
+    for index, value in enumerate(values):
         if not isinstance(value, SessionFileReference):
             msg = f"attachments must be SessionFileReference objects, not {value!r}"
             raise InvalidInputError(msg)
@@ -185,6 +192,7 @@ def _attachments(values: Sequence[Any]) -> tuple[SessionFileReference, ...]:
         except msgspec.ValidationError as error:
             msg = f"bad attachment {value!r}: {error}"
             raise InvalidInputError(msg) from None
+        check_encodable(value, f"attachments[{index}]")
     return tuple(values)
 
 
@@ -229,6 +237,7 @@ class AgentSession:
     def _start(
         self, text: str, attachments: Sequence[Any]
     ) -> concurrent.futures.Future[RunResult]:
+        check_input("prompt", text)
         refs = _attachments(attachments)
         waiter: concurrent.futures.Future[RunResult] = concurrent.futures.Future()
         self._actor.tell(StartPrompt(text, refs, waiter))
@@ -259,6 +268,7 @@ class AgentSession:
 
         Returns the submission id.
         """
+        check_input("follow_up", text)
         result: str = self._actor.ask(FollowUp(text, _attachments(attachments)))
         return result
 
@@ -268,6 +278,7 @@ class AgentSession:
         It starts a turn, or waits behind the running one, without being a
         user prompt. Returns the submission id at once.
         """
+        check_input("peer", text)
         result: str = self._actor.ask(Submit(PeerInput(text, kind)))
         return result
 
@@ -287,6 +298,7 @@ class AgentSession:
         With no turn running, it waits for the next turn like a follow-up.
         Returns the submission id.
         """
+        check_input("steer", text)
         refs = _attachments(attachments)
         result: str = self._actor.ask(Submit(Steer(text, refs)))
         return result
@@ -349,6 +361,7 @@ class AgentSession:
 
     def update_shared_state(self, **changes: Any) -> dict[str, Any]:
         """Sets keys of the shared state (recorded); returns the new state."""
+        check_encodable(changes, "shared_state")
         result: dict[str, Any] = self._actor.ask(UpdateSharedState(changes))
         return result
 
@@ -400,6 +413,7 @@ class AgentHandle:
         if not isinstance(op, ops):
             msg = f"not an Op: {op!r}"
             raise InvalidInputError(msg)
+        check_encodable(op, type(op).__name__)
         if isinstance(op, ApprovalResponse):
             check_decision(op.decision)
         result: str = self.session._actor.ask(Submit(op))

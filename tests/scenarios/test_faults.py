@@ -222,3 +222,14 @@ def test_runtime_level_mistakes_are_clear_and_record_nothing(
     assert isinstance(raised.value, TurnlogError)
     assert rt.store.max_position() == position
     assert session.prompt("still fine", timeout=10).final_output == "ok"
+
+
+def test_a_provider_without_the_delta_channel_is_refused_when_given() -> None:
+    class OneArgument:
+        """A provider written for the older ``respond(request)``."""
+
+        async def respond(self, request: object) -> ModelResponse:
+            raise AssertionError("never called")
+
+    with pytest.raises(InvalidInputError, match=r"respond\(request, on_delta\)"):
+        Agent("old", model=OneArgument())  # type: ignore[arg-type]
