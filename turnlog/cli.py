@@ -31,11 +31,15 @@ import argparse
 import contextlib
 import os
 import shlex
+import sqlite3
 import sys
 import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+
+import msgspec
+from eventsourcing.persistence import PersistenceError
 
 from turnlog.audit_format import (
     Timeline,
@@ -65,7 +69,14 @@ from turnlog.run import HOW_TO_CONFIGURE, RunOptions, run_interactive
 from turnlog.run_terminal import StdioTerminal
 from turnlog.runtime import Runtime
 from turnlog.settings import NoModelConfiguredError, load_settings
-from turnlog.store import Store, parse_store_url
+from turnlog.store import (
+    Store,
+    as_store_error,
+    describe_url,
+    integrity_problem,
+    parse_store_url,
+    sqlite_log_is_writable,
+)
 from turnlog.transfer import export_session, import_events, read_lines, write_lines
 from turnlog.verify import VerifyReport, all_session_ids, verify_session
 from turnlog.views import ProjectionRunner
@@ -122,6 +133,26 @@ def _session_and_log(args: argparse.Namespace) -> tuple[str, str | None]:
         msg = f"no session {session_id!r}: there is no log at {missing}"
         raise UnknownSessionError(msg)
     return session_id, url
+
+
+def _open_for_reading(url: str | None) -> Store:
+    """The log, opened read-only if this process may not write it.
+
+    A log that can be written is opened as usual, so its views catch up
+    and stay caught up; one that cannot is read from a copy in memory,
+    where the views catch up without writing a byte to the file.
+    """
+    return Store(url, read_only=not sqlite_log_is_writable(url))
+
+
+def _runtime_for_reading(url: str | None) -> Runtime:
+    """A runtime on :func:`_open_for_reading`'s store."""
+    store = _open_for_reading(url)
+    try:
+        return Runtime(store)
+    except BaseException:
+        store.close()
+        raise
 
 
 # -- demo -----------------------------------------------------------------
@@ -206,7 +237,7 @@ def _command_sessions(args: argparse.Namespace) -> int:
         print(f"no sessions: there is no log at {missing} yet (try `turnlog demo`)")
         return EXIT_OK
     rows: list[tuple[int, str, str, str, str]] = []
-    with Runtime.open(url) as runtime:
+    with _runtime_for_reading(url) as runtime:
         location = runtime.location
         for session_id in runtime.sessions():
             checkpoint = runtime.checkpoints.load(session_id, context=False)
@@ -248,7 +279,7 @@ def _command_audit(args: argparse.Namespace) -> int:
     if args.verify:
         return _audit_verify(args)
     session_id, url = _session_and_log(args)
-    with Runtime.open(url) as runtime:
+    with _runtime_for_reading(url) as runtime:
         items = runtime.transcript.all(session_id)
         if not items:
             msg = f"no session {session_id!r} in the log at {runtime.location}"
@@ -274,7 +305,18 @@ def _audit_verify(args: argparse.Namespace) -> int:
     show: Callable[[VerifyReport], str] = verdict_record if args.json else verdict
     started = time.perf_counter()
     sessions = failed = events = 0
-    store = Store(url)
+    damage = integrity_problem(url)
+    if damage is not None:
+        # The verdict on the file itself: its chains cannot be trusted, or
+        # even read, before it is repaired or restored.
+        location = describe_url(url, parse_store_url(url))
+        if args.json:
+            record = {"log": location, "ok": False, "damaged": damage}
+            print(msgspec.json.encode(record).decode())
+        else:
+            print(f"the log at {location} is damaged: {one_line(damage, 500)}")
+        return EXIT_FAILURE
+    store = _open_for_reading(url)
     try:
         if not args.all:
             report = verify_session(store, args.session)
@@ -304,7 +346,7 @@ def _audit_verify(args: argparse.Namespace) -> int:
 
 def _command_replay(args: argparse.Namespace) -> int:
     session_id, url = _session_and_log(args)
-    with Runtime.open(url) as runtime:
+    with _runtime_for_reading(url) as runtime:
         events = runtime.replay_events(session_id)
         if not events:  # every session starts with SessionConfigured
             msg = f"no session {session_id!r} in the log at {runtime.location}"
@@ -315,7 +357,7 @@ def _command_replay(args: argparse.Namespace) -> int:
 
 def _command_export(args: argparse.Namespace) -> int:
     session_id, url = _session_and_log(args)
-    store = Store(url)
+    store = _open_for_reading(url)
     try:
         lines = export_session(store, session_id)
     finally:
@@ -348,7 +390,9 @@ def _command_rebuild(args: argparse.Namespace) -> int:
     url = _store_url(args)
     _require_log(url)
     bar = ProgressLine()
-    store = Store(url)
+    # Verifying compares and swaps nothing: a log that may not be written
+    # is verified in memory. A rebuild must write, and says so if it may not.
+    store = _open_for_reading(url) if args.verify else Store(url)
     try:
         reports = rebuild(
             store, args.views, verify=args.verify, progress=bar.show, batch=args.batch
@@ -433,6 +477,15 @@ def _describe(error: BaseException) -> str:
     return str(error) or type(error).__name__
 
 
+def _location(args: argparse.Namespace) -> str:
+    """Where the log of ``args`` is, for an error that did not say."""
+    url = _store_url(args)
+    try:
+        return describe_url(url, parse_store_url(url))
+    except TurnlogError:
+        return url or "the default location"
+
+
 def _quiet_stdout() -> None:
     # The reader of our output went away (`turnlog audit s | head`). Point
     # stdout at /dev/null so the interpreter's last flush does not fail too.
@@ -464,6 +517,11 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     except TurnlogError as error:
         _print_error(_describe(error))
+        return EXIT_FAILURE
+    except (PersistenceError, sqlite3.Error) as error:
+        # A read deep in the views or the library, past the store's own
+        # wrapping: still one line naming the log (and any damage).
+        _print_error(_describe(as_store_error(error, _location(args))))
         return EXIT_FAILURE
     except BrokenPipeError:
         _quiet_stdout()

@@ -14,6 +14,12 @@ URL                        backend
 The store marks its database with a ``turnlog_meta`` table holding the
 schema version, so that a database of something else, or one written by a
 newer turnlog, is refused with a clear error before anything is written.
+
+Hostile conditions get one clear error (a StoreError) naming the log: a
+damaged SQLite file ("the log at PATH is damaged: ..."), a log this
+process may not write (``Store(url, read_only=True)`` reads it without
+writing a byte), and a PostgreSQL server that cannot be reached or refuses
+the user or database (its own reason, at once, not a pool timeout).
 """
 
 from __future__ import annotations
@@ -21,13 +27,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import sqlite3
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 import msgspec
 from eventsourcing.application import AggregateNotFoundError, Application
@@ -55,6 +62,7 @@ from turnlog.domain.errors import (
     ReplayError,
     StoreError,
     StoreURLError,
+    UsageError,
 )
 from turnlog.domain.events import in_decision_order
 from turnlog.domain.ids import session_uuid, turn_uuid
@@ -80,6 +88,15 @@ than serving the views it can no longer see as complete.
 DEFAULT_SQLITE_PATH = Path(".turnlog") / "turnlog.sqlite3"
 
 _META_TABLE = "turnlog_meta"
+
+_SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+"""A PostgreSQL schema name turnlog accepts: a plain identifier that needs
+no quoting and fits PostgreSQL's 63-byte limit."""
+
+_SQLITE_HEADER = b"SQLite format 3\x00"
+
+_DAMAGE_CODES = frozenset({"SQLITE_CORRUPT", "SQLITE_NOTADB"})
+"""SQLite result codes that mean the file itself is damaged."""
 
 
 class _GuardedMapper(Mapper[uuid.UUID]):
@@ -210,10 +227,25 @@ def _postgres_env(url: str) -> dict[str, str]:
         "POSTGRES_MAX_OVERFLOW": "10",
     }
     if "schema" in query:
-        env["POSTGRES_SCHEMA"] = query["schema"][0]
+        env["POSTGRES_SCHEMA"] = _schema_name(url, query["schema"])
     if query.get("create_tables", ["yes"])[0] in ("no", "false", "0"):
         env["CREATE_TABLE"] = "no"
     return env
+
+
+def _schema_name(url: str, given: list[str]) -> str:
+    """The one schema a URL names, checked before any SQL sees it."""
+    if len(given) != 1:
+        msg = f"PostgreSQL URL {url!r} names more than one schema"
+        raise StoreURLError(msg)
+    schema = given[0]
+    if not _SCHEMA_NAME.fullmatch(schema):
+        msg = (
+            f"PostgreSQL schema name {schema!r} is not a plain identifier "
+            "(a letter or _, then letters, digits or _; at most 63)"
+        )
+        raise StoreURLError(msg)
+    return schema
 
 
 def describe_url(url: str | None, env: dict[str, str]) -> str:
@@ -233,20 +265,45 @@ class Store:
     Thread-safe; one Store is shared by all actors of a Runtime.
     """
 
-    def __init__(self, url: str | None = None) -> None:
+    def __init__(self, url: str | None = None, *, read_only: bool = False) -> None:
+        """Opens the log ``url`` names (see the module docstring).
+
+        Args:
+            url: the store URL; None for the embedded default.
+            read_only: read an SQLite log without writing to it (for a log
+                this process may not write): the file is copied into
+                memory once, so views can still catch up, in memory only.
+
+        Raises:
+            StoreURLError: a malformed URL.
+            NotATurnlogStoreError: a database that is not a turnlog log.
+            StoreError: a log that is damaged, may not be written (opened
+                without ``read_only``), or cannot be reached.
+        """
         self.url = url
         env = parse_store_url(url)
         env["IS_SNAPSHOTTING_ENABLED"] = "y"
         self.is_postgres = env["PERSISTENCE_MODULE"].endswith("postgres")
         self.location = describe_url(url, env)
+        self.read_only = read_only
+        self._snapshot: sqlite3.Connection | None = None
+        if read_only and not _is_sqlite_file(env):
+            msg = f"only an SQLite log file can be opened read-only, not {url!r}"
+            raise StoreURLError(msg)
         try:
             if self.is_postgres:
-                _prepare_postgres_schema(env)
+                _prepare_postgres_schema(env, self.location)
             else:
-                _prepare_sqlite_file(env["SQLITE_DBNAME"])
+                _prepare_sqlite_file(env["SQLITE_DBNAME"], read_only=read_only)
+            if read_only:
+                self._snapshot, env["SQLITE_DBNAME"] = _memory_copy(
+                    Path(env["SQLITE_DBNAME"])
+                )
             self._app = _TurnlogApplication(env)
             self._check_meta()
         except (PersistenceError, sqlite3.Error, OSError, ImportError) as error:
+            if self._snapshot is not None:
+                self._snapshot.close()
             raise _as_store_error(error, self.location) from error
         self._closed = False
         self._close_lock = threading.Lock()
@@ -395,13 +452,15 @@ class Store:
 
     def events(self, aggregate_id: uuid.UUID, *, gt: int | None = None) -> list[Any]:
         """The domain events of one aggregate, in order."""
-        return list(self._app.events.get(aggregate_id, gt=gt))
+        with self._failures():
+            return list(self._app.events.get(aggregate_id, gt=gt))
 
     def notifications(
         self, start: int, limit: int, topics: Sequence[str] = ()
     ) -> Sequence[Notification]:
         """Up to ``limit`` log entries from position ``start`` on."""
-        return self._app.recorder.select_notifications(start, limit, topics=topics)
+        with self._failures():
+            return self._app.recorder.select_notifications(start, limit, topics=topics)
 
     def stored_rows(
         self, aggregate_ids: Sequence[uuid.UUID]
@@ -443,7 +502,7 @@ class Store:
             statement, params = select + "= ANY(%s)", (values,)
         else:
             statement, params = select + f"IN ({','.join('?' * len(values))})", values
-        with self.datastore.transaction(commit=False) as cursor:
+        with self._failures(), self.datastore.transaction(commit=False) as cursor:
             cursor.execute(statement, params)
             rows = cursor.fetchall()
         out = []
@@ -458,7 +517,8 @@ class Store:
 
     def max_position(self) -> int:
         """The position of the newest log entry (0 if the log is empty)."""
-        return self._app.recorder.max_notification_id() or 0
+        with self._failures():
+            return self._app.recorder.max_notification_id() or 0
 
     def decode(self, notification: Notification) -> Any:
         """The domain event a log entry holds."""
@@ -471,8 +531,21 @@ class Store:
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Any]:
         """A write transaction on the log's database (for views)."""
-        with self.datastore.transaction(commit=True) as cursor:
+        with self._failures(), self.datastore.transaction(commit=True) as cursor:
             yield cursor
+
+    @contextlib.contextmanager
+    def _failures(self) -> Iterator[None]:
+        """Turns a database failure into a StoreError naming this log.
+
+        IntegrityError passes: callers tell a conflict from a failure by it.
+        """
+        try:
+            yield
+        except IntegrityError:
+            raise
+        except (PersistenceError, sqlite3.Error) as error:
+            raise _as_store_error(error, self.location) from error
 
     def close(self) -> None:
         """Closes the connections; idempotent."""
@@ -481,6 +554,8 @@ class Store:
                 return
             self._closed = True
         self._app.close()
+        if self._snapshot is not None:
+            self._snapshot.close()  # the last link to the memory copy
 
     # -- the turnlog marker ---------------------------------------------------
 
@@ -529,20 +604,59 @@ class Store:
         return _META_TABLE
 
 
-def _prepare_sqlite_file(name: str) -> None:
-    """Creates the parent folder; refuses a file that is another database."""
+def _is_sqlite_file(env: dict[str, str]) -> bool:
+    name = env.get("SQLITE_DBNAME")
+    return name is not None and not name.startswith("file:")
+
+
+def sqlite_log_is_writable(url: str | None) -> bool:
+    """Whether this process may write the log ``url`` names.
+
+    False only for an SQLite log file that exists and that this process
+    may not write, or whose folder it may not write (SQLite keeps its
+    journal beside the file): the kernel's answer (``access(2)``), which
+    also knows read-only mounts and immutable files. Writes nothing.
+    """
+    env = parse_store_url(url)
+    return not _is_sqlite_file(env) or _may_write(Path(env["SQLITE_DBNAME"]))
+
+
+def _may_write(path: Path) -> bool:
+    if not path.exists():
+        return True
+    return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
+
+
+def _prepare_sqlite_file(name: str, *, read_only: bool = False) -> None:
+    """Creates the parent folder; refuses a file that is another database.
+
+    Refuses, too, a log this process may not write unless ``read_only``,
+    and a missing log if ``read_only``: saying so is clearer than the
+    "attempt to write a readonly database" of the first write.
+    """
     if name.startswith("file:"):
         return
     path = Path(name)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if read_only:
+        if not path.exists():
+            msg = f"there is no log at {path}"
+            raise StoreError(msg)
+    elif not _may_write(path):
+        msg = (
+            f"the log at {path} is read-only here (no write access to the file "
+            "or its folder); commands that only read it still work"
+        )
+        raise StoreError(msg)
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
     if not path.exists() or path.stat().st_size == 0:
         return
     with path.open("rb") as file:
         header = file.read(16)
-    if header != b"SQLite format 3\x00":
+    if header != _SQLITE_HEADER:
         msg = f"{path} is not a turnlog log (not an SQLite database)"
         raise NotATurnlogStoreError(msg)
-    connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    connection = _connect_read_only(path)
     try:
         tables = {
             row[0]
@@ -557,16 +671,102 @@ def _prepare_sqlite_file(name: str) -> None:
         raise NotATurnlogStoreError(msg)
 
 
-def _prepare_postgres_schema(env: dict[str, str]) -> None:
-    """Creates the schema a URL names, unless table creation is off."""
-    schema = env.get("POSTGRES_SCHEMA")
-    if not schema or env.get("CREATE_TABLE") == "no":
-        return
+def _connect_read_only(path: Path) -> sqlite3.Connection:
+    """A connection that cannot write ``path``, and creates nothing beside it
+    unless SQLite's WAL rules need it to and the folder allows it.
+
+    A WAL-mode log opened read-only needs its ``-shm`` file, which SQLite
+    creates if it can. In a folder this process may not write, with no
+    ``-wal`` file (the last writer closed cleanly, so every commit is in
+    the file itself), the file is opened ``immutable``: SQLite then reads
+    it without any locking or shared memory. A ``-wal`` file that cannot
+    be read that way is refused rather than ignored: it holds commits.
+    """
+    uri = f"file:{quote(str(path))}"
+    connection = sqlite3.connect(f"{uri}?mode=ro", uri=True, check_same_thread=False)
+    try:
+        connection.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.OperationalError as error:
+        connection.close()
+        if getattr(error, "sqlite_errorname", "") not in (
+            "SQLITE_READONLY_DIRECTORY",
+            "SQLITE_CANTOPEN",
+        ):
+            raise
+        wal = path.with_name(path.name + "-wal")
+        if wal.exists():
+            msg = (
+                f"the log at {path} has commits in {wal} that cannot be read "
+                "without write access to its folder"
+            )
+            raise StoreError(msg) from error
+        connection = sqlite3.connect(
+            f"{uri}?immutable=1", uri=True, check_same_thread=False
+        )
+    return connection
+
+
+def _memory_copy(path: Path) -> tuple[sqlite3.Connection, str]:
+    """A private in-memory copy of the log file at ``path``, and its name.
+
+    The returned connection keeps the copy alive (a shared-cache memory
+    database lives while a connection to it is open): close it last.
+    """
+    name = f"file:turnlog-{uuid.uuid4().hex}?mode=memory&cache=shared"
+    source = _connect_read_only(path)
+    try:
+        copy = sqlite3.connect(name, uri=True, check_same_thread=False)
+        try:
+            source.backup(copy)
+        except BaseException:
+            copy.close()
+            raise
+    finally:
+        source.close()
+    return copy, name
+
+
+def integrity_problem(url: str | None) -> str | None:
+    """What SQLite's ``PRAGMA quick_check`` finds wrong with the log file,
+    or None if it finds nothing.
+
+    Reads only; a file too damaged to be read at all is reported too. Not
+    for PostgreSQL, memory, or a file that is no SQLite database at all
+    (None: opening it says what it is not).
+    """
+    env = parse_store_url(url)
+    if not _is_sqlite_file(env):
+        return None
+    path = Path(env["SQLITE_DBNAME"])
+    if not path.exists():
+        msg = f"there is no log at {path}"
+        raise UsageError(msg)
+    with path.open("rb") as file:
+        if file.read(16) != _SQLITE_HEADER:
+            return None
+    try:
+        connection = _connect_read_only(path)
+        try:
+            rows = connection.execute("PRAGMA quick_check(5)").fetchall()
+        finally:
+            connection.close()
+    except sqlite3.DatabaseError as error:
+        return str(error)
+    found = [str(row[0]) for row in rows]
+    return None if found == ["ok"] else "; ".join(found)
+
+
+def _prepare_postgres_schema(env: dict[str, str], location: str) -> None:
+    """Connects once, so that a server that is down or refuses the user or
+    database is reported at once with its own reason (the pool would wait
+    out its timeout and then say only that it got no connection); then
+    creates the schema a URL names, unless table creation is off."""
     import psycopg  # noqa: PLC0415 - only PostgreSQL users need it loaded
     from psycopg import sql  # noqa: PLC0415
 
+    schema = env.get("POSTGRES_SCHEMA")
     try:
-        with psycopg.connect(
+        connection = psycopg.connect(
             dbname=env["POSTGRES_DBNAME"],
             host=env["POSTGRES_HOST"],
             port=env["POSTGRES_PORT"],
@@ -574,15 +774,35 @@ def _prepare_postgres_schema(env: dict[str, str]) -> None:
             password=env["POSTGRES_PASSWORD"] or None,
             connect_timeout=int(env["POSTGRES_CONNECT_TIMEOUT"]),
             autocommit=True,
-        ) as connection:
-            statement = sql.SQL("CREATE SCHEMA IF NOT EXISTS {}")
-            connection.execute(statement.format(sql.Identifier(schema)))
+        )
+    except psycopg.Error as error:
+        msg = f"cannot connect to the log at {location}: {error}"
+        raise StoreError(msg) from error
+    try:
+        with connection:
+            if schema and env.get("CREATE_TABLE") != "no":
+                statement = sql.SQL("CREATE SCHEMA IF NOT EXISTS {}")
+                connection.execute(statement.format(sql.Identifier(schema)))
     except psycopg.Error as error:
         msg = f"cannot prepare PostgreSQL schema {schema!r}: {error}"
         raise StoreError(msg) from error
 
 
 def _as_store_error(error: BaseException, location: str) -> StoreError:
+    return as_store_error(error, location)
+
+
+def as_store_error(error: BaseException, location: str) -> StoreError:
+    """``error``, raised reading or writing the log at ``location``, as one
+    StoreError that names the log, and says so when the file is damaged."""
     if isinstance(error, StoreError):
         return error
+    cause: BaseException | None = error
+    while cause is not None and not isinstance(cause, sqlite3.Error):
+        cause = cause.__cause__
+    if isinstance(cause, sqlite3.DatabaseError) and (
+        getattr(cause, "sqlite_errorname", "") in _DAMAGE_CODES
+        or "malformed" in str(cause)
+    ):
+        return StoreError(f"the log at {location} is damaged: {cause}")
     return StoreError(f"the log at {location} failed: {error}")
