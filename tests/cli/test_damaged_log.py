@@ -13,9 +13,9 @@ import random
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
-from conftest import Outcome, Turnlog
 
 READING_COMMANDS = [
     ["sessions"],
@@ -28,6 +28,9 @@ READING_COMMANDS = [
 """Every command of the issue but ``audit --verify``, which gives a verdict."""
 
 VERIFY_COMMANDS = [["audit", "--verify", "--all"], ["audit", "s1", "--verify"]]
+
+if TYPE_CHECKING:  # the fixtures' types, from this folder's conftest
+    from conftest import Outcome, Turnlog
 
 
 def _pages_of(path: Path, table: str) -> tuple[int, list[int]]:

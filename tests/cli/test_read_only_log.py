@@ -14,13 +14,16 @@ import subprocess
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
-from conftest import Turnlog
 
 from turnlog import Agent, Runtime, ScriptedModel
 from turnlog.domain.errors import StoreError
 from turnlog.store import Store
+
+if TYPE_CHECKING:  # the fixtures' types, from this folder's conftest
+    from conftest import Turnlog
 
 
 def _chattr(flag: str, *paths: Path) -> None:
