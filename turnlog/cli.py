@@ -38,11 +38,11 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-import msgspec
 from eventsourcing.persistence import PersistenceError
 
 from turnlog.audit_format import (
     Timeline,
+    damage_verdict,
     format_time,
     one_line,
     verdict,
@@ -50,6 +50,7 @@ from turnlog.audit_format import (
     verify_summary,
 )
 from turnlog.cli_parser import STORE_ENV, build_parser
+from turnlog.cli_reading import open_for_reading, runtime_for_reading
 from turnlog.demo import RUN_TIMEOUT, run_demo
 from turnlog.domain.errors import (
     TurnlogError,
@@ -69,13 +70,12 @@ from turnlog.run import HOW_TO_CONFIGURE, RunOptions, run_interactive
 from turnlog.run_terminal import StdioTerminal
 from turnlog.runtime import Runtime
 from turnlog.settings import NoModelConfiguredError, load_settings
-from turnlog.store import (
-    Store,
+from turnlog.store import Store
+from turnlog.store_open import (
     as_store_error,
-    describe_url,
     integrity_problem,
+    location_of,
     parse_store_url,
-    sqlite_log_is_writable,
 )
 from turnlog.transfer import export_session, import_events, read_lines, write_lines
 from turnlog.verify import VerifyReport, all_session_ids, verify_session
@@ -133,26 +133,6 @@ def _session_and_log(args: argparse.Namespace) -> tuple[str, str | None]:
         msg = f"no session {session_id!r}: there is no log at {missing}"
         raise UnknownSessionError(msg)
     return session_id, url
-
-
-def _open_for_reading(url: str | None) -> Store:
-    """The log, opened read-only if this process may not write it.
-
-    A log that can be written is opened as usual, so its views catch up
-    and stay caught up; one that cannot is read from a copy in memory,
-    where the views catch up without writing a byte to the file.
-    """
-    return Store(url, read_only=not sqlite_log_is_writable(url))
-
-
-def _runtime_for_reading(url: str | None) -> Runtime:
-    """A runtime on :func:`_open_for_reading`'s store."""
-    store = _open_for_reading(url)
-    try:
-        return Runtime(store)
-    except BaseException:
-        store.close()
-        raise
 
 
 # -- demo -----------------------------------------------------------------
@@ -237,7 +217,7 @@ def _command_sessions(args: argparse.Namespace) -> int:
         print(f"no sessions: there is no log at {missing} yet (try `turnlog demo`)")
         return EXIT_OK
     rows: list[tuple[int, str, str, str, str]] = []
-    with _runtime_for_reading(url) as runtime:
+    with runtime_for_reading(url) as runtime:
         location = runtime.location
         for session_id in runtime.sessions():
             checkpoint = runtime.checkpoints.load(session_id, context=False)
@@ -279,7 +259,7 @@ def _command_audit(args: argparse.Namespace) -> int:
     if args.verify:
         return _audit_verify(args)
     session_id, url = _session_and_log(args)
-    with _runtime_for_reading(url) as runtime:
+    with runtime_for_reading(url) as runtime:
         items = runtime.transcript.all(session_id)
         if not items:
             msg = f"no session {session_id!r} in the log at {runtime.location}"
@@ -306,17 +286,10 @@ def _audit_verify(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     sessions = failed = events = 0
     damage = integrity_problem(url)
-    if damage is not None:
-        # The verdict on the file itself: its chains cannot be trusted, or
-        # even read, before it is repaired or restored.
-        location = describe_url(url, parse_store_url(url))
-        if args.json:
-            record = {"log": location, "ok": False, "damaged": damage}
-            print(msgspec.json.encode(record).decode())
-        else:
-            print(f"the log at {location} is damaged: {one_line(damage, 500)}")
+    if damage is not None:  # the file itself: no chain in it can be trusted
+        print(damage_verdict(location_of(url), damage, as_json=args.json))
         return EXIT_FAILURE
-    store = _open_for_reading(url)
+    store = open_for_reading(url)
     try:
         if not args.all:
             report = verify_session(store, args.session)
@@ -346,7 +319,7 @@ def _audit_verify(args: argparse.Namespace) -> int:
 
 def _command_replay(args: argparse.Namespace) -> int:
     session_id, url = _session_and_log(args)
-    with _runtime_for_reading(url) as runtime:
+    with runtime_for_reading(url) as runtime:
         events = runtime.replay_events(session_id)
         if not events:  # every session starts with SessionConfigured
             msg = f"no session {session_id!r} in the log at {runtime.location}"
@@ -357,7 +330,7 @@ def _command_replay(args: argparse.Namespace) -> int:
 
 def _command_export(args: argparse.Namespace) -> int:
     session_id, url = _session_and_log(args)
-    store = _open_for_reading(url)
+    store = open_for_reading(url)
     try:
         lines = export_session(store, session_id)
     finally:
@@ -392,7 +365,7 @@ def _command_rebuild(args: argparse.Namespace) -> int:
     bar = ProgressLine()
     # Verifying compares and swaps nothing: a log that may not be written
     # is verified in memory. A rebuild must write, and says so if it may not.
-    store = _open_for_reading(url) if args.verify else Store(url)
+    store = open_for_reading(url) if args.verify else Store(url)
     try:
         reports = rebuild(
             store, args.views, verify=args.verify, progress=bar.show, batch=args.batch
@@ -477,15 +450,6 @@ def _describe(error: BaseException) -> str:
     return str(error) or type(error).__name__
 
 
-def _location(args: argparse.Namespace) -> str:
-    """Where the log of ``args`` is, for an error that did not say."""
-    url = _store_url(args)
-    try:
-        return describe_url(url, parse_store_url(url))
-    except TurnlogError:
-        return url or "the default location"
-
-
 def _quiet_stdout() -> None:
     # The reader of our output went away (`turnlog audit s | head`). Point
     # stdout at /dev/null so the interpreter's last flush does not fail too.
@@ -521,7 +485,7 @@ def main(argv: list[str] | None = None) -> int:
     except (PersistenceError, sqlite3.Error) as error:
         # A read deep in the views or the library, past the store's own
         # wrapping: still one line naming the log (and any damage).
-        _print_error(_describe(as_store_error(error, _location(args))))
+        _print_error(_describe(as_store_error(error, location_of(_store_url(args)))))
         return EXIT_FAILURE
     except BrokenPipeError:
         _quiet_stdout()

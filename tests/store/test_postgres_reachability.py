@@ -14,7 +14,8 @@ import pytest
 from turnlog import Runtime
 from turnlog.cli import main
 from turnlog.domain.errors import StoreError, StoreURLError
-from turnlog.store import Store, parse_store_url
+from turnlog.store import Store
+from turnlog.store_open import parse_store_url
 
 
 @pytest.fixture
