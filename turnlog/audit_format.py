@@ -382,6 +382,14 @@ def verify_summary(sessions: int, failed: int, events: int, seconds: float) -> s
     )
 
 
+def damage_verdict(location: str, damage: str, *, as_json: bool) -> str:
+    """The verdict on a log file SQLite finds damaged, on one line."""
+    if as_json:
+        record = {"log": location, "ok": False, "damaged": damage}
+        return msgspec.json.encode(record).decode()
+    return f"the log at {location} is damaged: {one_line(damage, 500)}"
+
+
 def verdict_record(report: VerifyReport) -> str:
     """A session's chain verdict as one JSON line."""
     problem = report.problem

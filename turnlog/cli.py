@@ -34,11 +34,14 @@ import argparse
 import contextlib
 import os
 import shlex
+import sqlite3
 import sys
 import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+
+from eventsourcing.persistence import PersistenceError
 
 from turnlog.anchors import (
     anchor_of,
@@ -49,6 +52,7 @@ from turnlog.anchors import (
 )
 from turnlog.audit_format import (
     Timeline,
+    damage_verdict,
     format_time,
     one_line,
     verdict,
@@ -56,6 +60,7 @@ from turnlog.audit_format import (
     verify_summary,
 )
 from turnlog.cli_parser import STORE_ENV, build_parser, check_audit_args
+from turnlog.cli_reading import open_for_reading, runtime_for_reading
 from turnlog.demo import RUN_TIMEOUT, next_steps, run_demo, turnlog_executable
 from turnlog.domain.errors import (
     TurnlogError,
@@ -75,7 +80,13 @@ from turnlog.run import HOW_TO_CONFIGURE, RunOptions, run_interactive
 from turnlog.run_terminal import StdioTerminal
 from turnlog.runtime import Runtime
 from turnlog.settings import NoModelConfiguredError, load_settings
-from turnlog.store import Store, parse_store_url
+from turnlog.store import Store
+from turnlog.store_open import (
+    as_store_error,
+    integrity_problem,
+    location_of,
+    parse_store_url,
+)
 from turnlog.transfer import export_session, import_events, read_lines, write_lines
 from turnlog.verify import VerifyReport, verify_each, verify_session
 from turnlog.views import ProjectionRunner
@@ -223,7 +234,7 @@ def _command_sessions(args: argparse.Namespace) -> int:
         print(f"no sessions: there is no log at {missing} yet (try `turnlog demo`)")
         return EXIT_OK
     rows: list[tuple[int, str, str, str, str]] = []
-    with Runtime.open(url) as runtime:
+    with runtime_for_reading(url) as runtime:
         location = runtime.location
         for session_id in runtime.sessions():
             checkpoint = runtime.checkpoints.load(session_id, context=False)
@@ -262,7 +273,7 @@ def _command_audit(args: argparse.Namespace) -> int:
     if args.verify:
         return _audit_verify(args)
     session_id, url = _session_and_log(args)
-    with Runtime.open(url) as runtime:
+    with runtime_for_reading(url) as runtime:
         items = runtime.transcript.all(session_id)
         if not items:
             msg = f"no session {session_id!r} in the log at {runtime.location}"
@@ -281,7 +292,7 @@ def _command_audit(args: argparse.Namespace) -> int:
 
 def _audit_head(args: argparse.Namespace) -> int:
     session_id, url = _session_and_log(args)
-    with contextlib.closing(Store(url)) as store:
+    with contextlib.closing(open_for_reading(url)) as store:
         report = verify_session(store, session_id, expected_heads(store, session_id))
     if report.head is None:  # an anchor of a broken chain would vouch for it
         _print_error(f"no anchor for a chain that does not verify: {verdict(report)}")
@@ -300,7 +311,11 @@ def _audit_verify(args: argparse.Namespace) -> int:
     show: Callable[[VerifyReport], str] = verdict_record if args.json else verdict
     started = time.perf_counter()
     sessions = failed = events = 0
-    store = Store(url)
+    damage = integrity_problem(url)
+    if damage is not None:  # the file itself: no chain in it can be trusted
+        print(damage_verdict(location_of(url), damage, as_json=args.json))
+        return EXIT_FAILURE
+    store = open_for_reading(url)
     try:
         if not args.all:
             expected = expected_heads(store, session_id, anchor)
@@ -330,7 +345,7 @@ def _audit_verify(args: argparse.Namespace) -> int:
 
 def _command_replay(args: argparse.Namespace) -> int:
     session_id, url = _session_and_log(args)
-    with Runtime.open(url) as runtime:
+    with runtime_for_reading(url) as runtime:
         events = runtime.replay_events(session_id)
         if not events:  # every session starts with SessionConfigured
             msg = f"no session {session_id!r} in the log at {runtime.location}"
@@ -341,7 +356,7 @@ def _command_replay(args: argparse.Namespace) -> int:
 
 def _command_export(args: argparse.Namespace) -> int:
     session_id, url = _session_and_log(args)
-    store = Store(url)
+    store = open_for_reading(url)
     try:
         lines = export_session(store, session_id)
     finally:
@@ -375,7 +390,9 @@ def _command_rebuild(args: argparse.Namespace) -> int:
     url = _store_url(args)
     _require_log(url)
     bar = ProgressLine()
-    store = Store(url)
+    # Verifying compares and swaps nothing: a log that may not be written
+    # is verified in memory. A rebuild must write, and says so if it may not.
+    store = open_for_reading(url) if args.verify else Store(url)
     try:
         reports = rebuild(
             store, args.views, verify=args.verify, progress=bar.show, batch=args.batch
@@ -491,6 +508,11 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     except TurnlogError as error:
         _print_error(_describe(error))
+        return EXIT_FAILURE
+    except (PersistenceError, sqlite3.Error) as error:
+        # A read deep in the views or the library, past the store's own
+        # wrapping: still one line naming the log (and any damage).
+        _print_error(_describe(as_store_error(error, location_of(_store_url(args)))))
         return EXIT_FAILURE
     except BrokenPipeError:
         _quiet_stdout()

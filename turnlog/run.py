@@ -41,7 +41,7 @@ from turnlog.run_view import TurnView, approval_question, parse_approval
 from turnlog.runtime import Runtime
 from turnlog.session import AgentSession
 from turnlog.settings import Settings, build_router, close_router
-from turnlog.store import parse_store_url
+from turnlog.store_open import parse_store_url
 
 AGENT_NAME = "turnlog-run"
 """The agent of ``turnlog run``; ``--session`` continues only its sessions."""

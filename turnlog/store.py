@@ -14,20 +14,24 @@ URL                        backend
 The store marks its database with a ``turnlog_meta`` table holding the
 schema version, so that a database of something else, or one written by a
 newer turnlog, is refused with a clear error before anything is written.
+
+Hostile conditions get one clear error (a StoreError) naming the log: a
+damaged SQLite file ("the log at PATH is damaged: ..."), a log this
+process may not write (``Store(url, read_only=True)`` reads it without
+writing a byte), and a PostgreSQL server that cannot be reached or refuses
+the user or database (its own reason, at once, not a pool timeout).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import sqlite3
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
 
 import msgspec
 from eventsourcing.application import AggregateNotFoundError, Application
@@ -59,6 +63,16 @@ from turnlog.domain.errors import (
 from turnlog.domain.events import in_decision_order
 from turnlog.domain.ids import session_uuid, turn_uuid
 from turnlog.domain.session import Session, SessionSnapshot
+from turnlog.store_open import (
+    META_TABLE,
+    as_store_error,
+    describe_url,
+    is_sqlite_file,
+    memory_copy,
+    parse_store_url,
+    prepare_postgres_schema,
+    prepare_sqlite_file,
+)
 from turnlog.transcoder import MsgspecTranscoder
 
 logger = logging.getLogger(__name__)
@@ -76,10 +90,6 @@ version 1 is marked 2 when opened (its views are rebuilt from the log the
 first time they are followed), so an older turnlog then refuses it rather
 than serving the views it can no longer see as complete.
 """
-
-DEFAULT_SQLITE_PATH = Path(".turnlog") / "turnlog.sqlite3"
-
-_META_TABLE = "turnlog_meta"
 
 
 class _GuardedMapper(Mapper[uuid.UUID]):
@@ -136,117 +146,51 @@ class _TurnlogApplication(Application[uuid.UUID]):
         return _GuardedMapper(transcoder=self.construct_transcoder())
 
 
-def parse_store_url(url: str | None, *, cwd: Path | None = None) -> dict[str, str]:
-    """The eventsourcing environment that ``url`` names; raises StoreURLError."""
-    if url is None or url == "":
-        path = (cwd or Path.cwd()) / DEFAULT_SQLITE_PATH
-        return _sqlite_env(path)
-    if not isinstance(url, str):
-        msg = f"store URL must be a str, not {type(url).__name__}"
-        raise StoreURLError(msg)
-    scheme, sep, rest = url.partition("://")
-    if not sep:
-        msg = f"store URL {url!r} has no scheme; use sqlite:///PATH, memory:// or postgresql://..."
-        raise StoreURLError(msg)
-    if scheme == "memory":
-        if rest:
-            msg = f"memory:// takes nothing after the scheme, got {url!r}"
-            raise StoreURLError(msg)
-        name = f"file:turnlog-{uuid.uuid4().hex}?mode=memory&cache=shared"
-        return {"PERSISTENCE_MODULE": "eventsourcing.sqlite", "SQLITE_DBNAME": name}
-    if scheme == "sqlite":
-        if not rest.startswith("/") or rest == "/":
-            msg = f"SQLite URL {url!r} must look like sqlite:///relative/path or sqlite:////absolute/path"
-            raise StoreURLError(msg)
-        path = Path(unquote(rest[1:]))
-        if not path.is_absolute():
-            path = (cwd or Path.cwd()) / path
-        return _sqlite_env(path)
-    if scheme in ("postgresql", "postgres"):
-        return _postgres_env(url)
-    msg = (
-        f"unsupported store URL scheme {scheme!r} in {url!r}; "
-        "use sqlite, memory or postgresql"
-    )
-    raise StoreURLError(msg)
-
-
-def _sqlite_env(path: Path) -> dict[str, str]:
-    if path.is_dir():
-        msg = f"SQLite store path {path} is a directory"
-        raise StoreURLError(msg)
-    return {
-        "PERSISTENCE_MODULE": "eventsourcing.sqlite",
-        "SQLITE_DBNAME": str(path),
-        "SQLITE_LOCK_TIMEOUT": "30",
-    }
-
-
-def _postgres_env(url: str) -> dict[str, str]:
-    parts = urlsplit(url)
-    dbname = parts.path.lstrip("/")
-    if not parts.hostname or not dbname:
-        msg = f"PostgreSQL URL {url!r} must name a host and a database"
-        raise StoreURLError(msg)
-    try:
-        port = parts.port or 5432
-    except ValueError as error:
-        msg = f"PostgreSQL URL {url!r} has a bad port"
-        raise StoreURLError(msg) from error
-    query = parse_qs(parts.query)
-    unknown = set(query) - {"schema", "create_tables"}
-    if unknown:
-        msg = f"unknown PostgreSQL URL parameters: {', '.join(sorted(unknown))}"
-        raise StoreURLError(msg)
-    env = {
-        "PERSISTENCE_MODULE": "eventsourcing.postgres",
-        "POSTGRES_DBNAME": unquote(dbname),
-        "POSTGRES_HOST": parts.hostname,
-        "POSTGRES_PORT": str(port),
-        "POSTGRES_USER": unquote(parts.username or os.environ.get("USER", "postgres")),
-        "POSTGRES_PASSWORD": unquote(parts.password or ""),
-        "POSTGRES_CONNECT_TIMEOUT": "10",
-        "POSTGRES_POOL_SIZE": "5",
-        "POSTGRES_MAX_OVERFLOW": "10",
-    }
-    if "schema" in query:
-        env["POSTGRES_SCHEMA"] = query["schema"][0]
-    if query.get("create_tables", ["yes"])[0] in ("no", "false", "0"):
-        env["CREATE_TABLE"] = "no"
-    return env
-
-
-def describe_url(url: str | None, env: dict[str, str]) -> str:
-    """A human-readable location of the store (never shows passwords)."""
-    if env["PERSISTENCE_MODULE"].endswith("sqlite"):
-        name = env["SQLITE_DBNAME"]
-        return "memory" if name.startswith("file:") else name
-    return (
-        f"postgresql://{env['POSTGRES_HOST']}:{env['POSTGRES_PORT']}/"
-        f"{env['POSTGRES_DBNAME']}"
-    )
-
-
 class Store:
     """The log: saves aggregates atomically, reads events and notifications.
 
     Thread-safe; one Store is shared by all actors of a Runtime.
     """
 
-    def __init__(self, url: str | None = None) -> None:
+    def __init__(self, url: str | None = None, *, read_only: bool = False) -> None:
+        """Opens the log ``url`` names (see the module docstring).
+
+        Args:
+            url: the store URL; None for the embedded default.
+            read_only: read an SQLite log without writing to it (for a log
+                this process may not write): the file is copied into
+                memory once, so views can still catch up, in memory only.
+
+        Raises:
+            StoreURLError: a malformed URL.
+            NotATurnlogStoreError: a database that is not a turnlog log.
+            StoreError: a log that is damaged, may not be written (opened
+                without ``read_only``), or cannot be reached.
+        """
         self.url = url
         env = parse_store_url(url)
         env["IS_SNAPSHOTTING_ENABLED"] = "y"
         self.is_postgres = env["PERSISTENCE_MODULE"].endswith("postgres")
         self.location = describe_url(url, env)
+        self.read_only = read_only
+        self._snapshot: sqlite3.Connection | None = None
+        if read_only and not is_sqlite_file(env):
+            msg = f"only an SQLite log file can be opened read-only, not {url!r}"
+            raise StoreURLError(msg)
         try:
             if self.is_postgres:
-                _prepare_postgres_schema(env)
+                prepare_postgres_schema(env, self.location)
             else:
-                _prepare_sqlite_file(env["SQLITE_DBNAME"])
+                prepare_sqlite_file(env["SQLITE_DBNAME"], read_only=read_only)
+            if read_only:
+                self._snapshot, env["SQLITE_DBNAME"] = memory_copy(
+                    Path(env["SQLITE_DBNAME"])
+                )
             self._app = _TurnlogApplication(env)
             self._check_meta()
         except (PersistenceError, sqlite3.Error, OSError, ImportError) as error:
+            if self._snapshot is not None:
+                self._snapshot.close()
             raise _as_store_error(error, self.location) from error
         self._closed = False
         self._close_lock = threading.Lock()
@@ -395,13 +339,15 @@ class Store:
 
     def events(self, aggregate_id: uuid.UUID, *, gt: int | None = None) -> list[Any]:
         """The domain events of one aggregate, in order."""
-        return list(self._app.events.get(aggregate_id, gt=gt))
+        with self._failures():
+            return list(self._app.events.get(aggregate_id, gt=gt))
 
     def notifications(
         self, start: int, limit: int, topics: Sequence[str] = ()
     ) -> Sequence[Notification]:
         """Up to ``limit`` log entries from position ``start`` on."""
-        return self._app.recorder.select_notifications(start, limit, topics=topics)
+        with self._failures():
+            return self._app.recorder.select_notifications(start, limit, topics=topics)
 
     def stored_rows(
         self, aggregate_ids: Sequence[uuid.UUID]
@@ -443,7 +389,7 @@ class Store:
             statement, params = select + "= ANY(%s)", (values,)
         else:
             statement, params = select + f"IN ({','.join('?' * len(values))})", values
-        with self.datastore.transaction(commit=False) as cursor:
+        with self._failures(), self.datastore.transaction(commit=False) as cursor:
             cursor.execute(statement, params)
             rows = cursor.fetchall()
         out = []
@@ -458,7 +404,8 @@ class Store:
 
     def max_position(self) -> int:
         """The position of the newest log entry (0 if the log is empty)."""
-        return self._app.recorder.max_notification_id() or 0
+        with self._failures():
+            return self._app.recorder.max_notification_id() or 0
 
     def decode(self, notification: Notification) -> Any:
         """The domain event a log entry holds."""
@@ -471,8 +418,21 @@ class Store:
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Any]:
         """A write transaction on the log's database (for views)."""
-        with self.datastore.transaction(commit=True) as cursor:
+        with self._failures(), self.datastore.transaction(commit=True) as cursor:
             yield cursor
+
+    @contextlib.contextmanager
+    def _failures(self) -> Iterator[None]:
+        """Turns a database failure into a StoreError naming this log.
+
+        IntegrityError passes: callers tell a conflict from a failure by it.
+        """
+        try:
+            yield
+        except IntegrityError:
+            raise
+        except (PersistenceError, sqlite3.Error) as error:
+            raise _as_store_error(error, self.location) from error
 
     def close(self) -> None:
         """Closes the connections; idempotent."""
@@ -481,6 +441,8 @@ class Store:
                 return
             self._closed = True
         self._app.close()
+        if self._snapshot is not None:
+            self._snapshot.close()  # the last link to the memory copy
 
     # -- the turnlog marker ---------------------------------------------------
 
@@ -525,64 +487,9 @@ class Store:
 
     def _meta_table(self) -> str:
         if self.is_postgres:
-            return f"{self.datastore.schema}.{_META_TABLE}"
-        return _META_TABLE
-
-
-def _prepare_sqlite_file(name: str) -> None:
-    """Creates the parent folder; refuses a file that is another database."""
-    if name.startswith("file:"):
-        return
-    path = Path(name)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if not path.exists() or path.stat().st_size == 0:
-        return
-    with path.open("rb") as file:
-        header = file.read(16)
-    if header != b"SQLite format 3\x00":
-        msg = f"{path} is not a turnlog log (not an SQLite database)"
-        raise NotATurnlogStoreError(msg)
-    connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        tables = {
-            row[0]
-            for row in connection.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table'"
-            )
-        }
-    finally:
-        connection.close()
-    if tables and _META_TABLE not in tables:
-        msg = f"{path} is not a turnlog log (it is another application's database)"
-        raise NotATurnlogStoreError(msg)
-
-
-def _prepare_postgres_schema(env: dict[str, str]) -> None:
-    """Creates the schema a URL names, unless table creation is off."""
-    schema = env.get("POSTGRES_SCHEMA")
-    if not schema or env.get("CREATE_TABLE") == "no":
-        return
-    import psycopg  # noqa: PLC0415 - only PostgreSQL users need it loaded
-    from psycopg import sql  # noqa: PLC0415
-
-    try:
-        with psycopg.connect(
-            dbname=env["POSTGRES_DBNAME"],
-            host=env["POSTGRES_HOST"],
-            port=env["POSTGRES_PORT"],
-            user=env["POSTGRES_USER"],
-            password=env["POSTGRES_PASSWORD"] or None,
-            connect_timeout=int(env["POSTGRES_CONNECT_TIMEOUT"]),
-            autocommit=True,
-        ) as connection:
-            statement = sql.SQL("CREATE SCHEMA IF NOT EXISTS {}")
-            connection.execute(statement.format(sql.Identifier(schema)))
-    except psycopg.Error as error:
-        msg = f"cannot prepare PostgreSQL schema {schema!r}: {error}"
-        raise StoreError(msg) from error
+            return f"{self.datastore.schema}.{META_TABLE}"
+        return META_TABLE
 
 
 def _as_store_error(error: BaseException, location: str) -> StoreError:
-    if isinstance(error, StoreError):
-        return error
-    return StoreError(f"the log at {location} failed: {error}")
+    return as_store_error(error, location)

@@ -1,0 +1,58 @@
+"""The Store API on a damaged or read-only log: StoreError naming the log."""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from turnlog import Agent, Runtime, ScriptedModel
+from turnlog.domain.errors import StoreError, StoreURLError
+from turnlog.store import Store
+
+
+def _log_with_damaged_events(path: Path) -> None:
+    with Runtime.open(f"sqlite:///{path}") as runtime:
+        for number in range(4):
+            model = ScriptedModel()
+            model.add("answer " * 200)
+            session = runtime.create_session(
+                Agent("a", model=model), session_id=f"s{number}"
+            )
+            assert session.prompt("question " * 200, timeout=10).completed
+    connection = sqlite3.connect(path)
+    size = connection.execute("PRAGMA page_size").fetchone()[0]
+    pages = [
+        row[0]
+        for row in connection.execute(
+            "SELECT pageno FROM dbstat WHERE name = 'stored_events' AND pageno != "
+            "(SELECT rootpage FROM sqlite_master WHERE name = 'stored_events')"
+        )
+    ]
+    connection.close()
+    assert pages
+    with path.open("r+b") as file:
+        for page in pages:
+            file.seek((page - 1) * size)
+            file.write(random.Random(page).randbytes(size))
+
+
+def test_reading_damage_raises_a_store_error_naming_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "log.sqlite3"
+    _log_with_damaged_events(path)
+
+    store = Store(f"sqlite:///{path}")  # the damage is past what opening reads
+    try:
+        with pytest.raises(StoreError, match=f"the log at {path} is damaged: "):
+            store.max_position()
+        with pytest.raises(StoreError, match="is damaged"):
+            store.notifications(1, 10)
+    finally:
+        store.close()
+
+
+def test_only_an_sqlite_file_opens_read_only() -> None:
+    with pytest.raises(StoreURLError, match="only an SQLite log file"):
+        Store("memory://", read_only=True)
