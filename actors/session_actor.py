@@ -35,6 +35,7 @@ from turnlog.actors.messages import (
     Decide,
     FollowUp,
     InputReviewed,
+    LeaseLost,
     Query,
     RetireTurnActor,
     StartPrompt,
@@ -56,6 +57,7 @@ from turnlog.domain.chain import event_seq
 from turnlog.domain.context import apply_to_context, messages_of
 from turnlog.domain.errors import (
     InvalidInputError,
+    LeaseLostError,
     SessionBusyError,
     SessionClosedError,
     TurnlogError,
@@ -121,6 +123,7 @@ class SessionActor(TurnFlow, pykka.ThreadingActor):
         self._pending_input: dict[str, Any] | None = None
         self._startup_hooks_due = True
         self._last_step_epoch = session.context_epoch
+        self._lease_error: LeaseLostError | None = None
         # The agent is fixed for the session's life: asked once, not per turn.
         self._reviews_input = any_implements(agent.middleware, "user_prompt")
 
@@ -145,6 +148,9 @@ class SessionActor(TurnFlow, pykka.ThreadingActor):
                 return None
             case RetireTurnActor():
                 self._retire_turn_actor()
+                return None
+            case LeaseLost(error=error):
+                self._stop_for_lost_lease(error)
                 return None
             case TextDelta(turn=turn, text=text):
                 # Transient: published as it comes, never recorded.
@@ -249,6 +255,8 @@ class SessionActor(TurnFlow, pykka.ThreadingActor):
                         # first decision stands and this one is dropped.
                         logger.debug("late decision dropped: %s", fact)
         except TurnlogError as error:
+            if self._lease_error is not None:
+                return  # nothing more can be recorded; on_stop answers the run
             logger.warning("session %s: %s", self._session_id, error)
             self._fail_turn_after_error(error)
 
@@ -264,10 +272,14 @@ class SessionActor(TurnFlow, pykka.ThreadingActor):
         ``decide`` triggers events on aggregates and returns those to save,
         all in one transaction. If deciding or saving fails, the in-memory
         aggregates are rebuilt from the log, so they never hold an event the
-        log does not.
+        log does not. If the save was refused because another process took
+        the session over, the session stops instead.
         """
         try:
             recordings = self._store.save(*decide())
+        except LeaseLostError as error:
+            self._stop_for_lost_lease(error)
+            raise
         except Exception:
             self._reload()
             raise
@@ -294,11 +306,27 @@ class SessionActor(TurnFlow, pykka.ThreadingActor):
             subscriber.offer(item)
 
     def _reload(self) -> None:
+        """Reads all the session state held here again (the store drops its
+        chain head itself): after a failed save, another writer may have appended."""
         fresh = self._store.get(self._session.id)
         if fresh is not None:
             self._session = fresh
         self._turn = load_turn(self._store, self._session)
         self._context = load_context(self._store, self._session)
+        self._translator.resume(
+            turn_id=str(self._turn.id) if self._turn is not None else None,
+            submission_id=self._turn.submission_id if self._turn is not None else None,
+            usage_totals=self._session.usage_totals,
+            context_epoch=self._session.context_epoch,
+        )
+
+    def _stop_for_lost_lease(self, error: LeaseLostError) -> None:
+        """Stops the session, now another process's; on_stop answers with ``error``."""
+        if self._lease_error is not None:
+            return
+        self._lease_error = error
+        logger.error("session %s stopped: %s", self._session_id, error)
+        self.stop()
 
     def _check_open(self) -> None:
         if self._session.closed:
@@ -470,7 +498,9 @@ class SessionActor(TurnFlow, pykka.ThreadingActor):
                 with contextlib.suppress(pykka.ActorDeadError):
                     ref.tell(CancelTurn())
                 ref.stop(block=True, timeout=5)
-        stopped = f"session {self._session_id!r} stopped before the run ended"
+        stopped: TurnlogError = self._lease_error or SessionClosedError(
+            f"session {self._session_id!r} stopped before the run ended"
+        )
         waiters = list(self._run.waiters) if self._run is not None else []
         # Messages still in the inbox are never handled: answer every one a
         # caller waits on (pykka would drop told prompts silently), so no
@@ -485,12 +515,10 @@ class SessionActor(TurnFlow, pykka.ThreadingActor):
             if isinstance(envelope.message, StartPrompt):
                 waiters.append(envelope.message.waiter)
             if envelope.reply_to is not None:
-                envelope.reply_to.set_exception(
-                    exc_info=(SessionClosedError, SessionClosedError(stopped), None)
-                )
+                envelope.reply_to.set_exception(exc_info=(type(stopped), stopped, None))
         for waiter in waiters:
             if not waiter.done():
-                waiter.set_exception(SessionClosedError(stopped))
+                waiter.set_exception(stopped)
         for subscriber in self._subscribers:
             subscriber.close()
 

@@ -13,6 +13,7 @@ Developer mistakes are kept apart from failures at run time::
     ├── StoreError                  the log could not be read or written
     │   ├── NotATurnlogStoreError   the file or database is not a turnlog log
     │   └── ConcurrencyConflictError  another writer appended first
+    │       └── LeaseLostError    another process took the session over
     ├── ProviderError               a model provider failed
     ├── ToolError                   a tool failed (reported to the model)
     ├── ReplayError                 the log cannot be replayed
@@ -66,6 +67,15 @@ class ConcurrencyConflictError(StoreError):
     """Another writer appended to the same aggregate first.
 
     The log is never forked: the losing write is refused whole.
+    """
+
+
+class LeaseLostError(ConcurrencyConflictError):
+    """This process no longer owns the session: another one took it over.
+
+    Raised by a save the log refused because the session's lease now names
+    another owner (or a later takeover); the session is stopped in this
+    process, and nothing of the save is recorded.
     """
 
 

@@ -9,6 +9,7 @@ process alive.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Callable
@@ -18,18 +19,23 @@ import pykka
 
 from turnlog.actors.approval_broker import ApprovalBrokerActor
 from turnlog.actors.io_loop import IoLoop
-from turnlog.actors.messages import Query
+from turnlog.actors.messages import LeaseLost, Query
 from turnlog.actors.revive import load_turn, recover_turn
 from turnlog.actors.session_actor import SessionActor, SessionServices, SessionSettings
 from turnlog.actors.tool_executor import DEFAULT_MAX_CONCURRENCY, ToolExecutorActor
 from turnlog.agent import Agent
 from turnlog.approvals import ApprovalBroker
 from turnlog.config import RunConfig
-from turnlog.domain.errors import InvalidInputError, SessionClosedError, UsageError
+from turnlog.domain.errors import (
+    InvalidInputError,
+    LeaseLostError,
+    SessionClosedError,
+    UsageError,
+)
 from turnlog.domain.ids import check_session_id, new_submission_id, session_uuid
 from turnlog.domain.protocol import Event
 from turnlog.domain.session import Session
-from turnlog.ownership import SessionOwnership
+from turnlog.ownership import LEASE_SECONDS, SessionOwnership
 from turnlog.readers import Checkpoints, Executions, Transcripts, replay_session
 from turnlog.rebuild import default_projections
 from turnlog.session import ASK_TIMEOUT, AgentHandle, AgentSession
@@ -49,6 +55,7 @@ class Runtime:
         run_config: RunConfig | None = None,
         max_tool_concurrency: int = DEFAULT_MAX_CONCURRENCY,
         follow_projections: bool = True,
+        lease_seconds: float = LEASE_SECONDS,
     ) -> None:
         self.store = store
         self.run_config = run_config or RunConfig()
@@ -63,7 +70,9 @@ class Runtime:
         # Started one by one; if one fails, what already runs is stopped.
         self._stoppers: list[Callable[[], None]] = []
         try:
-            self.ownership = SessionOwnership(store)
+            self.ownership = SessionOwnership(
+                store, lease_seconds=lease_seconds, on_lost=self._lease_lost
+            )
             self._stoppers.append(self.ownership.release_all)
             self._io_loop = IoLoop()
             self._stoppers.append(self._io_loop.close)
@@ -100,8 +109,13 @@ class Runtime:
         *,
         run_config: RunConfig | None = None,
         max_tool_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+        lease_seconds: float = LEASE_SECONDS,
     ) -> Runtime:
         """Opens the log at ``url`` (default: ``.turnlog/turnlog.sqlite3``).
+
+        ``lease_seconds`` is how long this runtime's hold on a session lasts
+        if the process stops renewing it (frozen, or killed on another
+        host); after that another process may take the session over.
 
         Raises StoreURLError for a bad URL and NotATurnlogStoreError for a
         database that is not a turnlog log; nothing is written then.
@@ -112,7 +126,10 @@ class Runtime:
         store = Store(url)
         try:
             return cls(
-                store, run_config=run_config, max_tool_concurrency=max_tool_concurrency
+                store,
+                run_config=run_config,
+                max_tool_concurrency=max_tool_concurrency,
+                lease_seconds=lease_seconds,
             )
         except BaseException:
             store.close()
@@ -244,6 +261,14 @@ class Runtime:
     def replay_events(self, session_id: str) -> list[Event]:
         """The session's durable EventMsg stream, regenerated from the log."""
         return replay_session(self.transcript, session_id)
+
+    def _lease_lost(self, session_id: str, error: LeaseLostError) -> None:
+        """Stops a session whose lease another process took over."""
+        with self._lock:
+            live = self._sessions.get(session_id)
+        if live is not None and live[0].is_alive():
+            with contextlib.suppress(pykka.ActorDeadError):
+                live[0].tell(LeaseLost(error))
 
     def live_sessions(self) -> int:
         """How many session actors run now (idle ones may be passivated)."""

@@ -1,0 +1,97 @@
+"""The PostgreSQL recorder that fences saves (see turnlog.fencing).
+
+Kept apart from the SQLite one so that only PostgreSQL users load psycopg.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from eventsourcing.persistence import DataError, StoredEvent
+from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
+from psycopg import Cursor
+from psycopg.errors import InvalidTextRepresentation
+from psycopg.rows import DictRow
+from psycopg.sql import SQL, Identifier
+
+from turnlog.fencing import LEASE_TABLE, Fence, lease_lost
+
+_REFUSED = "turnlog fence: lease lost"
+"""The text the fence statement fails to cast when the lease is gone."""
+
+
+class FencedPostgresRecorder(PostgresApplicationRecorder):
+    """The PostgreSQL recorder, refusing a save whose fence no longer holds."""
+
+    def __init__(
+        self, datastore: PostgresDatastore, *, events_table_name: str = "stored_events"
+    ):
+        super().__init__(datastore, events_table_name=events_table_name)
+        self.lease_table = SQL("{0}.{1}").format(
+            Identifier(datastore.schema), Identifier(LEASE_TABLE)
+        )
+        # Runs in the insert's pipeline, before the events table is locked:
+        # FOR SHARE holds the lease row until commit, so a takeover (an
+        # UPDATE of that row) waits for this save, and a save behind a
+        # committed takeover sees the new owner. A lost lease fails the cast,
+        # which aborts the transaction without a round trip of its own.
+        self.fence_statement = SQL(
+            "SELECT CAST(CASE WHEN count(*) = 1 THEN '1' ELSE %s END AS integer) "
+            "FROM (SELECT FROM {0} WHERE session_id = %s AND owner = %s "
+            "AND epoch = %s FOR SHARE) AS held"
+        ).format(self.lease_table)
+
+    def insert_events(
+        self, stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> Sequence[int] | None:
+        fence: Fence | None = kwargs.get("fence")
+        try:
+            ids: Sequence[int] | None = super().insert_events(stored_events, **kwargs)
+        except DataError as error:
+            cause = error.__cause__
+            if (
+                fence is not None
+                and isinstance(cause, InvalidTextRepresentation)
+                and _REFUSED in str(cause)
+            ):
+                raise lease_lost(fence) from None
+            raise
+        return ids
+
+    def _insert_events(
+        self,
+        curs: Cursor[DictRow],
+        stored_events: Sequence[StoredEvent],
+        *,
+        fence: Fence | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super()._insert_events(curs, stored_events, **kwargs)
+        if fence is not None:
+            curs.execute(self.fence_statement, (_REFUSED, *fence), prepare=True)
+
+    def create_lease_table(self) -> None:
+        """Creates the lease table, or adds the epoch column to an older one."""
+        with self.datastore.transaction(commit=True) as curs:
+            curs.execute(
+                SQL(
+                    "CREATE TABLE IF NOT EXISTS {0} (session_id TEXT PRIMARY KEY, "
+                    "owner TEXT NOT NULL, renewed DOUBLE PRECISION NOT NULL, "
+                    "epoch BIGINT NOT NULL DEFAULT 0)"
+                ).format(self.lease_table)
+            )
+            # ALTER TABLE locks the table even when there is nothing to do,
+            # and would stall every save of the log: only when needed.
+            curs.execute(
+                "SELECT 1 FROM information_schema.columns WHERE table_schema = %s"
+                " AND table_name = %s AND column_name = 'epoch'",
+                (self.datastore.schema, LEASE_TABLE),
+            )
+            if curs.fetchone() is None:
+                curs.execute(
+                    SQL(
+                        "ALTER TABLE {0} ADD COLUMN IF NOT EXISTS "
+                        "epoch BIGINT NOT NULL DEFAULT 0"
+                    ).format(self.lease_table)
+                )
