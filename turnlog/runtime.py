@@ -10,6 +10,7 @@ process alive.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import threading
 from collections.abc import Callable
@@ -193,7 +194,12 @@ class Runtime:
                 ref = self._start_session(agent, chosen, shared_state, config)
                 self._sessions[chosen] = (ref, agent.digest())
             self._agents[id(agent)] = agent
-        handle = AgentSession(chosen, ref, config.event_buffer)
+        handle = AgentSession(
+            chosen,
+            ref,
+            config.event_buffer,
+            stopped_by=functools.partial(self.store.refusal, chosen),
+        )
         if shared_state and live is not None:
             handle.update_shared_state(**shared_state)
         return handle

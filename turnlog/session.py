@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any
 
 import msgspec
@@ -29,7 +29,7 @@ from turnlog.actors.messages import (
 from turnlog.actors.subscribers import Subscriber, SubscriptionClosed
 from turnlog.domain.approval import ApprovalDecision, ApprovalRequest, check_decision
 from turnlog.domain.context import Message
-from turnlog.domain.errors import InvalidInputError, SessionClosedError
+from turnlog.domain.errors import InvalidInputError, SessionClosedError, TurnlogError
 from turnlog.domain.protocol import (
     ApprovalResponse,
     Event,
@@ -104,23 +104,32 @@ class Subscription:
 class _ActorHandle:
     """Typed asks and tells to one SessionActor."""
 
-    def __init__(self, session_id: str, ref: pykka.ActorRef[Any]) -> None:
+    def __init__(
+        self,
+        session_id: str,
+        ref: pykka.ActorRef[Any],
+        stopped_by: Callable[[], TurnlogError | None] | None = None,
+    ) -> None:
         self.session_id = session_id
         self._ref = ref
+        self._stopped_by = stopped_by
 
     def ask(self, message: Any) -> Any:
         try:
             return self._ref.ask(message, timeout=ASK_TIMEOUT)
         except pykka.ActorDeadError:
-            msg = f"session {self.session_id!r} is closed"
-            raise SessionClosedError(msg) from None
+            raise self._dead() from None
 
     def tell(self, message: Any) -> None:
         try:
             self._ref.tell(message)
         except pykka.ActorDeadError:
-            msg = f"session {self.session_id!r} is closed"
-            raise SessionClosedError(msg) from None
+            raise self._dead() from None
+
+    def _dead(self) -> TurnlogError:
+        """Why the actor is gone: its lease was lost, or it was closed."""
+        reason = self._stopped_by() if self._stopped_by is not None else None
+        return reason or SessionClosedError(f"session {self.session_id!r} is closed")
 
     def alive(self) -> bool:
         return bool(self._ref.is_alive())
@@ -167,8 +176,14 @@ class AgentSession:
     Made by ``Runtime.create_session``. Every method is thread-safe.
     """
 
-    def __init__(self, session_id: str, ref: pykka.ActorRef[Any], event_buffer: int):
-        self._actor = _ActorHandle(session_id, ref)
+    def __init__(
+        self,
+        session_id: str,
+        ref: pykka.ActorRef[Any],
+        event_buffer: int,
+        stopped_by: Callable[[], TurnlogError | None] | None = None,
+    ):
+        self._actor = _ActorHandle(session_id, ref, stopped_by)
         self._event_buffer = event_buffer
 
     @property

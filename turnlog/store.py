@@ -355,6 +355,11 @@ class Store:
         self._fences[fence.session_id] = fence
         self._lost.discard(fence.session_id)
 
+    def refusal(self, session_id: str) -> LeaseLostError | None:
+        """The error every save of ``session_id`` gets here, if its lease is lost."""
+        fence = self._fences.get(session_id)
+        return lease_lost(fence) if fence and session_id in self._lost else None
+
     def lose_fence(self, session_id: str) -> None:
         """Refuses every later save of ``session_id`` here, at once.
 

@@ -39,7 +39,8 @@ def test_a_lease_of_a_process_that_is_gone_is_taken_over(sqlite_url: str) -> Non
         dead = f"{socket.gethostname()}:999999999:deadbeef"
         with rt.store.transaction() as cursor:
             cursor.execute(
-                f"INSERT INTO {ownership.table} (session_id, owner, renewed) VALUES (?, ?, ?)",
+                f"INSERT INTO {ownership.table} (session_id, owner, renewed)"
+                " VALUES (?, ?, ?)",
                 ("orphan", dead, time.time()),
             )
         session = rt.create_session(agent("taken over"), session_id="orphan")
