@@ -12,8 +12,8 @@ same transaction as the insert: a lease row that no longer matches
 
 Each backend's recorder owns its SQL: the SQLite one here (the write
 transaction serialises the check against a takeover), the PostgreSQL one
-in ``turnlog.fencing_postgres`` (a row lock on the lease makes a takeover
-wait for a save in flight). Both also create the lease table.
+in ``turnlog.fencing_postgres`` (the check runs under the events table's
+lock, which a takeover takes too). Both also create the lease table.
 """
 
 from __future__ import annotations
@@ -91,6 +91,9 @@ class FencedSQLiteRecorder(SQLiteApplicationRecorder):
         c.execute(self.fence_statement, fence)
         if c.fetchone() is None:
             raise lease_lost(fence)
+
+    def lock_out_saves(self, cursor: SQLiteCursor) -> None:
+        """Nothing to do: a takeover's write transaction already excludes saves."""
 
     def create_lease_table(self) -> None:
         """Creates the lease table, or adds the epoch column to an older one."""

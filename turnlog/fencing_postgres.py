@@ -31,16 +31,18 @@ class FencedPostgresRecorder(PostgresApplicationRecorder):
         self.lease_table = SQL("{0}.{1}").format(
             Identifier(datastore.schema), Identifier(LEASE_TABLE)
         )
-        # Runs in the insert's pipeline, before the events table is locked:
-        # FOR SHARE holds the lease row until commit, so a takeover (an
-        # UPDATE of that row) waits for this save, and a save behind a
-        # committed takeover sees the new owner. A lost lease fails the cast,
-        # which aborts the transaction without a round trip of its own.
+        # Runs in the insert's pipeline after the events table is locked, so
+        # it reads the lease as committed by then; a takeover locks that
+        # table too (lock_out_saves), so it cannot commit between this check
+        # and the insert's commit. A lost lease fails the cast, aborting the
+        # transaction without a round trip of its own.
         self.fence_statement = SQL(
             "SELECT CAST(CASE WHEN count(*) = 1 THEN '1' ELSE %s END AS integer) "
-            "FROM (SELECT FROM {0} WHERE session_id = %s AND owner = %s "
-            "AND epoch = %s FOR SHARE) AS held"
+            "FROM {0} WHERE session_id = %s AND owner = %s AND epoch = %s"
         ).format(self.lease_table)
+        self.lock_out_saves_statement = SQL("LOCK TABLE {0}.{1} IN SHARE MODE").format(
+            Identifier(datastore.schema), Identifier(self.events_table_name)
+        )
 
     def insert_events(
         self, stored_events: Sequence[StoredEvent], **kwargs: Any
@@ -69,7 +71,19 @@ class FencedPostgresRecorder(PostgresApplicationRecorder):
     ) -> None:
         super()._insert_events(curs, stored_events, **kwargs)
         if fence is not None:
+            # The table lock the insert takes next, taken first (again, it is
+            # a no-op then): the fence must be read under it.
+            for statement in self.lock_table_statements:
+                curs.execute(statement, prepare=True)
             curs.execute(self.fence_statement, (_REFUSED, *fence), prepare=True)
+
+    def lock_out_saves(self, cursor: Cursor[DictRow]) -> None:
+        """Waits for saves in flight and holds off new ones until commit.
+
+        For a takeover of a lease: a save checks its fence under the events
+        table's lock, which this one conflicts with.
+        """
+        cursor.execute(self.lock_out_saves_statement)
 
     def create_lease_table(self) -> None:
         """Creates the lease table, or adds the epoch column to an older one."""

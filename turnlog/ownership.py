@@ -102,6 +102,7 @@ class SessionOwnership:
         now = time.time()
         sql = self.store.sql
         with self.store.transaction() as cursor:
+            self.store.lock_out_saves(cursor)
             cursor.execute(
                 sql(
                     f"INSERT INTO {self.table} (session_id, owner, renewed, epoch) "

@@ -355,6 +355,10 @@ class Store:
         self._fences[fence.session_id] = fence
         self._lost.discard(fence.session_id)
 
+    def lock_out_saves(self, cursor: Any) -> None:
+        """In a transaction that moves a lease: no fenced save commits across it."""
+        self._app.recorder.lock_out_saves(cursor)  # type: ignore[attr-defined]
+
     def refusal(self, session_id: str) -> LeaseLostError | None:
         """The error every save of ``session_id`` gets here, if its lease is lost."""
         fence = self._fences.get(session_id)

@@ -150,25 +150,25 @@ def test_a_takeover_in_flight_holds_the_save_until_it_commits(
 ) -> None:
     import psycopg
 
-    store = Store(postgres_schema_url)
+    store, thief = Store(postgres_schema_url), Store(postgres_schema_url)
+    outcome: list[BaseException | None] = []
+
+    def save() -> None:
+        try:
+            store.save(new_session())
+            outcome.append(None)
+        except BaseException as error:
+            outcome.append(error)
+
     try:
         lease(store, "s1", "me:1:a", 1)
-        schema = store.datastore.schema
         base = postgres_schema_url.split("?", maxsplit=1)[0]
-        with psycopg.connect(base) as takeover:
-            takeover.execute(
-                f"UPDATE {schema}.{LEASE_TABLE} SET owner = 'other', "
+        with thief.transaction() as cursor:  # a takeover, as acquire() does it
+            thief.lock_out_saves(cursor)
+            cursor.execute(
+                f"UPDATE {lease_table(thief)} SET owner = 'other', "
                 "epoch = epoch + 1 WHERE session_id = 's1'"
-            )  # not committed yet
-            outcome: list[BaseException | None] = []
-
-            def save() -> None:
-                try:
-                    store.save(new_session())
-                    outcome.append(None)
-                except BaseException as error:
-                    outcome.append(error)
-
+            )
             saver = threading.Thread(target=save)
             saver.start()
             deadline = time.monotonic() + 10
@@ -177,19 +177,19 @@ def test_a_takeover_in_flight_holds_the_save_until_it_commits(
                     waiting = watcher.execute(
                         "SELECT count(*) FROM pg_stat_activity "
                         "WHERE %s = ANY(pg_blocking_pids(pid))",
-                        (takeover.info.backend_pid,),
+                        (cursor.connection.info.backend_pid,),
                     ).fetchone()
                     if waiting and waiting[0]:
                         break
                     time.sleep(0.01)
             assert not outcome, f"the save did not wait for the takeover: {outcome}"
-            takeover.commit()
-            saver.join(timeout=10)
+        saver.join(timeout=10)
         assert len(outcome) == 1
         assert isinstance(outcome[0], LeaseLostError)
         assert store.max_position() == 0
     finally:
         store.close()
+        thief.close()
 
 
 def test_an_older_lease_table_gets_its_epoch_column(store_url: str) -> None:
