@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from eventsourcing.persistence import DataError, StoredEvent
+from eventsourcing.persistence import DataError, IntegrityError, StoredEvent
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
 from psycopg import Cursor
 from psycopg.errors import InvalidTextRepresentation
@@ -31,14 +31,17 @@ class FencedPostgresRecorder(PostgresApplicationRecorder):
         self.lease_table = SQL("{0}.{1}").format(
             Identifier(datastore.schema), Identifier(LEASE_TABLE)
         )
-        # Runs in the insert's pipeline after the events table is locked, so
-        # it reads the lease as committed by then; a takeover locks that
-        # table too (lock_out_saves), so it cannot commit between this check
-        # and the insert's commit. A lost lease fails the cast, aborting the
-        # transaction without a round trip of its own.
+        # Runs in the insert's pipeline after the insert, under the events
+        # table's lock, so it reads the lease as committed by then; a
+        # takeover locks that table too (lock_out_saves), so it cannot commit
+        # between this check and the save's commit. A lost lease fails the
+        # cast, aborting the transaction without a round trip of its own.
         self.fence_statement = SQL(
             "SELECT CAST(CASE WHEN count(*) = 1 THEN '1' ELSE %s END AS integer) "
             "FROM {0} WHERE session_id = %s AND owner = %s AND epoch = %s"
+        ).format(self.lease_table)
+        self.holds_statement = SQL(
+            "SELECT 1 FROM {0} WHERE session_id = %s AND owner = %s AND epoch = %s"
         ).format(self.lease_table)
         self.lock_out_saves_statement = SQL("LOCK TABLE {0}.{1} IN SHARE MODE").format(
             Identifier(datastore.schema), Identifier(self.events_table_name)
@@ -59,9 +62,19 @@ class FencedPostgresRecorder(PostgresApplicationRecorder):
             ):
                 raise lease_lost(fence) from None
             raise
+        except IntegrityError:
+            # The insert clashed before the fence was read: with whom?
+            if fence is not None and not self._holds(fence):
+                raise lease_lost(fence) from None
+            raise
         return ids
 
-    def _insert_events(
+    def _holds(self, fence: Fence) -> bool:
+        with self.datastore.transaction(commit=False) as curs:
+            curs.execute(self.holds_statement, fence)
+            return curs.fetchone() is not None
+
+    def _insert_stored_events(
         self,
         curs: Cursor[DictRow],
         stored_events: Sequence[StoredEvent],
@@ -69,13 +82,15 @@ class FencedPostgresRecorder(PostgresApplicationRecorder):
         fence: Fence | None = None,
         **kwargs: Any,
     ) -> None:
-        super()._insert_events(curs, stored_events, **kwargs)
+        # Not the _insert_events seam: that runs before the table lock, and
+        # the fence must be read under it (see __init__).
+        super()._insert_stored_events(curs, stored_events, **kwargs)
         if fence is not None:
-            # The table lock the insert takes next, taken first (again, it is
-            # a no-op then): the fence must be read under it.
-            for statement in self.lock_table_statements:
-                curs.execute(statement, prepare=True)
-            curs.execute(self.fence_statement, (_REFUSED, *fence), prepare=True)
+            # Another cursor: eventsourcing fetches the new ids from ``curs``.
+            with curs.connection.cursor() as fence_cursor:
+                fence_cursor.execute(
+                    self.fence_statement, (_REFUSED, *fence), prepare=True
+                )
 
     def lock_out_saves(self, cursor: Cursor[DictRow]) -> None:
         """Waits for saves in flight and holds off new ones until commit.
