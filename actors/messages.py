@@ -92,6 +92,12 @@ class Unsubscribe(msgspec.Struct, frozen=True):
     subscriber: Any
 
 
+class LeaseLost(msgspec.Struct, frozen=True):
+    """Another process took the session over: stop, answering with ``error``."""
+
+    error: Any
+
+
 class UpdateSharedState(msgspec.Struct, frozen=True):
     changes: dict[str, Any]
 

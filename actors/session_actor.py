@@ -36,6 +36,7 @@ from turnlog.actors.messages import (
     FollowUp,
     InputReviewed,
     LatestRunQuery,
+    LeaseLost,
     MessagesQuery,
     PendingApprovalsQuery,
     QueuedInputReviewed,
@@ -159,6 +160,9 @@ class SessionActor(pykka.ThreadingActor):
             case QueuedInputReviewed():
                 self._queued_input_reviewed(message)
                 return None
+            case LeaseLost(error=error):
+                self._state.stop_for_lost_lease(error)
+                return None
             case TextDelta(turn=turn, text=text):
                 # Transient: published as it comes, never recorded.
                 if self._state.current_turn(turn) is not None:
@@ -266,6 +270,8 @@ class SessionActor(pykka.ThreadingActor):
                         # first decision stands and this one is dropped.
                         logger.debug("late decision dropped: %s", fact)
         except TurnlogError as error:
+            if self._state.lease_error is not None:
+                return  # nothing more can be recorded; the end answers the run
             logger.warning("session %s: %s", self._state.session_id, error)
             self._turns.fail_turn_after_error(error)
 
@@ -405,7 +411,7 @@ class SessionActor(pykka.ThreadingActor):
 
     def on_stop(self) -> None:
         stopped = f"session {self._state.session_id!r} stopped before the run ended"
-        self._end(SessionClosedError(stopped))
+        self._end(self._state.lease_error or SessionClosedError(stopped))
 
     def on_failure(
         self,

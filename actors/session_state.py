@@ -23,7 +23,7 @@ from turnlog.actors.session_parts import RunState, SessionServices, SessionSetti
 from turnlog.actors.subscribers import Subscriber
 from turnlog.domain.chain import event_seq
 from turnlog.domain.context import apply_to_context
-from turnlog.domain.errors import SessionClosedError
+from turnlog.domain.errors import LeaseLostError, SessionClosedError
 from turnlog.domain.model import Item
 from turnlog.domain.protocol import Event, EventTranslator
 from turnlog.domain.run import RunEvent, RunResult
@@ -68,6 +68,7 @@ class SessionState:
         self.run: RunState | None = None
         self.latest_run: RunResult | None = None
         self.close_when_idle = False
+        self.lease_error: LeaseLostError | None = None
         # What the user_prompt hooks answered for queued input accepted in
         # this process, used when it runs; input queued before a restart is
         # reviewed then. Keyed by submission id: (hook contexts, stop).
@@ -83,10 +84,14 @@ class SessionState:
         ``decide`` triggers events on aggregates and returns those to save,
         all in one transaction. If deciding or saving fails, the in-memory
         aggregates are rebuilt from the log, so they never hold an event the
-        log does not.
+        log does not. If the save was refused because another process took
+        the session over, the session stops instead.
         """
         try:
             recordings = self.store.save(*decide())
+        except LeaseLostError as error:
+            self.stop_for_lost_lease(error)
+            raise
         except Exception:
             self.reload()
             raise
@@ -115,12 +120,30 @@ class SessionState:
         self.publish(RunEvent(self.session_id, event))
 
     def reload(self) -> None:
-        """Rebuilds the aggregates and the context from the log."""
+        """Reads all the session state held here again from the log.
+
+        After a failed save another writer may have appended; the store
+        drops its cached chain head itself.
+        """
         fresh = self.store.get(self.session.id)
         if fresh is not None:
             self.session = fresh
         self.turn = load_turn(self.store, self.session)
         self.context = load_context(self.store, self.session)
+        self.translator.resume(
+            turn_id=str(self.turn.id) if self.turn is not None else None,
+            submission_id=self.turn.submission_id if self.turn is not None else None,
+            usage_totals=self.session.usage_totals,
+            context_epoch=self.session.context_epoch,
+        )
+
+    def stop_for_lost_lease(self, error: LeaseLostError) -> None:
+        """Stops the session, now another process's; its end answers ``error``."""
+        if self.lease_error is not None:
+            return
+        self.lease_error = error
+        logger.error("session %s stopped: %s", self.session_id, error)
+        self.actor_ref.stop(block=False)
 
     def current_turn(self, number: int) -> Turn | None:
         """The running turn if it is turn ``number``; None for a stale fact."""

@@ -15,6 +15,7 @@ Developer mistakes are kept apart from failures at run time::
     ├── StoreError                  the log could not be read or written
     │   ├── NotATurnlogStoreError   the file or database is not a turnlog log
     │   └── ConcurrencyConflictError  another writer appended first
+    │       └── LeaseLostError    another process took the session over
     ├── SessionFailedError          a session's actor failed and was stopped
     ├── ProviderError               a model provider failed
     ├── ToolError                   a tool failed (reported to the model)
@@ -86,6 +87,15 @@ class ConcurrencyConflictError(StoreError):
     """Another writer appended to the same aggregate first.
 
     The log is never forked: the losing write is refused whole.
+    """
+
+
+class LeaseLostError(ConcurrencyConflictError):
+    """This process no longer owns the session: another one took it over.
+
+    Raised by a save the log refused because the session's lease now names
+    another owner (or a later takeover); the session is stopped in this
+    process, and nothing of the save is recorded.
     """
 
 

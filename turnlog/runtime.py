@@ -20,6 +20,8 @@ gone, as after a crash. Sync tools and approval providers run on
 from __future__ import annotations
 
 import atexit
+import contextlib
+import functools
 import logging
 import threading
 import weakref
@@ -30,7 +32,7 @@ import pykka
 
 from turnlog.actors.approval_broker import ApprovalBrokerActor
 from turnlog.actors.io_loop import IoLoop
-from turnlog.actors.messages import ClosedQuery
+from turnlog.actors.messages import ClosedQuery, LeaseLost
 from turnlog.actors.revive import load_turn, recover_turn
 from turnlog.actors.session_actor import SessionActor, SessionServices, SessionSettings
 from turnlog.actors.tool_executor import DEFAULT_MAX_CONCURRENCY, ToolExecutorActor
@@ -39,6 +41,7 @@ from turnlog.approvals import ApprovalBroker
 from turnlog.config import RunConfig
 from turnlog.domain.errors import (
     InvalidInputError,
+    LeaseLostError,
     RuntimeClosedError,
     SessionClosedError,
     UsageError,
@@ -47,7 +50,7 @@ from turnlog.domain.ids import check_session_id, new_submission_id, session_uuid
 from turnlog.domain.inputs import check_json_data
 from turnlog.domain.protocol import Event
 from turnlog.domain.session import Session
-from turnlog.ownership import SessionOwnership
+from turnlog.ownership import LEASE_SECONDS, SessionOwnership
 from turnlog.readers import Checkpoints, Executions, Transcripts, replay_session
 from turnlog.rebuild import default_projections
 from turnlog.session import ASK_TIMEOUT, AgentHandle, AgentSession
@@ -83,6 +86,7 @@ class Runtime:
         run_config: RunConfig | None = None,
         max_tool_concurrency: int = DEFAULT_MAX_CONCURRENCY,
         follow_projections: bool = True,
+        lease_seconds: float = LEASE_SECONDS,
     ) -> None:
         self.store = store
         self.run_config = run_config or RunConfig()
@@ -100,7 +104,9 @@ class Runtime:
         # Started one by one; if one fails, what already runs is stopped.
         self._stoppers: list[Callable[[], None]] = []
         try:
-            self.ownership = SessionOwnership(store)
+            self.ownership = SessionOwnership(
+                store, lease_seconds=lease_seconds, on_lost=self._lease_lost
+            )
             self._stoppers.append(self.ownership.release_all)
             self._io_loop = IoLoop()
             self._stoppers.append(self._io_loop.close)
@@ -139,8 +145,13 @@ class Runtime:
         *,
         run_config: RunConfig | None = None,
         max_tool_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+        lease_seconds: float = LEASE_SECONDS,
     ) -> Runtime:
         """Opens the log at ``url`` (default: ``.turnlog/turnlog.sqlite3``).
+
+        ``lease_seconds`` is how long this runtime's hold on a session lasts
+        if the process stops renewing it (frozen, or killed on another
+        host); after that another process may take the session over.
 
         Raises StoreURLError for a bad URL and NotATurnlogStoreError for a
         database that is not a turnlog log; nothing is written then.
@@ -151,7 +162,10 @@ class Runtime:
         store = Store(url)
         try:
             return cls(
-                store, run_config=run_config, max_tool_concurrency=max_tool_concurrency
+                store,
+                run_config=run_config,
+                max_tool_concurrency=max_tool_concurrency,
+                lease_seconds=lease_seconds,
             )
         except BaseException:
             store.close()
@@ -217,7 +231,13 @@ class Runtime:
                 ref = self._start_session(agent, chosen, shared_state, config)
                 self._sessions[chosen] = (ref, agent.digest())
             self._agents[id(agent)] = agent
-        handle = AgentSession(chosen, ref, config.event_buffer, self._closed)
+        handle = AgentSession(
+            chosen,
+            ref,
+            config.event_buffer,
+            self._closed,
+            stopped_by=functools.partial(self.store.refusal, chosen),
+        )
         if shared_state and live is not None:
             handle.update_shared_state(**shared_state)
         return handle
@@ -286,6 +306,14 @@ class Runtime:
         """The session's durable EventMsg stream, regenerated from the log."""
         self._check_open()
         return replay_session(self.transcript, session_id)
+
+    def _lease_lost(self, session_id: str, error: LeaseLostError) -> None:
+        """Stops a session whose lease another process took over."""
+        with self._lock:
+            live = self._sessions.get(session_id)
+        if live is not None and live[0].is_alive():
+            with contextlib.suppress(pykka.ActorDeadError):
+                live[0].tell(LeaseLost(error))
 
     def live_sessions(self) -> int:
         """How many session actors run now (idle ones may be passivated)."""

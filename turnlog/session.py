@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any
 
 import msgspec
@@ -42,6 +42,7 @@ from turnlog.domain.errors import (
     InvalidInputError,
     RuntimeClosedError,
     SessionClosedError,
+    TurnlogError,
 )
 from turnlog.domain.inputs import check_input
 from turnlog.domain.protocol import (
@@ -129,18 +130,25 @@ class _ActorHandle:
         session_id: str,
         ref: pykka.ActorRef[Any],
         runtime_closed: threading.Event | None = None,
+        stopped_by: Callable[[], TurnlogError | None] | None = None,
     ) -> None:
         self.session_id = session_id
         self._ref = ref
         self.runtime_closed = runtime_closed or threading.Event()
+        self._stopped_by = stopped_by
 
-    def closed_error(self) -> SessionClosedError:
-        """What a call that finds the session gone raises: it says why."""
+    def closed_error(self) -> TurnlogError:
+        """What a call that finds the session gone raises: it says why.
+
+        The runtime was closed, the session's lease was lost to another
+        process, or the session was closed.
+        """
         if self.runtime_closed.is_set():
             return RuntimeClosedError(
                 f"session {self.session_id!r}: the runtime was closed"
             )
-        return SessionClosedError(f"session {self.session_id!r} is closed")
+        reason = self._stopped_by() if self._stopped_by is not None else None
+        return reason or SessionClosedError(f"session {self.session_id!r} is closed")
 
     def check_runtime_open(self) -> None:
         """Raises RuntimeClosedError once the runtime was closed."""
@@ -221,8 +229,9 @@ class AgentSession:
         ref: pykka.ActorRef[Any],
         event_buffer: int,
         runtime_closed: threading.Event | None = None,
+        stopped_by: Callable[[], TurnlogError | None] | None = None,
     ):
-        self._actor = _ActorHandle(session_id, ref, runtime_closed)
+        self._actor = _ActorHandle(session_id, ref, runtime_closed, stopped_by)
         self._event_buffer = event_buffer
 
     @property

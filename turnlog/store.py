@@ -55,6 +55,7 @@ from eventsourcing.utils import (
 from turnlog.domain.chain import CHAIN_FIELD, SEQ_FIELD, ChainHead, canonical, link
 from turnlog.domain.errors import (
     ConcurrencyConflictError,
+    LeaseLostError,
     NotATurnlogStoreError,
     ReplayError,
     StoreError,
@@ -63,6 +64,7 @@ from turnlog.domain.errors import (
 from turnlog.domain.events import in_decision_order
 from turnlog.domain.ids import session_uuid, turn_uuid
 from turnlog.domain.session import Session, SessionSnapshot
+from turnlog.fencing import Fence, lease_lost
 from turnlog.store_open import (
     META_TABLE,
     as_store_error,
@@ -90,6 +92,13 @@ version 1 is marked 2 when opened (its views are rebuilt from the log the
 first time they are followed), so an older turnlog then refuses it rather
 than serving the views it can no longer see as complete.
 """
+
+# Recorders that fence saves (turnlog.fencing), named by topic so that only
+# PostgreSQL users import psycopg.
+_FENCED_RECORDERS = {
+    "eventsourcing.sqlite": "turnlog.fencing:FencedSQLiteRecorder",
+    "eventsourcing.postgres": "turnlog.fencing_postgres:FencedPostgresRecorder",
+}
 
 
 class _GuardedMapper(Mapper[uuid.UUID]):
@@ -137,7 +146,11 @@ class _TurnlogApplication(Application[uuid.UUID]):
         # Only what the store URL says: eventsourcing would also read the
         # process environment, where an unrelated CIPHER_TOPIC or
         # CREATE_TABLE could silently change how the log is written.
-        return Environment(name, dict(env or {}))
+        values = dict(env or {})
+        module = values.get("PERSISTENCE_MODULE", "")
+        if module in _FENCED_RECORDERS:
+            values.setdefault("APPLICATION_RECORDER_TOPIC", _FENCED_RECORDERS[module])
+        return Environment(name, values)
 
     def construct_transcoder(self) -> Transcoder:
         return MsgspecTranscoder()
@@ -195,6 +208,8 @@ class Store:
         self._closed = False
         self._close_lock = threading.Lock()
         self._heads: dict[str, ChainHead] = {}
+        self._fences: dict[str, Fence] = {}
+        self._lost: set[str] = set()
 
     # -- what the views need ------------------------------------------------
 
@@ -223,19 +238,31 @@ class Store:
     def save(self, *aggregates: Any) -> list[Recording[uuid.UUID]]:
         """Saves the pending events of ``aggregates`` in one transaction.
 
-        Raises ConcurrencyConflictError if another writer got there first; in
-        that case nothing of this save is recorded.
+        Raises ConcurrencyConflictError if another writer got there first,
+        and LeaseLostError if the session is fenced (see :meth:`fence`) and
+        its lease has passed to another process; in either case nothing of
+        this save is recorded.
         """
         events = in_decision_order(aggregates)
+        session_id = events[0].session_id if events else None
+        fence = self._fences.get(session_id) if session_id else None
+        if fence is not None and session_id in self._lost:
+            raise lease_lost(fence)
         head = self._chain(events)
         try:
             # EventStore.put, not Application.save: the latter checks every
             # event against runtime Protocols, a quarter of a save's time.
-            recordings = self._app.events.put(events)
+            recordings = self._app.events.put(events, fence=fence)
+        except LeaseLostError:
+            self._forget(session_id)
+            self._lost.add(str(session_id))
+            raise
         except IntegrityError as error:
+            self._forget(session_id)
             msg = f"another writer appended to the same aggregate first: {error}"
             raise ConcurrencyConflictError(msg) from error
         except PersistenceError as error:
+            self._forget(session_id)
             raise _as_store_error(error, self.location) from error
         if head is not None:
             self._heads[events[0].session_id] = head
@@ -243,6 +270,53 @@ class Store:
         for listener in self._app.listeners:
             listener(recordings)
         return recordings
+
+    def _forget(self, session_id: str | None) -> None:
+        """Drops what is cached of a session whose save failed.
+
+        Another writer may have appended to it: the chain head is read from
+        the log again on the next save.
+        """
+        if session_id is not None:
+            self._heads.pop(session_id, None)
+
+    # -- fencing (see turnlog.fencing) -------------------------------------------
+
+    def prepare_leases(self) -> None:
+        """Creates the lease table (and upgrades an older one); idempotent."""
+        try:
+            self._app.recorder.create_lease_table()  # type: ignore[attr-defined]
+        except PersistenceError as error:
+            raise _as_store_error(error, self.location) from error
+
+    def fence(self, fence: Fence) -> None:
+        """Fences every later save of ``fence.session_id`` with ``fence``.
+
+        Such a save commits only if the lease row still names this owner and
+        epoch, checked in the insert's own transaction.
+        """
+        self._heads.pop(fence.session_id, None)
+        self._fences[fence.session_id] = fence
+        self._lost.discard(fence.session_id)
+
+    def lock_out_saves(self, cursor: Any) -> None:
+        """In a transaction that moves a lease: no fenced save commits across it."""
+        self._app.recorder.lock_out_saves(cursor)  # type: ignore[attr-defined]
+
+    def refusal(self, session_id: str) -> LeaseLostError | None:
+        """The error every save of ``session_id`` gets here, if its lease is lost."""
+        fence = self._fences.get(session_id)
+        return lease_lost(fence) if fence and session_id in self._lost else None
+
+    def lose_fence(self, session_id: str) -> None:
+        """Refuses every later save of ``session_id`` here, at once.
+
+        For a lease found lost outside a save (its renewal matched no row):
+        the log would refuse those saves anyway.
+        """
+        if session_id in self._fences:
+            self._lost.add(session_id)
+            self._heads.pop(session_id, None)
 
     def _chain(self, events: list[Any]) -> ChainHead | None:
         """Stamps ``events`` with their session seq and chain link.

@@ -39,7 +39,8 @@ def test_a_lease_of_a_process_that_is_gone_is_taken_over(sqlite_url: str) -> Non
         dead = f"{socket.gethostname()}:999999999:deadbeef"
         with rt.store.transaction() as cursor:
             cursor.execute(
-                f"INSERT INTO {ownership.table} VALUES (?, ?, ?)",
+                f"INSERT INTO {ownership.table} (session_id, owner, renewed)"
+                " VALUES (?, ?, ?)",
                 ("orphan", dead, time.time()),
             )
         session = rt.create_session(agent("taken over"), session_id="orphan")
@@ -51,11 +52,11 @@ def test_an_expired_lease_of_another_host_is_taken_over(sqlite_url: str) -> None
         table = rt.ownership.table
         with rt.store.transaction() as cursor:
             cursor.execute(
-                f"INSERT INTO {table} VALUES (?, ?, ?)",
+                f"INSERT INTO {table} (session_id, owner, renewed) VALUES (?, ?, ?)",
                 ("stale", "elsewhere:1:x", time.time() - LEASE_SECONDS - 1),
             )
             cursor.execute(
-                f"INSERT INTO {table} VALUES (?, ?, ?)",
+                f"INSERT INTO {table} (session_id, owner, renewed) VALUES (?, ?, ?)",
                 ("fresh", "elsewhere:1:x", time.time()),
             )
         rt.create_session(agent(), session_id="stale")
