@@ -15,10 +15,10 @@ Then, on a fresh Store over the same log, it times:
 
 - the raw read: paging through ``store.notifications(start, 1000)`` and
   ``store.decode`` of each entry, nothing else;
-- ``turnlog.rebuild.rebuild(store)``: the four views (checkpoints,
+- ``turnlog.projections.rebuild.rebuild(store)``: the four views (checkpoints,
   transcript, executions, sessions), folded from one pass over the log
   and swapped in (each run rebuilds them all again from the log);
-- ``turnlog.verify.verify_all(store)``: every session's hash chain.
+- ``turnlog.store.verify.verify_all(store)``: every session's hash chain.
 
 ``--runs`` raw passes and rebuilds take turns (one more raw pass closes),
 and each is judged by its best run: on a shared machine the best run is
@@ -55,9 +55,9 @@ from typing import Any
 from turnlog.domain.model import assistant_message, function_call
 from turnlog.domain.session import Session
 from turnlog.domain.turn import Turn
-from turnlog.rebuild import ViewReport, rebuild
-from turnlog.store import Store
-from turnlog.verify import verify_all
+from turnlog.projections.rebuild import ViewReport, rebuild
+from turnlog.store.log import Store
+from turnlog.store.verify import verify_all
 
 EVENTS_PER_TURN = 12
 BUDGET = 0.5

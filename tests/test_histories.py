@@ -20,7 +20,7 @@ from eventsourcing.persistence import StoredEvent
 
 from turnlog import Agent, ModelRouter, Runtime, ScriptedModel, UsageError
 from turnlog.domain.protocol import encode_json
-from turnlog.verify import verify_session
+from turnlog.store.verify import verify_session
 
 HISTORIES = Path(__file__).parent / "histories"
 NAMES = sorted(

@@ -51,11 +51,11 @@ from turnlog import (
 )
 from turnlog.domain import protocol as p
 from turnlog.domain.streaming import DeltaSink, discard_deltas
+from turnlog.projections.rebuild import default_projections, rebuild
 from turnlog.projections.rows import Projection
-from turnlog.rebuild import default_projections, rebuild
-from turnlog.store import Store
-from turnlog.view_tables import ViewTables
-from turnlog.views import ProjectionRunner
+from turnlog.projections.runner import ProjectionRunner
+from turnlog.projections.tables import ViewTables
+from turnlog.store.log import Store
 
 PROPERTY_SETTINGS = settings(
     max_examples=25,

@@ -58,7 +58,7 @@ from turnlog.domain.run import (
 )
 from turnlog.middleware import Compaction, Middleware
 from turnlog.projections.executions import Execution
-from turnlog.readers import (
+from turnlog.projections.readers import (
     Checkpoint,
     ExecutionPage,
     TranscriptItem,

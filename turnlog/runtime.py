@@ -50,12 +50,17 @@ from turnlog.domain.ids import check_session_id, new_submission_id, session_uuid
 from turnlog.domain.inputs import check_json_data
 from turnlog.domain.protocol import Event
 from turnlog.domain.session import Session
-from turnlog.ownership import LEASE_SECONDS, SessionOwnership
-from turnlog.readers import Checkpoints, Executions, Transcripts, replay_session
-from turnlog.rebuild import default_projections
+from turnlog.projections.readers import (
+    Checkpoints,
+    Executions,
+    Transcripts,
+    replay_session,
+)
+from turnlog.projections.rebuild import default_projections
+from turnlog.projections.runner import ProjectionRunner
 from turnlog.session import ASK_TIMEOUT, AgentHandle, AgentSession
-from turnlog.store import Store
-from turnlog.views import ProjectionRunner
+from turnlog.store.log import Store
+from turnlog.store.ownership import LEASE_SECONDS, SessionOwnership
 
 logger = logging.getLogger(__name__)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import msgspec
 
 from turnlog.domain.ids import session_uuid, turn_uuid
-from turnlog.store import Store
-from turnlog.view_tables import ViewTables
+from turnlog.projections.tables import ViewTables
+from turnlog.store.log import Store
 
 
 def max_position(url: str) -> int:

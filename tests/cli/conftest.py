@@ -16,7 +16,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from turnlog import Agent, Runtime, ScriptedModel, calls, function_tool, tool_call
-from turnlog.cli import main
+from turnlog.cli.main import main
 
 
 @dataclass(frozen=True)

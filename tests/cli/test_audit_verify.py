@@ -13,7 +13,7 @@ import pytest
 from cli_support import chain_at, forge_view_head, remove_events, session_positions
 
 from turnlog.domain.events import event_name
-from turnlog.store import Store
+from turnlog.store.log import Store
 
 OK_EVENTS = 1 + 2 * 12  # SessionCreated, then two turns of twelve events
 """Events of a session ``filled`` writes (two turns of one tool call each)."""

@@ -33,8 +33,8 @@ from turnlog import (
     function_tool,
     tool_call,
 )
-from turnlog.cli import main
-from turnlog.demo import AGENT_NAME, QUESTION, turnlog_executable
+from turnlog.cli.demo import AGENT_NAME, QUESTION, turnlog_executable
+from turnlog.cli.main import main
 from turnlog.domain.protocol import ToolCallBegin
 
 FINAL_ANSWER = "100 days after 2024-02-10 is 2024-05-20 (Monday)."

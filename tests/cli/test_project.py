@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from turnlog import Agent, Runtime, ScriptedModel
-from turnlog.rebuild import rebuild
-from turnlog.store import Store
-from turnlog.view_tables import ViewTables
+from turnlog.projections.rebuild import rebuild
+from turnlog.projections.tables import ViewTables
+from turnlog.store.log import Store
 
 VIEWS = ("checkpoints", "transcript", "executions", "sessions")
 POSITION = re.compile(r"views (?:\([^)]*\) )?at log position (\d+)$")
@@ -182,14 +182,14 @@ def test_a_follower_keeps_the_views_up_to_date_until_ctrl_c(store_url: str) -> N
 def test_a_follower_far_behind_shows_its_progress(
     sqlite_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import turnlog.progress
-    from turnlog.progress import catch_up
-    from turnlog.rebuild import default_projections
-    from turnlog.views import ProjectionRunner
+    import turnlog.cli.progress
+    from turnlog.cli.progress import catch_up
+    from turnlog.projections.rebuild import default_projections
+    from turnlog.projections.runner import ProjectionRunner
 
     end = write_without_views(sqlite_url, "s1", prompts=3)
     shown = []
-    monkeypatch.setattr(turnlog.progress, "BATCH_SIZE", 4)
+    monkeypatch.setattr(turnlog.cli.progress, "BATCH_SIZE", 4)
     store = Store(sqlite_url)
     try:
         runner = ProjectionRunner(store, default_projections())

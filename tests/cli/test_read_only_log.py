@@ -20,7 +20,7 @@ import pytest
 
 from turnlog import Agent, Runtime, ScriptedModel
 from turnlog.domain.errors import StoreError
-from turnlog.store import Store
+from turnlog.store.log import Store
 
 if TYPE_CHECKING:  # the fixtures' types, from this folder's conftest
     from conftest import Turnlog

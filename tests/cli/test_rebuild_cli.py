@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from cli_support import max_position
 
-from turnlog.progress import ProgressLine, format_eta
-from turnlog.rebuild import NEXT_SUFFIX, Progress, rebuild
-from turnlog.store import Store
-from turnlog.view_tables import ViewTables
+from turnlog.cli.progress import ProgressLine, format_eta
+from turnlog.projections.rebuild import NEXT_SUFFIX, Progress, rebuild
+from turnlog.projections.tables import ViewTables
+from turnlog.store.log import Store
 
 VIEWS = ("checkpoints", "transcript", "executions", "sessions")
 

@@ -23,7 +23,7 @@ from turnlog import (
     function_tool,
     tool_call,
 )
-from turnlog.audit_format import Seen, format_duration, summarize
+from turnlog.cli.timeline import Seen, format_duration, summarize
 from turnlog.domain import session as s
 from turnlog.domain import turn as t
 

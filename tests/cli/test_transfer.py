@@ -26,9 +26,9 @@ from turnlog import (
 from turnlog.domain import protocol as p
 from turnlog.domain.ids import session_uuid, turn_uuid
 from turnlog.domain.protocol import decode_event, encode_json
-from turnlog.store import Store
-from turnlog.transfer import export_session, import_events
-from turnlog.verify import verify_session
+from turnlog.store.log import Store
+from turnlog.store.transfer import export_session, import_events
+from turnlog.store.verify import verify_session
 
 
 @function_tool

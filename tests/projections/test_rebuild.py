@@ -10,9 +10,9 @@ from turnlog import (
     ScriptedModel,
     UsageError,
 )
-from turnlog.rebuild import NEXT_SUFFIX, rebuild
-from turnlog.store import Store
-from turnlog.view_tables import ViewTables
+from turnlog.projections.rebuild import NEXT_SUFFIX, rebuild
+from turnlog.projections.tables import ViewTables
+from turnlog.store.log import Store
 
 
 def snapshot(url: str) -> dict:

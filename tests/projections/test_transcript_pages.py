@@ -12,7 +12,7 @@ import pytest
 from turnlog import Runtime
 from turnlog.projections.rows import session_of
 from turnlog.projections.transcript import CHUNK
-from turnlog.store import Store
+from turnlog.store.log import Store
 
 
 def positions_in_log(url: str) -> dict[str, list[int]]:

@@ -8,17 +8,15 @@ import threading
 
 import pytest
 
-from turnlog import (
-    ReplayError,
-    views,
-)
+import turnlog.projections.runner as runner_module
+from turnlog import ReplayError
 from turnlog.domain.session import Session
 from turnlog.projections.checkpoints import CheckpointProjection
+from turnlog.projections.rebuild import default_projections
+from turnlog.projections.runner import ProjectionRunner
+from turnlog.projections.tables import ViewTables
 from turnlog.projections.transcript import TranscriptProjection
-from turnlog.rebuild import default_projections
-from turnlog.store import Store
-from turnlog.view_tables import ViewTables
-from turnlog.views import ProjectionRunner
+from turnlog.store.log import Store
 
 
 def projections() -> list:
@@ -245,7 +243,7 @@ def test_a_runner_that_outgrows_its_cache_builds_the_same_views(
     reads the rest back from its table: the views must not notice."""
     filled(sqlite_url, sessions=3, turns=12)
     expected = built_in_one_pass(sqlite_url, "_roomy")
-    monkeypatch.setattr(views, "CACHE_LIMIT", 2)
+    monkeypatch.setattr(runner_module, "CACHE_LIMIT", 2)
     tight_store, tight = fresh_runner(sqlite_url, "_tight")
     try:
         tight.batch_size = 5

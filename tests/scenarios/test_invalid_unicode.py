@@ -39,10 +39,10 @@ from turnlog import (
     function_tool,
     tool_call,
 )
+from turnlog.cli.run.workspace import Workspace, workspace_tools
 from turnlog.domain import protocol as p
 from turnlog.domain.model import assistant_message
 from turnlog.domain.streaming import DeltaSink, discard_deltas
-from turnlog.run_tools import Workspace, workspace_tools
 from turnlog.testing import HeldModel, wait_for
 
 WAIT = 20.0

@@ -35,8 +35,8 @@ from turnlog import (
     tool_call,
 )
 from turnlog.domain.ids import session_uuid
-from turnlog.store import Store
-from turnlog.verify import verify_all, verify_session
+from turnlog.store.log import Store
+from turnlog.store.verify import verify_all, verify_session
 
 CHILD = Path(__file__).with_name("lease_child.py")
 LEASE = 2.0

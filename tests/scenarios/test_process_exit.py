@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from turnlog import Agent, Message, Runtime, ScriptedModel
-from turnlog.ownership import LEASE_TABLE
-from turnlog.verify import verify_session
+from turnlog.store.ownership import LEASE_TABLE
+from turnlog.store.verify import verify_session
 
 pytestmark = pytest.mark.subprocess
 

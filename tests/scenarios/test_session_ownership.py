@@ -8,7 +8,7 @@ import time
 import pytest
 
 from turnlog import Agent, Runtime, ScriptedModel, SessionBusyError
-from turnlog.ownership import LEASE_SECONDS
+from turnlog.store.ownership import LEASE_SECONDS
 
 
 def agent(*answers: str) -> Agent:

@@ -10,7 +10,7 @@ import pytest
 
 from turnlog import Agent, Runtime, ScriptedModel
 from turnlog.domain.errors import StoreError, StoreURLError
-from turnlog.store import Store
+from turnlog.store.log import Store
 
 
 def _log_with_damaged_events(path: Path) -> None:

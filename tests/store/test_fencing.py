@@ -16,9 +16,9 @@ import pytest
 from turnlog.domain.errors import ConcurrencyConflictError, LeaseLostError
 from turnlog.domain.ids import session_uuid
 from turnlog.domain.session import Session
-from turnlog.fencing import LEASE_TABLE, Fence
-from turnlog.store import Store
-from turnlog.verify import verify_session
+from turnlog.store.fencing import LEASE_TABLE, Fence
+from turnlog.store.log import Store
+from turnlog.store.verify import verify_session
 
 
 def new_session(session_id: str = "s1") -> Session:

@@ -12,10 +12,10 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 
 from turnlog import Runtime
-from turnlog.cli import main
+from turnlog.cli.main import main
 from turnlog.domain.errors import StoreError, StoreURLError
-from turnlog.store import Store
-from turnlog.store_open import parse_store_url
+from turnlog.store.log import Store
+from turnlog.store.opening import parse_store_url
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from turnlog.domain.errors import ConcurrencyConflictError, NotATurnlogStoreErro
 from turnlog.domain.ids import session_uuid, turn_uuid
 from turnlog.domain.session import Session
 from turnlog.domain.turn import Turn
-from turnlog.store import SCHEMA_VERSION, Store
+from turnlog.store.log import SCHEMA_VERSION, Store
 
 
 def new_session(session_id: str = "s1", shared: dict | None = None) -> Session:
@@ -211,7 +211,7 @@ def test_sqlite_commits_wait_for_the_disk(sqlite_url: str) -> None:
 def test_a_session_loaded_from_its_snapshot_equals_one_folded_from_events(
     store: Store,
 ) -> None:
-    from turnlog.store import SNAPSHOT_INTERVAL
+    from turnlog.store.log import SNAPSHOT_INTERVAL
 
     session = new_session(shared={"k": [1, {"n": None}]})
     store.save(session)

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from turnlog.domain.errors import StoreURLError
-from turnlog.store import Store
-from turnlog.store_open import DEFAULT_SQLITE_PATH, parse_store_url
+from turnlog.store.log import Store
+from turnlog.store.opening import DEFAULT_SQLITE_PATH, parse_store_url
 
 
 def test_no_url_means_the_embedded_sqlite_file_under_the_working_dir(

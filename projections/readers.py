@@ -1,0 +1,335 @@
+"""Read models: checkpoints, transcript pages and replay, from the views.
+
+Every read first brings the views up to the log's current end, so a read
+made after the session reported an event sees at least that event.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Concatenate, ParamSpec, TypeVar
+from uuid import UUID
+
+import msgspec
+from eventsourcing.persistence import ConnectionPoolClosedError, Mapper, StoredEvent
+
+from turnlog.domain.context import fold_context, messages_of
+from turnlog.domain.errors import InvalidInputError
+from turnlog.domain.ids import check_session_id
+from turnlog.domain.model import Item
+from turnlog.domain.protocol import Event, replay
+from turnlog.projections.checkpoints import CheckpointProjection, CheckpointState
+from turnlog.projections.executions import Execution, ExecutionProjection
+from turnlog.projections.runner import ProjectionRunner
+from turnlog.projections.transcript import CHUNK, OPEN, TranscriptProjection
+from turnlog.store.transcoder import MsgspecTranscoder
+
+_mapper: Mapper[UUID] = Mapper(transcoder=MsgspecTranscoder())
+_FETCH = 500
+"""Log positions fetched per query when reading a transcript."""
+_execution_decoder = msgspec.json.Decoder(Execution)
+_filed_decoder = msgspec.json.Decoder(list[int])
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _always_open() -> None:
+    """The guard of readers that belong to no runtime: nothing to check."""
+
+
+class _Reader:
+    """A read model of a runtime: refuses reads once the runtime is closed."""
+
+    def __init__(self, check_open: Callable[[], None]) -> None:
+        self._check_open = check_open
+
+
+S = TypeVar("S", bound=_Reader)
+
+
+def _while_open(
+    method: Callable[Concatenate[S, P], R],
+) -> Callable[Concatenate[S, P], R]:
+    """Runs ``method`` only while its runtime is open.
+
+    The check comes first; a close that lands during the read surfaces as
+    the pool's bare ConnectionPoolClosedError, which the guard then turns
+    into the runtime's own error.
+    """
+
+    @functools.wraps(method)
+    def guarded(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        self._check_open()
+        try:
+            return method(self, *args, **kwargs)
+        except ConnectionPoolClosedError:
+            self._check_open()
+            raise
+
+    return guarded
+
+
+class TranscriptItem(msgspec.Struct, frozen=True):
+    """One positioned item of a session's transcript: a stored event."""
+
+    sequence: int
+    topic: str
+    originator_id: str
+    originator_version: int
+    state: bytes
+
+    @property
+    def name(self) -> str:
+        """The event's name, e.g. ``ToolCallFinished``."""
+        return self.topic.removeprefix("turnlog:")
+
+    def event(self) -> Any:
+        """The domain event, decoded (and upcast) as the log would."""
+        return _mapper.to_domain_event(
+            StoredEvent(
+                originator_id=UUID(self.originator_id),
+                originator_version=self.originator_version,
+                topic=self.topic,
+                state=self.state,
+            )
+        )
+
+
+class TranscriptPage(msgspec.Struct, frozen=True):
+    """Items before a position, oldest first, and whether older ones exist."""
+
+    items: tuple[TranscriptItem, ...]
+    has_more: bool
+
+    @property
+    def next_before(self) -> int | None:
+        """The ``before_sequence`` for the next older page, if there is one."""
+        return self.items[0].sequence if self.items and self.has_more else None
+
+
+class Checkpoint(msgspec.Struct, frozen=True):
+    """A session's current state, from the checkpoint and transcript views."""
+
+    session_id: str
+    agent_name: str
+    model_route: str
+    shared_state: dict[str, Any]
+    turn_count: int
+    running_turn: str | None
+    pending_approval: dict[str, Any] | None
+    compaction_count: int
+    context_epoch: int
+    last_context_rewrite: dict[str, Any] | None
+    last_usage: dict[str, int] | None
+    total_usage: dict[str, int]
+    closed: bool
+    updated_sequence: int
+    context: tuple[Item, ...]
+
+    def messages(self) -> list[Any]:
+        """The user and assistant messages of the context."""
+        return messages_of(self.context)
+
+
+def _items(store: Any, positions: list[int]) -> list[TranscriptItem]:
+    """The stored events at ``positions`` (the transcript's index), in order."""
+    items = []
+    for start in range(0, len(positions), _FETCH):
+        chunk = positions[start : start + _FETCH]
+        stored = store.stored_at(chunk)
+        for position in chunk:
+            originator, version, topic, state = stored[position]
+            items.append(
+                TranscriptItem(position, topic, str(originator), version, state)
+            )
+    return items
+
+
+def replay_events(transcript: Iterable[TranscriptItem], session_id: str) -> list[Event]:
+    """The durable EventMsg stream regenerated from transcript items."""
+    return replay(session_id, (item.event() for item in transcript))
+
+
+class Transcripts(_Reader):
+    """``rt.transcript``: pages of each session's positioned items."""
+
+    def __init__(
+        self, runner: ProjectionRunner, check_open: Callable[[], None] = _always_open
+    ) -> None:
+        super().__init__(check_open)
+        self._runner = runner
+
+    @_while_open
+    def page(
+        self,
+        session_id: str,
+        before_sequence: int | None = None,
+        max_batches: int = 100,
+    ) -> TranscriptPage:
+        """Up to ``max_batches`` items before ``before_sequence``, oldest first."""
+        check_session_id(session_id)
+        if not isinstance(max_batches, int) or max_batches < 1:
+            msg = "max_batches must be a positive int"
+            raise InvalidInputError(msg)
+        self._runner.catch_up()
+        positions = self._newest(session_id, before_sequence, max_batches + 1)
+        has_more = len(positions) > max_batches
+        positions = sorted(positions[:max_batches])
+        return TranscriptPage(tuple(_items(self._runner.store, positions)), has_more)
+
+    @_while_open
+    def all(self, session_id: str, from_sequence: int = 0) -> list[TranscriptItem]:
+        """Every item of a session from ``from_sequence`` on, oldest first."""
+        check_session_id(session_id)
+        self._runner.catch_up()
+        tables, view = self._runner.tables, TranscriptProjection.name
+        # The open chunk first, and only filed chunks older than it: a chunk
+        # a writer files between the two reads is then read once, as open.
+        newest = self._open(session_id)
+        bound = newest[0] if newest else None
+        # The filed chunk holding ``from_sequence`` starts at or before it.
+        upto = from_sequence + 1 if bound is None else min(from_sequence + 1, bound)
+        first = tables.range(
+            view, session_id, from_position=1, before=upto, limit=1, newest_first=True
+        )
+        filed = first + tables.range(
+            view, session_id, from_position=from_sequence + 1, before=bound
+        )
+        positions = [
+            position
+            for _, raw in filed
+            for position in _filed_decoder.decode(raw)
+            if position >= from_sequence
+        ]
+        positions.extend(p for p in newest if p >= from_sequence)
+        return _items(self._runner.store, positions)
+
+    def _open(self, session_id: str) -> list[int]:
+        """The positions of the session's open chunk (the newest ones)."""
+        doc = self._runner.tables.get(TranscriptProjection.name, session_id, OPEN)
+        return [] if doc is None else list(doc["positions"])
+
+    def _newest(self, session_id: str, before: int | None, count: int) -> list[int]:
+        """Up to ``count`` of the session's positions before ``before``, newest
+        first."""
+        tables, view = self._runner.tables, TranscriptProjection.name
+        newest = self._open(session_id)
+        positions = [p for p in reversed(newest) if before is None or p < before]
+        if newest and (before is None or before > newest[0]):
+            before = newest[0]  # every filed chunk is older than the open one
+        while len(positions) < count:
+            wanted = (count - len(positions)) // CHUNK + 2
+            chunks = tables.range(
+                view,
+                session_id,
+                from_position=1,
+                before=before,
+                limit=wanted,
+                newest_first=True,
+            )
+            for start, raw in chunks:
+                listed = _filed_decoder.decode(raw)
+                positions.extend(
+                    p for p in reversed(listed) if before is None or p < before
+                )
+                before = start
+            if len(chunks) < wanted:
+                break
+        return positions[:count]
+
+    @_while_open
+    def sessions(self) -> list[str]:
+        """Every session id with a transcript."""
+        self._runner.catch_up()
+        return self._runner.tables.parts(TranscriptProjection.name)
+
+
+class ExecutionPage(msgspec.Struct, frozen=True):
+    """Execution records before a position, oldest first."""
+
+    executions: list[Execution]
+    has_more: bool
+
+
+class Executions(_Reader):
+    """``rt.executions``: one record per turn."""
+
+    def __init__(
+        self, runner: ProjectionRunner, check_open: Callable[[], None] = _always_open
+    ) -> None:
+        super().__init__(check_open)
+        self._runner = runner
+
+    @_while_open
+    def page(
+        self, session_id: str, before_sequence: int | None = None, limit: int = 10
+    ) -> ExecutionPage:
+        """Up to ``limit`` turns started before ``before_sequence``, oldest first."""
+        check_session_id(session_id)
+        if not isinstance(limit, int) or limit < 1:
+            msg = "limit must be a positive int"
+            raise InvalidInputError(msg)
+        self._runner.catch_up()
+        rows = self._runner.tables.range(
+            ExecutionProjection.name,
+            session_id,
+            from_position=1,
+            before=before_sequence,
+            limit=limit + 1,
+            newest_first=True,
+        )
+        has_more = len(rows) > limit
+        records = [_execution_decoder.decode(raw) for _, raw in rows[:limit]]
+        records.reverse()
+        return ExecutionPage(records, has_more)
+
+
+class Checkpoints(_Reader):
+    """``rt.checkpoints``: each session's current state."""
+
+    def __init__(
+        self,
+        runner: ProjectionRunner,
+        transcripts: Transcripts,
+        check_open: Callable[[], None] = _always_open,
+    ) -> None:
+        super().__init__(check_open)
+        self._runner = runner
+        self._transcripts = transcripts
+
+    @_while_open
+    def load(self, session_id: str, *, context: bool = True) -> Checkpoint | None:
+        """The session's checkpoint, or None if the log has no such session.
+
+        ``context=False`` skips rebuilding the model context (it reads the
+        transcript since the last compaction), for callers that want only
+        the small fields: turns, status, usage, pending approval.
+        """
+        check_session_id(session_id)
+        self._runner.catch_up()
+        doc = self._runner.tables.get(CheckpointProjection.name, session_id, 0)
+        if doc is None:
+            return None
+        state = msgspec.convert(doc, CheckpointState)
+        items = (
+            self._transcripts.all(session_id, state.context_start) if context else []
+        )
+        rebuilt = fold_context(item.event() for item in items)
+        fields = msgspec.structs.asdict(state)
+        del fields["context_start"]
+        del fields["running_turn_start"]
+        return Checkpoint(**fields, context=tuple(rebuilt))
+
+
+def replay_session(transcripts: Transcripts, session_id: str) -> list[Event]:
+    """``rt.replay_events``: a session's durable EventMsg stream from the log."""
+    check_session_id(session_id)
+    return replay_events(transcripts.all(session_id), session_id)
+
+
+def items_of(pages: Sequence[TranscriptPage]) -> list[TranscriptItem]:
+    """The items of several pages, oldest first (pages in any order)."""
+    items = [item for page in pages for item in page.items]
+    return sorted(items, key=lambda item: item.sequence)

@@ -1,0 +1,360 @@
+"""The runner that keeps every view following the log, exactly once.
+
+A view's rows and its tracking position are written in one transaction
+(:mod:`turnlog.projections.tables`), and the tracking row is advanced only from
+the position and generation this runner read (a compare-and-set), so two
+processes following the same database never fold an event twice: the
+loser rolls back and re-reads.
+
+Reads call :meth:`ProjectionRunner.catch_up` first, so a read made after a
+session reported an event sees at least that event (read-your-writes).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+from eventsourcing.persistence import Notification
+
+from turnlog.domain.errors import ReplayError, StoreError
+from turnlog.projections.rows import Projection, session_of
+from turnlog.projections.tables import TrackingMovedError, ViewTables
+from turnlog.store.log import Store
+
+logger = logging.getLogger(__name__)
+
+BATCH_SIZE = 1000
+CACHE_LIMIT = 20_000
+"""Documents a runner keeps per view between batches; past it, only the
+documents the last batch wrote stay (a session's checkpoint, its running
+turn: the ones the next batch is likely to read again)."""
+FOLLOW_INTERVAL = 0.2
+"""Seconds the live follower gathers new events before committing them."""
+
+
+class _PoisonError(Exception):
+    """An entry a view cannot fold (or the log cannot decode)."""
+
+    def __init__(
+        self, index: int, notification: Notification, view: str, error: Exception
+    ) -> None:
+        super().__init__(index)
+        self.index = index
+        self.position = notification.id
+        self.topic = notification.topic
+        self.view = view
+        self.error = error
+
+
+_MISSING = object()
+
+
+class _Unit:
+    """The documents one batch of one view reads and writes.
+
+    Documents read are kept in ``cache`` (shared by the runner across
+    batches, misses included): a fold reads the same few documents again and
+    again (a session's checkpoint, its running execution), and each read is
+    a query. A fold may keep a document as a msgspec Struct in the cache and
+    mutate it; it is encoded only when the batch commits.
+    """
+
+    def __init__(
+        self,
+        tables: ViewTables,
+        view: str,
+        cache: dict[tuple[str, int], Any],
+        complete: bool,
+    ) -> None:
+        self.tables = tables
+        self.view = view
+        self.cache = cache
+        self.complete = complete
+        self.dirty: set[tuple[str, int]] = set()
+
+    def get(self, part: str, position: int) -> Any:
+        key = (part, position)
+        doc = self.cache.get(key, _MISSING)
+        if doc is not _MISSING:
+            return doc
+        # A view this runner built from empty, whose cache was never
+        # dropped, holds nothing the cache does not: no query needed.
+        doc = None if self.complete else self.tables.get(self.view, part, position)
+        self.cache[key] = doc
+        return doc
+
+    def put(self, part: str, position: int, doc: Any) -> None:
+        key = (part, position)
+        self.cache[key] = doc
+        self.dirty.add(key)
+
+    @property
+    def writes(self) -> dict[tuple[str, int], Any]:
+        return {key: self.cache[key] for key in self.dirty}
+
+
+class ProjectionRunner:
+    """Folds new log entries into every view, exactly once.
+
+    ``catch_up`` is safe to call from any thread; a background follower
+    thread (``start``) calls it whenever this process saves.
+    """
+
+    def __init__(self, store: Store, projections: Sequence[Projection]) -> None:
+        self.store = store
+        self.tables = ViewTables(store)
+        self.projections = list(projections)
+        self._lock = threading.Lock()
+        self._positions: dict[str, int] = {}
+        self._generations: dict[str, int] = {}
+        self._caches: dict[str, dict[tuple[str, int], Any]] = {
+            projection.name: {} for projection in projections
+        }
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.follow_interval = FOLLOW_INTERVAL
+        self.batch_size = BATCH_SIZE
+        """Log entries folded per transaction."""
+        self.failure: ReplayError | None = None
+        self._complete: set[str] = set()
+        for projection in self.projections:
+            self._positions[projection.name] = self._load_position(projection)
+            if self._positions[projection.name] == 0:
+                self._complete.add(projection.name)
+
+    def _load_position(self, projection: Projection) -> int:
+        tracking = self.tables.tracking_row(projection.name)
+        if tracking is None or tracking.version != projection.version:
+            generation = self.tables.reset(projection.name, projection.version)
+            self._generations[projection.name] = generation
+            return 0
+        self._generations[projection.name] = tracking.generation
+        return tracking.position
+
+    def position(self, name: str) -> int:
+        """The last log position folded into view ``name``."""
+        return self._positions[name]
+
+    def catch_up(self, until: int | None = None) -> int:
+        """Folds what the log holds now (up to ``until``); returns the position.
+
+        Each batch of up to ``batch_size`` entries is one transaction for
+        every view, so an interrupted catch-up resumes after the last committed batch.
+        """
+        if self.failure is not None:
+            raise self.failure
+        with self._lock:
+            while True:
+                try:
+                    return self._catch_up_locked(until)
+                except TrackingMovedError:
+                    # Another follower wrote these views: nothing cached holds.
+                    self._forget()
+                    for projection in self.projections:
+                        self._positions[projection.name] = self._load_position(
+                            projection
+                        )
+
+    def _catch_up_locked(self, until: int | None) -> int:
+        # Stop at the end the log had when we began: chasing a busy writer
+        # would commit a trickle of tiny batches, each taking the write lock.
+        end = self.store.max_position() if until is None else until
+        start = min(self._positions.values(), default=0) + 1
+        while True:
+            limit = min(self.batch_size, end - start + 1)
+            batch = self.store.notifications(start, limit) if limit > 0 else []
+            if not batch:
+                return start - 1
+            try:
+                units = self._fold(batch)
+            except _PoisonError as poison:
+                self._stop_at(batch, poison)
+            self._commit(batch, units)
+            start = batch[-1].id + 1
+
+    def _stop_at(self, batch: Sequence[Notification], poison: _PoisonError) -> NoReturn:
+        """Commits what came before the poison entry, then stops at it."""
+        while True:
+            self._forget()  # the failed fold left half-changed documents
+            if not poison.index:
+                break
+            before = batch[: poison.index]
+            try:
+                self._commit(before, self._fold(before))
+                break
+            except _PoisonError as earlier:
+                # An entry before an undecodable one that no view can fold.
+                poison = earlier
+        self._fail(poison.position, poison.topic, poison.view, poison.error)
+
+    def _fold(self, batch: Sequence[Notification]) -> dict[str, _Unit]:
+        """Folds ``batch`` into fresh units; raises _PoisonError at a bad entry.
+
+        Each entry is decoded once for every view, and each view gets the
+        batch session by session (its runs of entries of its classes). If
+        a fold raises, the batch is folded again entry by entry, in log
+        order, to name the entry it cannot fold.
+        """
+        sessions: dict[str, list[tuple[int, Any]]] = {}
+        for index, notification in enumerate(batch):
+            try:
+                event = self.store.decode(notification)
+            except Exception as error:
+                raise _PoisonError(index, notification, "decode", error) from error
+            session_id = session_of(event)
+            if session_id is None:
+                continue
+            run = sessions.get(session_id)
+            if run is None:
+                run = sessions[session_id] = []
+            run.append((notification.id, event))
+        try:
+            return self._fold_runs(list(sessions.items()))
+        except Exception:  # noqa: BLE001 - found again, and named, below
+            self._forget()  # the failed fold left half-changed documents
+        return self._fold_entry_by_entry(batch, sessions)
+
+    def _fold_entry_by_entry(
+        self,
+        batch: Sequence[Notification],
+        sessions: dict[str, list[tuple[int, Any]]],
+    ) -> dict[str, _Unit]:
+        """Folds in log order, one entry at a time; raises _PoisonError naming
+        the first entry, and the view, whose fold fails."""
+        units = self._units()
+        index_of = {notification.id: index for index, notification in enumerate(batch)}
+        in_log_order = sorted(
+            (position, session_id, event)
+            for session_id, run in sessions.items()
+            for position, event in run
+        )
+        for position, session_id, event in in_log_order:
+            for projection in self.projections:
+                unit = units[projection.name]
+                try:
+                    self._fold_run(projection, unit, session_id, [(position, event)])
+                except Exception as error:
+                    index = index_of[position]
+                    raise _PoisonError(
+                        index, batch[index], projection.name, error
+                    ) from error
+        return units
+
+    def _units(self) -> dict[str, _Unit]:
+        return {
+            p.name: _Unit(
+                self.tables, p.name, self._caches[p.name], p.name in self._complete
+            )
+            for p in self.projections
+        }
+
+    def _fold_runs(
+        self, runs: list[tuple[str, list[tuple[int, Any]]]]
+    ) -> dict[str, _Unit]:
+        units = self._units()
+        for projection in self.projections:
+            unit = units[projection.name]
+            for session_id, run in runs:
+                self._fold_run(projection, unit, session_id, run)
+        return units
+
+    def _fold_run(
+        self,
+        projection: Projection,
+        unit: _Unit,
+        session_id: str,
+        run: list[tuple[int, Any]],
+    ) -> None:
+        """Hands ``projection`` the entries of ``run`` it has not folded yet."""
+        folded, handles = self._positions[projection.name], projection.handles
+        if handles is not None or run[0][0] <= folded:
+            run = [
+                (position, event)
+                for position, event in run
+                if position > folded and (handles is None or type(event) in handles)
+            ]
+        if run:
+            projection.fold(unit, session_id, run)
+
+    def _commit(self, batch: Sequence[Notification], units: dict[str, _Unit]) -> None:
+        last = batch[-1].id
+        behind = [p.name for p in self.projections if self._positions[p.name] < last]
+        if not behind:
+            return
+        advances = [
+            (
+                name,
+                units[name].writes,
+                self._positions[name],
+                last,
+                self._generations[name],
+            )
+            for name in behind
+        ]
+        try:
+            self.tables.commit(advances)
+        except BaseException:
+            self._forget()  # the caches may hold what was not written
+            raise
+        for name in behind:
+            self._positions[name] = last
+            cache = self._caches[name]
+            if len(cache) > CACHE_LIMIT:
+                hot = {key: cache[key] for key in units[name].dirty}
+                cache.clear()
+                cache.update(hot)
+                # What was dropped is in the table now: misses must query it.
+                self._complete.discard(name)
+
+    def _forget(self) -> None:
+        for cache in self._caches.values():
+            cache.clear()
+        self._complete.clear()
+
+    def _fail(self, position: int, topic: str, view: str, error: Exception) -> NoReturn:
+        failure = ReplayError(
+            f"view {view!r} cannot fold log entry {position} ({topic}): {error}"
+        )
+        self.failure = failure
+        raise failure from error
+
+    # -- the live follower ------------------------------------------------------
+
+    def notify(self, *_: object) -> None:
+        """Wakes the follower (called after every save in this process)."""
+        self._wake.set()
+
+    def start(self) -> None:
+        """Starts the background follower thread."""
+        self._thread = threading.Thread(
+            target=self._follow, name="turnlog-projections", daemon=True
+        )
+        self._thread.start()
+
+    def _follow(self) -> None:
+        while not self._stopping.is_set():
+            self._wake.wait()
+            self._wake.clear()
+            if self._stopping.is_set():
+                return
+            try:
+                self.catch_up()
+            except (ReplayError, StoreError):
+                logger.exception("projection follower stopped")
+                return
+            # Views commit in batches: on SQLite every commit waits for the
+            # disk and holds the one write lock the sessions need, so the
+            # follower gathers what arrives for a moment. Reads never wait
+            # for it: they catch up themselves.
+            self._stopping.wait(self.follow_interval)
+
+    def stop(self) -> None:
+        """Stops the follower after its current batch."""
+        self._stopping.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)

@@ -1,0 +1,253 @@
+"""The ``turnlog`` command line's arguments (see turnlog.cli.main for the commands)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import math
+from pathlib import Path
+
+from turnlog import __version__
+from turnlog.domain.errors import UsageError
+from turnlog.projections.rebuild import REBUILD_BATCH
+
+STORE_ENV = "TURNLOG_STORE"
+"""Environment variable naming the log when ``--store`` is not given."""
+
+FOLLOW_INTERVAL = 0.5
+"""Seconds ``turnlog project --follow`` waits between looks at the log."""
+
+
+def _positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        msg = f"{text!r} is not a whole number above 0"
+        raise argparse.ArgumentTypeError(msg)
+    return int(text)
+
+
+def _positive_float(text: str) -> float:
+    with contextlib.suppress(ValueError):
+        if 0 < (value := float(text)) < math.inf:  # refuses nan too
+            return value
+    msg = f"{text!r} is not a number of seconds above 0"
+    raise argparse.ArgumentTypeError(msg)
+
+
+def check_audit_args(args: argparse.Namespace) -> None:
+    """Refuses a combination of ``turnlog audit`` options that means nothing.
+
+    Raises:
+        UsageError: naming the combination that works.
+    """
+    if args.head and (args.verify or args.all):
+        msg = "--head prints one session's anchor: turnlog audit --head SESSION"
+        raise UsageError(msg)
+    if args.against is not None and (not args.verify or args.all):
+        msg = "--against works with --verify SESSION"
+        raise UsageError(msg)
+    if args.all and not args.verify:
+        msg = "--all works with --verify: turnlog audit --verify --all"
+        raise UsageError(msg)
+    if args.all == (args.session is not None):
+        msg = "give a SESSION, or --verify --all"
+        raise UsageError(msg)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``turnlog`` and its subcommands."""
+    parser = argparse.ArgumentParser(
+        prog="turnlog",
+        description="An agent runtime for LLM sessions on an event-sourced log.",
+    )
+    parser.add_argument(
+        "--store",
+        metavar="URL",
+        help=(
+            "the log: sqlite:///relative/path, sqlite:////absolute/path, "
+            f"memory:// or postgresql://...; default: ${STORE_ENV}, else "
+            ".turnlog/turnlog.sqlite3 under the working directory"
+        ),
+    )
+    parser.add_argument("--version", action="version", version=f"turnlog {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands.required = True
+
+    demo = commands.add_parser(
+        "demo",
+        help="run an offline scripted session (start here)",
+        description=(
+            "Runs a scripted agent (no network, no API key) that answers one "
+            "question with one tool call, and records it in the log."
+        ),
+    )
+    demo.add_argument(
+        "--session",
+        metavar="ID",
+        help="the session to run in (default: a new demo-... session)",
+    )
+
+    run = commands.add_parser(
+        "run",
+        help="talk to a model in an interactive session",
+        description=(
+            "An interactive session against an OpenAI-compatible endpoint, "
+            "configured by TURNLOG_MODEL, OPENAI_API_KEY, OPENAI_BASE_URL and "
+            "TURNLOG_API, or by routes in turnlog.toml. Answers stream as they "
+            "arrive; Ctrl-C stops a running turn, and Ctrl-C twice (or Ctrl-D "
+            "at the prompt) quits."
+        ),
+    )
+    run.add_argument(
+        "--config",
+        metavar="FILE",
+        type=Path,
+        help=(
+            "the route file, trusted (default: $TURNLOG_CONFIG, else "
+            "~/.config/turnlog/turnlog.toml, then a turnlog.toml here, which "
+            "may not set base_url or api_key_env)"
+        ),
+    )
+    run.add_argument(
+        "--session",
+        metavar="ID",
+        help="the session to continue (or create); default: a new session",
+    )
+    run.add_argument(
+        "--model",
+        metavar="ROUTE",
+        help="the model route to use (default: the configured default route)",
+    )
+    run.add_argument(
+        "--tools",
+        action="store_true",
+        help=(
+            "let the model list, read and write files under the working "
+            "directory (writing asks for approval)"
+        ),
+    )
+    run.add_argument(
+        "--approval",
+        choices=("ask", "allow", "deny"),
+        default="ask",
+        help="tools that need approval: ask (default), allow or deny them",
+    )
+
+    commands.add_parser(
+        "sessions",
+        help="list the sessions in the log",
+        description=(
+            "One line per session: id, turns, status (running, idle or closed) "
+            "and the time of its last event. A turn cut off by a crash shows "
+            "as running until the session is opened again."
+        ),
+    )
+
+    audit = commands.add_parser(
+        "audit",
+        help="show a session's timeline, or verify its hash chain",
+        description=(
+            "One line per stored event of the session, oldest first. With "
+            "--verify, checks the session's hash chain from the raw log "
+            "instead, and that it reaches the head the sessions view recorded, "
+            "and names the first event that does not fit (exit 1). With "
+            "--head, prints the chain's head as an anchor to keep elsewhere: "
+            "--verify --against ANCHOR then shows that nothing up to it was "
+            "removed or replaced."
+        ),
+    )
+    audit.add_argument("session", metavar="SESSION", nargs="?", help="the session id")
+    audit.add_argument(
+        "--json",
+        action="store_true",
+        help=(
+            "print one JSON object per event (sequence, session_seq, time, "
+            "event, data), per verdict with --verify, or the anchor with --head"
+        ),
+    )
+    audit.add_argument("--verify", action="store_true", help="check the hash chain")
+    audit.add_argument("--all", action="store_true", help="--verify every session")
+    audit.add_argument(
+        "--head",
+        action="store_true",
+        help="print the session's verified chain head: SESSION seq=N sha256=HEX",
+    )
+    audit.add_argument(
+        "--against",
+        metavar="ANCHOR",
+        help=(
+            "with --verify SESSION: an anchor --head printed (or N:HEX, or the "
+            "HEX alone) that the chain must still hold"
+        ),
+    )
+
+    replay = commands.add_parser(
+        "replay",
+        help="print a session's EventMsg stream, regenerated from the log",
+        description="One JSON object per durable EventMsg of the session, in order.",
+    )
+    replay.add_argument("session", metavar="SESSION", help="the session id")
+
+    export = commands.add_parser(
+        "export",
+        help="write a session's stored events as JSON lines",
+        description=(
+            "One JSON object per stored event of the session (originator_id, "
+            "originator_version, topic, state), in log order; `turnlog import` "
+            "reads it into another log."
+        ),
+    )
+    export.add_argument("session", metavar="SESSION", help="the session id")
+    export.add_argument("-o", "--output", metavar="FILE", help="default: stdout")
+
+    import_ = commands.add_parser(
+        "import",
+        help="add sessions exported from another log",
+        description=(
+            "Reads the output of `turnlog export` and writes its events "
+            "verbatim, all in one transaction. A file that is not an export, "
+            "a session that does not verify or one already in the log is "
+            "refused, and nothing is written."
+        ),
+    )
+    import_.add_argument("file", metavar="FILE", help="the export, or - for stdin")
+
+    rebuild_ = commands.add_parser(
+        "rebuild",
+        help="rebuild views from the log, offline",
+        description=(
+            "Rebuilds each view beside the one serving and swaps it in when "
+            "done. Interrupted, it resumes where it stopped when run again. "
+            "With --verify, compares instead of swapping and prints every "
+            "difference (exit 1 if there is one)."
+        ),
+    )
+    rebuild_.add_argument("views", metavar="VIEW", nargs="*", help="default: all")
+    rebuild_.add_argument(
+        "--verify", action="store_true", help="compare with the live views only"
+    )
+    rebuild_.add_argument(
+        "--batch",
+        metavar="N",
+        type=_positive_int,
+        default=REBUILD_BATCH,
+        help=f"log entries per transaction (default: {REBUILD_BATCH})",
+    )
+
+    project = commands.add_parser(
+        "project",
+        help="bring the views up to date with the log (or keep them so)",
+        description=(
+            "Folds what the log holds into every view, once; with --follow, "
+            "keeps doing so as the log grows, until Ctrl-C. Runs beside the "
+            "processes that write sessions."
+        ),
+    )
+    project.add_argument("--follow", action="store_true", help="until Ctrl-C")
+    project.add_argument(
+        "--interval",
+        metavar="SECONDS",
+        type=_positive_float,
+        default=FOLLOW_INTERVAL,
+        help=f"with --follow: seconds between looks (default: {FOLLOW_INTERVAL:g})",
+    )
+    return parser

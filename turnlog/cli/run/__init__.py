@@ -1,0 +1,1 @@
+"""``turnlog run``: an interactive terminal session against a real model."""

@@ -1,0 +1,126 @@
+"""The PostgreSQL recorder that fences saves (see turnlog.store.fencing).
+
+Kept apart from the SQLite one so that only PostgreSQL users load psycopg.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from eventsourcing.persistence import DataError, IntegrityError, StoredEvent
+from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
+from psycopg import Cursor
+from psycopg.errors import InvalidTextRepresentation
+from psycopg.rows import DictRow
+from psycopg.sql import SQL, Identifier
+
+from turnlog.store.fencing import LEASE_TABLE, Fence, lease_lost
+
+_REFUSED = "turnlog fence: lease lost"
+"""The text the fence statement fails to cast when the lease is gone."""
+
+
+class FencedPostgresRecorder(PostgresApplicationRecorder):
+    """The PostgreSQL recorder, refusing a save whose fence no longer holds."""
+
+    def __init__(
+        self, datastore: PostgresDatastore, *, events_table_name: str = "stored_events"
+    ):
+        super().__init__(datastore, events_table_name=events_table_name)
+        self.lease_table = SQL("{0}.{1}").format(
+            Identifier(datastore.schema), Identifier(LEASE_TABLE)
+        )
+        # Runs in the insert's pipeline after the insert, under the events
+        # table's lock, so it reads the lease as committed by then; a
+        # takeover locks that table too (lock_out_saves), so it cannot commit
+        # between this check and the save's commit. A lost lease fails the
+        # cast, aborting the transaction without a round trip of its own.
+        self.fence_statement = SQL(
+            "SELECT CAST(CASE WHEN count(*) = 1 THEN '1' ELSE %s END AS integer) "
+            "FROM {0} WHERE session_id = %s AND owner = %s AND epoch = %s"
+        ).format(self.lease_table)
+        self.holds_statement = SQL(
+            "SELECT 1 FROM {0} WHERE session_id = %s AND owner = %s AND epoch = %s"
+        ).format(self.lease_table)
+        self.lock_out_saves_statement = SQL("LOCK TABLE {0}.{1} IN SHARE MODE").format(
+            Identifier(datastore.schema), Identifier(self.events_table_name)
+        )
+
+    def insert_events(
+        self, stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> Sequence[int] | None:
+        fence: Fence | None = kwargs.get("fence")
+        try:
+            ids: Sequence[int] | None = super().insert_events(stored_events, **kwargs)
+        except DataError as error:
+            cause = error.__cause__
+            if (
+                fence is not None
+                and isinstance(cause, InvalidTextRepresentation)
+                and _REFUSED in str(cause)
+            ):
+                raise lease_lost(fence) from None
+            raise
+        except IntegrityError:
+            # The insert clashed before the fence was read: with whom?
+            if fence is not None and not self._holds(fence):
+                raise lease_lost(fence) from None
+            raise
+        return ids
+
+    def _holds(self, fence: Fence) -> bool:
+        with self.datastore.transaction(commit=False) as curs:
+            curs.execute(self.holds_statement, fence)
+            return curs.fetchone() is not None
+
+    def _insert_stored_events(
+        self,
+        curs: Cursor[DictRow],
+        stored_events: Sequence[StoredEvent],
+        *,
+        fence: Fence | None = None,
+        **kwargs: Any,
+    ) -> None:
+        # Not the _insert_events seam: that runs before the table lock, and
+        # the fence must be read under it (see __init__).
+        super()._insert_stored_events(curs, stored_events, **kwargs)
+        if fence is not None:
+            # Another cursor: eventsourcing fetches the new ids from ``curs``.
+            with curs.connection.cursor() as fence_cursor:
+                fence_cursor.execute(
+                    self.fence_statement, (_REFUSED, *fence), prepare=True
+                )
+
+    def lock_out_saves(self, cursor: Cursor[DictRow]) -> None:
+        """Waits for saves in flight and holds off new ones until commit.
+
+        For a takeover of a lease: a save checks its fence under the events
+        table's lock, which this one conflicts with.
+        """
+        cursor.execute(self.lock_out_saves_statement)
+
+    def create_lease_table(self) -> None:
+        """Creates the lease table, or adds the epoch column to an older one."""
+        with self.datastore.transaction(commit=True) as curs:
+            curs.execute(
+                SQL(
+                    "CREATE TABLE IF NOT EXISTS {0} (session_id TEXT PRIMARY KEY, "
+                    "owner TEXT NOT NULL, renewed DOUBLE PRECISION NOT NULL, "
+                    "epoch BIGINT NOT NULL DEFAULT 0)"
+                ).format(self.lease_table)
+            )
+            # ALTER TABLE locks the table even when there is nothing to do,
+            # and would stall every save of the log: only when needed.
+            curs.execute(
+                "SELECT 1 FROM information_schema.columns WHERE table_schema = %s"
+                " AND table_name = %s AND column_name = 'epoch'",
+                (self.datastore.schema, LEASE_TABLE),
+            )
+            if curs.fetchone() is None:
+                curs.execute(
+                    SQL(
+                        "ALTER TABLE {0} ADD COLUMN IF NOT EXISTS "
+                        "epoch BIGINT NOT NULL DEFAULT 0"
+                    ).format(self.lease_table)
+                )

@@ -1,0 +1,569 @@
+"""The event store: an eventsourcing Application chosen by one URL.
+
+=========================  ===============================================
+URL                        backend
+=========================  ===============================================
+(none)                     SQLite file ``.turnlog/turnlog.sqlite3`` under
+                           the working directory (the embedded default)
+``sqlite:///rel/path``     SQLite file, relative path (SQLAlchemy style)
+``sqlite:////abs/path``    SQLite file, absolute path
+``memory://``              SQLite in memory, private to this Store (tests)
+``postgresql://u@h:p/db``  PostgreSQL; ``?schema=NAME`` picks a schema
+=========================  ===============================================
+
+The store marks its database with a ``turnlog_meta`` table holding the
+schema version, so that a database of something else, or one written by a
+newer turnlog, is refused with a clear error before anything is written.
+
+Hostile conditions get one clear error (a StoreError) naming the log: a
+damaged SQLite file ("the log at PATH is damaged: ..."), a log this
+process may not write (``Store(url, read_only=True)`` reads it without
+writing a byte), and a PostgreSQL server that cannot be reached or refuses
+the user or database (its own reason, at once, not a pool timeout).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sqlite3
+import threading
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from eventsourcing.application import AggregateNotFoundError, Application
+from eventsourcing.persistence import (
+    IntegrityError,
+    Mapper,
+    Notification,
+    PersistenceError,
+    Recording,
+    StoredEvent,
+    Transcoder,
+)
+from eventsourcing.utils import (
+    Environment,
+    EnvType,
+    TopicError,
+    get_topic,
+    resolve_topic,
+)
+
+from turnlog.domain.chain import CHAIN_FIELD, SEQ_FIELD, ChainHead, canonical, link
+from turnlog.domain.errors import (
+    ConcurrencyConflictError,
+    LeaseLostError,
+    NotATurnlogStoreError,
+    ReplayError,
+    StoreError,
+    StoreURLError,
+)
+from turnlog.domain.events import in_decision_order
+from turnlog.domain.ids import session_uuid, turn_uuid
+from turnlog.domain.session import Session, SessionSnapshot
+from turnlog.store.fencing import Fence, lease_lost
+from turnlog.store.opening import (
+    META_TABLE,
+    as_store_error,
+    describe_url,
+    is_sqlite_file,
+    memory_copy,
+    parse_store_url,
+    prepare_postgres_schema,
+    prepare_sqlite_file,
+)
+from turnlog.store.transcoder import MsgspecTranscoder
+
+logger = logging.getLogger(__name__)
+
+_raw_decoder = msgspec.json.Decoder(dict[str, Any])
+
+SNAPSHOT_INTERVAL = 100
+"""A Session is snapshotted every this many of its events."""
+
+SCHEMA_VERSION = 2
+"""Version of turnlog's storage layout; raised with every breaking change.
+
+2: view documents keyed by generation (``turnlog_view_docs``). A store of
+version 1 is marked 2 when opened (its views are rebuilt from the log the
+first time they are followed), so an older turnlog then refuses it rather
+than serving the views it can no longer see as complete.
+"""
+
+# Recorders that fence saves (turnlog.store.fencing), named by topic so that only
+# PostgreSQL users import psycopg.
+_FENCED_RECORDERS = {
+    "eventsourcing.sqlite": "turnlog.store.fencing:FencedSQLiteRecorder",
+    "eventsourcing.postgres": "turnlog.store.fencing_postgres:FencedPostgresRecorder",
+}
+
+
+class _GuardedMapper(Mapper[uuid.UUID]):
+    """The eventsourcing mapper, refusing events this turnlog cannot read.
+
+    An event written by a newer turnlog (an unknown event class, or a
+    ``class_version`` above the one this code knows) is refused with a
+    clear ReplayError instead of being loaded half-understood.
+    """
+
+    def to_domain_event(self, stored_event: StoredEvent) -> Any:
+        try:
+            cls = resolve_topic(stored_event.topic)
+        except TopicError:
+            msg = (
+                f"unknown event {stored_event.topic!r} (aggregate "
+                f"{stored_event.originator_id}, version "
+                f"{stored_event.originator_version}): written by a newer turnlog?"
+            )
+            raise ReplayError(msg) from None
+        if b'"class_version":' in stored_event.state:
+            stored = _raw_decoder.decode(stored_event.state).get("class_version", 1)
+            known = getattr(cls, "class_version", 1)
+            if isinstance(stored, int) and stored > known:
+                msg = (
+                    f"event {stored_event.topic!r} (aggregate "
+                    f"{stored_event.originator_id}, version "
+                    f"{stored_event.originator_version}) has class version "
+                    f"{stored}; this turnlog reads up to {known}: upgrade turnlog"
+                )
+                raise ReplayError(msg)
+        return super().to_domain_event(stored_event)
+
+
+class _TurnlogApplication(Application[uuid.UUID]):
+    """The eventsourcing application behind a Store."""
+
+    name = "turnlog"
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.listeners: list[Callable[[Sequence[Recording[uuid.UUID]]], None]] = []
+        super().__init__(env)
+
+    def construct_env(self, name: str, env: EnvType | None = None) -> Environment:
+        # Only what the store URL says: eventsourcing would also read the
+        # process environment, where an unrelated CIPHER_TOPIC or
+        # CREATE_TABLE could silently change how the log is written.
+        values = dict(env or {})
+        module = values.get("PERSISTENCE_MODULE", "")
+        if module in _FENCED_RECORDERS:
+            values.setdefault("APPLICATION_RECORDER_TOPIC", _FENCED_RECORDERS[module])
+        return Environment(name, values)
+
+    def construct_transcoder(self) -> Transcoder:
+        return MsgspecTranscoder()
+
+    def construct_mapper(self) -> Mapper[uuid.UUID]:
+        return _GuardedMapper(transcoder=self.construct_transcoder())
+
+
+class Store:
+    """The log: saves aggregates atomically, reads events and notifications.
+
+    Thread-safe; one Store is shared by all actors of a Runtime.
+    """
+
+    def __init__(self, url: str | None = None, *, read_only: bool = False) -> None:
+        """Opens the log ``url`` names (see the module docstring).
+
+        Args:
+            url: the store URL; None for the embedded default.
+            read_only: read an SQLite log without writing to it (for a log
+                this process may not write): the file is copied into
+                memory once, so views can still catch up, in memory only.
+
+        Raises:
+            StoreURLError: a malformed URL.
+            NotATurnlogStoreError: a database that is not a turnlog log.
+            StoreError: a log that is damaged, may not be written (opened
+                without ``read_only``), or cannot be reached.
+        """
+        self.url = url
+        env = parse_store_url(url)
+        env["IS_SNAPSHOTTING_ENABLED"] = "y"
+        self.is_postgres = env["PERSISTENCE_MODULE"].endswith("postgres")
+        self.location = describe_url(url, env)
+        self.read_only = read_only
+        self._snapshot: sqlite3.Connection | None = None
+        if read_only and not is_sqlite_file(env):
+            msg = f"only an SQLite log file can be opened read-only, not {url!r}"
+            raise StoreURLError(msg)
+        try:
+            if self.is_postgres:
+                prepare_postgres_schema(env, self.location)
+            else:
+                prepare_sqlite_file(env["SQLITE_DBNAME"], read_only=read_only)
+            if read_only:
+                self._snapshot, env["SQLITE_DBNAME"] = memory_copy(
+                    Path(env["SQLITE_DBNAME"])
+                )
+            self._app = _TurnlogApplication(env)
+            self._check_meta()
+        except (PersistenceError, sqlite3.Error, OSError, ImportError) as error:
+            if self._snapshot is not None:
+                self._snapshot.close()
+            raise _as_store_error(error, self.location) from error
+        self._closed = False
+        self._close_lock = threading.Lock()
+        self._heads: dict[str, ChainHead] = {}
+        self._fences: dict[str, Fence] = {}
+        self._lost: set[str] = set()
+
+    # -- what the views need ------------------------------------------------
+
+    @property
+    def datastore(self) -> Any:
+        """The eventsourcing datastore (connection pool) of the log."""
+        return self._app.recorder.datastore  # type: ignore[attr-defined]
+
+    @property
+    def events_table(self) -> str:
+        """The (schema-qualified) name of the stored events table."""
+        recorder: Any = self._app.recorder
+        name: str = recorder.events_table_name
+        if self.is_postgres:
+            return f"{self.datastore.schema}.{name}"
+        return name
+
+    def add_listener(
+        self, listener: Callable[[Sequence[Recording[uuid.UUID]]], None]
+    ) -> None:
+        """Calls ``listener`` after every save in this process."""
+        self._app.listeners.append(listener)
+
+    # -- writing --------------------------------------------------------------
+
+    def save(self, *aggregates: Any) -> list[Recording[uuid.UUID]]:
+        """Saves the pending events of ``aggregates`` in one transaction.
+
+        Raises ConcurrencyConflictError if another writer got there first,
+        and LeaseLostError if the session is fenced (see :meth:`fence`) and
+        its lease has passed to another process; in either case nothing of
+        this save is recorded.
+        """
+        events = in_decision_order(aggregates)
+        session_id = events[0].session_id if events else None
+        fence = self._fences.get(session_id) if session_id else None
+        if fence is not None and session_id in self._lost:
+            raise lease_lost(fence)
+        head = self._chain(events)
+        try:
+            # EventStore.put, not Application.save: the latter checks every
+            # event against runtime Protocols, a quarter of a save's time.
+            recordings = self._app.events.put(events, fence=fence)
+        except LeaseLostError:
+            self._forget(session_id)
+            self._lost.add(str(session_id))
+            raise
+        except IntegrityError as error:
+            self._forget(session_id)
+            msg = f"another writer appended to the same aggregate first: {error}"
+            raise ConcurrencyConflictError(msg) from error
+        except PersistenceError as error:
+            self._forget(session_id)
+            raise _as_store_error(error, self.location) from error
+        if head is not None:
+            self._heads[events[0].session_id] = head
+        self._snapshot_sessions(aggregates, events)
+        for listener in self._app.listeners:
+            listener(recordings)
+        return recordings
+
+    def _forget(self, session_id: str | None) -> None:
+        """Drops what is cached of a session whose save failed.
+
+        Another writer may have appended to it: the chain head is read from
+        the log again on the next save.
+        """
+        if session_id is not None:
+            self._heads.pop(session_id, None)
+
+    # -- fencing (see turnlog.store.fencing) -------------------------------------------
+
+    def prepare_leases(self) -> None:
+        """Creates the lease table (and upgrades an older one); idempotent."""
+        try:
+            self._app.recorder.create_lease_table()  # type: ignore[attr-defined]
+        except PersistenceError as error:
+            raise _as_store_error(error, self.location) from error
+
+    def fence(self, fence: Fence) -> None:
+        """Fences every later save of ``fence.session_id`` with ``fence``.
+
+        Such a save commits only if the lease row still names this owner and
+        epoch, checked in the insert's own transaction.
+        """
+        self._heads.pop(fence.session_id, None)
+        self._fences[fence.session_id] = fence
+        self._lost.discard(fence.session_id)
+
+    def lock_out_saves(self, cursor: Any) -> None:
+        """In a transaction that moves a lease: no fenced save commits across it."""
+        self._app.recorder.lock_out_saves(cursor)  # type: ignore[attr-defined]
+
+    def refusal(self, session_id: str) -> LeaseLostError | None:
+        """The error every save of ``session_id`` gets here, if its lease is lost."""
+        fence = self._fences.get(session_id)
+        return lease_lost(fence) if fence and session_id in self._lost else None
+
+    def lose_fence(self, session_id: str) -> None:
+        """Refuses every later save of ``session_id`` here, at once.
+
+        For a lease found lost outside a save (its renewal matched no row):
+        the log would refuse those saves anyway.
+        """
+        if session_id in self._fences:
+            self._lost.add(session_id)
+            self._heads.pop(session_id, None)
+
+    def _chain(self, events: list[Any]) -> ChainHead | None:
+        """Stamps ``events`` with their session seq and chain link.
+
+        Returns the new head, to keep once the save has succeeded.
+        """
+        if not events:
+            return None
+        session_id = events[0].session_id
+        head = self._heads.get(session_id) or self._load_head(session_id)
+        seq, digest = head.seq, head.digest
+        for event in events:
+            seq += 1
+            object.__setattr__(event, SEQ_FIELD, seq)
+            # The state as the mapper will store it (see Mapper.to_stored_event).
+            state = dict(vars(event))
+            originator_id = state.pop("originator_id")
+            originator_version = state.pop("originator_version")
+            class_version = getattr(type(event), "class_version", 1)
+            if class_version > 1:
+                state["class_version"] = class_version
+            encoded = canonical(
+                get_topic(type(event)), str(originator_id), originator_version, state
+            )
+            digest = link(digest, encoded)
+            object.__setattr__(event, CHAIN_FIELD, digest)
+        return ChainHead(seq, digest)
+
+    def _load_head(self, session_id: str) -> ChainHead:
+        """The chain head from the log: the newest event of the session.
+
+        It is the last event of the Session or of its latest turn: turns run
+        one at a time, so no older turn has a later event.
+        """
+        session = self.get(session_uuid(session_id))
+        candidates = [session_uuid(session_id)]
+        if session is not None and session.turn_count:
+            candidates.append(turn_uuid(session_id, session.turn_count))
+        best = ChainHead()
+        for aggregate_id in candidates:
+            for stored in self._app.recorder.select_events(
+                aggregate_id, desc=True, limit=1
+            ):
+                state = _raw_decoder.decode(stored.state)
+                if state.get(SEQ_FIELD, 0) > best.seq:
+                    best = ChainHead(state[SEQ_FIELD], state[CHAIN_FIELD])
+        return best
+
+    def _snapshot_sessions(self, aggregates: Sequence[Any], events: list[Any]) -> None:
+        """Snapshots a Session each SNAPSHOT_INTERVAL events (best effort).
+
+        Taken from the aggregate in memory, which is what was just saved; a
+        lost snapshot only makes the next load read more events.
+        """
+        snapshots = self._app.snapshots
+        if snapshots is None:
+            return
+        for aggregate in aggregates:
+            if not isinstance(aggregate, Session):
+                continue
+            version = aggregate.version
+            saved = sum(1 for event in events if event.originator_id == aggregate.id)
+            if version // SNAPSHOT_INTERVAL > (version - saved) // SNAPSHOT_INTERVAL:
+                try:
+                    snapshots.put([SessionSnapshot.take(aggregate)])
+                except PersistenceError:
+                    logger.warning("could not snapshot %s", aggregate.session_id)
+
+    def insert_stored(self, events: Sequence[StoredEvent]) -> None:
+        """Appends events exactly as given (ids, versions, topics, bytes).
+
+        For importing a history written elsewhere: one transaction, nothing
+        decoded or re-stamped. Raises ConcurrencyConflictError if any of
+        them is already in the log; then nothing is written.
+        """
+        try:
+            self._app.recorder.insert_events(list(events))
+        except IntegrityError as error:
+            msg = f"the log at {self.location} already holds some of these events"
+            raise ConcurrencyConflictError(msg) from error
+        except PersistenceError as error:
+            raise _as_store_error(error, self.location) from error
+
+    # -- reading --------------------------------------------------------------
+
+    def get(self, aggregate_id: uuid.UUID) -> Any | None:
+        """The aggregate with ``aggregate_id`` rebuilt from the log, or None."""
+        try:
+            return self._app.repository.get(aggregate_id)
+        except AggregateNotFoundError:
+            return None
+        except PersistenceError as error:
+            raise _as_store_error(error, self.location) from error
+
+    def events(self, aggregate_id: uuid.UUID, *, gt: int | None = None) -> list[Any]:
+        """The domain events of one aggregate, in order."""
+        with self._failures():
+            return list(self._app.events.get(aggregate_id, gt=gt))
+
+    def notifications(
+        self, start: int, limit: int, topics: Sequence[str] = ()
+    ) -> Sequence[Notification]:
+        """Up to ``limit`` log entries from position ``start`` on."""
+        with self._failures():
+            return self._app.recorder.select_notifications(start, limit, topics=topics)
+
+    def stored_rows(
+        self, aggregate_ids: Sequence[uuid.UUID]
+    ) -> list[tuple[int, uuid.UUID, int, str, bytes]]:
+        """(position, aggregate id, version, topic, stored state) of aggregates.
+
+        Read straight from the events table, for auditing: no decoding, no
+        upcasting, no projection in between.
+        """
+        if self.is_postgres:
+            return self._select_stored("originator_id", list(aggregate_ids))
+        return self._select_stored("originator_id", [a.hex for a in aggregate_ids])
+
+    def stored_at(
+        self, positions: Sequence[int]
+    ) -> dict[int, tuple[uuid.UUID, int, str, bytes]]:
+        """The stored events at these log positions: (id, version, topic, state)."""
+        column = "notification_id" if self.is_postgres else "rowid"
+        return {
+            position: (aggregate, version, topic, state)
+            for position, aggregate, version, topic, state in self._select_stored(
+                column, list(positions)
+            )
+        }
+
+    def _select_stored(
+        self, column: str, values: list[Any]
+    ) -> list[tuple[int, uuid.UUID, int, str, bytes]]:
+        """Stored events whose ``column`` is one of ``values``, as plain tuples."""
+        if not values:
+            return []
+        position = "notification_id" if self.is_postgres else "rowid"
+        select = (
+            f"SELECT {position}, originator_id, originator_version, topic, state "
+            f"FROM {self.events_table} WHERE {column} "
+        )
+        params: Any
+        if self.is_postgres:
+            statement, params = select + "= ANY(%s)", (values,)
+        else:
+            statement, params = select + f"IN ({','.join('?' * len(values))})", values
+        with self._failures(), self.datastore.transaction(commit=False) as cursor:
+            cursor.execute(statement, params)
+            rows = cursor.fetchall()
+        out = []
+        for row in rows:
+            at, originator, version, topic, state = (
+                tuple(row.values()) if isinstance(row, dict) else tuple(row)
+            )
+            if not isinstance(originator, uuid.UUID):
+                originator = uuid.UUID(originator)
+            out.append((int(at), originator, int(version), str(topic), bytes(state)))
+        return out
+
+    def max_position(self) -> int:
+        """The position of the newest log entry (0 if the log is empty)."""
+        with self._failures():
+            return self._app.recorder.max_notification_id() or 0
+
+    def decode(self, notification: Notification) -> Any:
+        """The domain event a log entry holds."""
+        return self._app.mapper.to_domain_event(notification)
+
+    def encode(self, event: Any) -> bytes:
+        """The stored bytes of a domain event's state."""
+        return self._app.mapper.to_stored_event(event).state
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[Any]:
+        """A write transaction on the log's database (for views)."""
+        with self._failures(), self.datastore.transaction(commit=True) as cursor:
+            yield cursor
+
+    @contextlib.contextmanager
+    def _failures(self) -> Iterator[None]:
+        """Turns a database failure into a StoreError naming this log.
+
+        IntegrityError passes: callers tell a conflict from a failure by it.
+        """
+        try:
+            yield
+        except IntegrityError:
+            raise
+        except (PersistenceError, sqlite3.Error) as error:
+            raise _as_store_error(error, self.location) from error
+
+    def close(self) -> None:
+        """Closes the connections; idempotent."""
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._app.close()
+        if self._snapshot is not None:
+            self._snapshot.close()  # the last link to the memory copy
+
+    # -- the turnlog marker ---------------------------------------------------
+
+    def sql(self, statement: str) -> str:
+        """``statement`` with ``?`` placeholders in this backend's style."""
+        return statement.replace("?", "%s") if self.is_postgres else statement
+
+    def _check_meta(self) -> None:
+        create = (
+            f"CREATE TABLE IF NOT EXISTS {self._meta_table()} "
+            "(key TEXT PRIMARY KEY, value TEXT NOT NULL)"
+        )
+        with self.transaction() as cursor:
+            cursor.execute(create)
+            cursor.execute(
+                self.sql(f"SELECT value FROM {self._meta_table()} WHERE key = ?"),
+                ("schema_version",),
+            )
+            row = cursor.fetchone()
+            if row is None:
+                cursor.execute(
+                    self.sql(f"INSERT INTO {self._meta_table()} VALUES (?, ?)"),
+                    ("schema_version", str(SCHEMA_VERSION)),
+                )
+                return
+            version = int(row[0] if not isinstance(row, dict) else row["value"])
+            if version < SCHEMA_VERSION:
+                cursor.execute(
+                    self.sql(
+                        f"UPDATE {self._meta_table()} SET value = ? WHERE key = ?"
+                    ),
+                    (str(SCHEMA_VERSION), "schema_version"),
+                )
+                return
+        if version > SCHEMA_VERSION:
+            msg = (
+                f"the log at {self.location} was written by a newer turnlog "
+                f"(storage version {version}; this turnlog reads up to "
+                f"{SCHEMA_VERSION}); upgrade turnlog to open it"
+            )
+            raise NotATurnlogStoreError(msg)
+
+    def _meta_table(self) -> str:
+        if self.is_postgres:
+            return f"{self.datastore.schema}.{META_TABLE}"
+        return META_TABLE
+
+
+def _as_store_error(error: BaseException, location: str) -> StoreError:
+    return as_store_error(error, location)
