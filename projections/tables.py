@@ -59,13 +59,13 @@ class ViewTables:
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self._prefix = f"{store.datastore.schema}." if store.is_postgres else ""
-        self.docs = self._prefix + DOCS_TABLE
-        self.tracking = self._prefix + TRACKING_TABLE
+        self._backend = store.backend
+        self.docs = self._backend.qualify(DOCS_TABLE)
+        self.tracking = self._backend.qualify(TRACKING_TABLE)
         self.generation_of = f"(SELECT generation FROM {self.tracking} WHERE view = ?)"
         """SQL for the generation of the view named by the next parameter
         (``?`` placeholder, as every statement here before ``store.sql``)."""
-        blob = "BYTEA" if store.is_postgres else "BLOB"
+        blob = self._backend.blob_type
         with store.transaction() as cursor:
             cursor.execute(
                 f"CREATE TABLE IF NOT EXISTS {self.docs} (gen BIGINT NOT NULL, "
@@ -82,15 +82,7 @@ class ViewTables:
     def _columns(self, table: str) -> set[str]:
         """The columns of ``table`` (empty if there is no such table)."""
         with self.store.datastore.transaction(commit=False) as cursor:
-            if self.store.is_postgres:
-                cursor.execute(
-                    "SELECT column_name FROM information_schema.columns "
-                    "WHERE table_schema = %s AND table_name = %s",
-                    (self.store.datastore.schema, table),
-                )
-                return {str(_values(row)[0]) for row in cursor.fetchall()}
-            cursor.execute(f"PRAGMA table_info({table})")
-            return {str(_values(row)[1]) for row in cursor.fetchall()}
+            return self._backend.table_columns(cursor, table)
 
     def _upgrade(self) -> None:
         """Brings view tables made by turnlog 0.1 to this layout.
@@ -112,7 +104,9 @@ class ViewTables:
                     raise
         if self._columns(OLD_ROWS_TABLE):
             with self.store.transaction() as cursor:
-                cursor.execute(f"DROP TABLE IF EXISTS {self._prefix}{OLD_ROWS_TABLE}")
+                cursor.execute(
+                    f"DROP TABLE IF EXISTS {self._backend.qualify(OLD_ROWS_TABLE)}"
+                )
                 cursor.execute(f"DELETE FROM {self.tracking}")
                 # Views another process began here after its own upgrade
                 # are started again too: no generation is left to name them.
@@ -256,29 +250,10 @@ class ViewTables:
     def _upsert(
         self, cursor: Any, generation: int, writes: dict[tuple[str, int], Any]
     ) -> None:
-        conflict = "ON CONFLICT (gen, part, pos) DO UPDATE SET doc = excluded.doc"
         docs = [_encoder.encode(doc) for doc in writes.values()]
-        if self.store.is_postgres:
-            # One statement of column arrays: psycopg adapts executemany's
-            # parameters row by row in Python, twice as slow.
-            cursor.execute(
-                f"INSERT INTO {self.docs} SELECT %s::bigint, * FROM "
-                f"unnest(%s::text[], %s::bigint[], %s::bytea[]) {conflict}",
-                (
-                    generation,
-                    [part for part, _ in writes],
-                    [pos for _, pos in writes],
-                    docs,
-                ),
-            )
-        else:
-            cursor.executemany(
-                f"INSERT INTO {self.docs} VALUES (?, ?, ?, ?) {conflict}",
-                [
-                    (generation, part, position, doc)
-                    for (part, position), doc in zip(writes, docs, strict=True)
-                ],
-            )
+        self._backend.upsert_documents(
+            cursor, self.docs, generation, list(writes), docs
+        )
 
 
 def _rowcount(cursor: Any) -> int:

@@ -34,7 +34,7 @@ def remove_events(url: str, positions: list[int]) -> None:
     write access to the database would (on either backend)."""
     store = Store(url)
     try:
-        column = "notification_id" if store.is_postgres else "rowid"
+        column = store.backend.position_column
         marks = ", ".join("?" * len(positions))
         with store.transaction() as cursor:
             cursor.execute(

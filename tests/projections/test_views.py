@@ -288,7 +288,7 @@ def test_views_from_turnlog_0_1_are_rebuilt_from_the_log(
     try:
         tables = ViewTables(store)
         prefix = tables.docs.removesuffix("turnlog_view_docs")
-        blob = "BYTEA" if store.is_postgres else "BLOB"
+        blob = store.backend.blob_type
         with store.transaction() as cursor:
             cursor.execute(f"DROP TABLE {tables.docs}")
             cursor.execute(

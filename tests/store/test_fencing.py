@@ -32,9 +32,7 @@ def new_session(session_id: str = "s1") -> Session:
 
 
 def lease_table(store: Store) -> str:
-    return (
-        f"{store.datastore.schema}.{LEASE_TABLE}" if store.is_postgres else LEASE_TABLE
-    )
+    return store.backend.qualify(LEASE_TABLE)
 
 
 def lease(store: Store, session_id: str, owner: str, epoch: int) -> Fence:

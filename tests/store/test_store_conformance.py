@@ -17,6 +17,7 @@ from turnlog.domain.errors import ConcurrencyConflictError, NotATurnlogStoreErro
 from turnlog.domain.ids import session_uuid, turn_uuid
 from turnlog.domain.session import Session
 from turnlog.domain.turn import Turn
+from turnlog.store.backend import LogBackend
 from turnlog.store.log import SCHEMA_VERSION, Store
 
 
@@ -35,6 +36,18 @@ def store(store_url: str):
     store = Store(store_url)
     yield store
     store.close()
+
+
+def test_the_backend_speaks_its_dialect_through_one_interface(store: Store) -> None:
+    backend = store.backend
+    assert isinstance(backend, LogBackend)
+    assert store.events_table.endswith(backend.events_table_name)
+    # Written once with ``?`` placeholders, runnable on either backend.
+    with store.transaction() as cursor:
+        cursor.execute(store.sql("SELECT ? + 1 AS answer"), (41,))
+        assert cursor.fetchone()["answer"] == 42
+        columns = backend.table_columns(cursor, backend.events_table_name)
+    assert {"originator_id", "originator_version", "topic", "state"} <= columns
 
 
 def test_save_then_get_rebuilds_the_aggregate(store: Store) -> None:

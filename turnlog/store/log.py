@@ -30,8 +30,7 @@ import sqlite3
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 from eventsourcing.application import AggregateNotFoundError, Application
@@ -64,16 +63,14 @@ from turnlog.domain.errors import (
 from turnlog.domain.events import in_decision_order
 from turnlog.domain.ids import session_uuid, turn_uuid
 from turnlog.domain.session import Session, SessionSnapshot
+from turnlog.store.backend import LogBackend
 from turnlog.store.fencing import Fence, lease_lost
 from turnlog.store.opening import (
     META_TABLE,
     as_store_error,
     describe_url,
     is_sqlite_file,
-    memory_copy,
     parse_store_url,
-    prepare_postgres_schema,
-    prepare_sqlite_file,
 )
 from turnlog.store.transcoder import MsgspecTranscoder
 
@@ -93,11 +90,11 @@ first time they are followed), so an older turnlog then refuses it rather
 than serving the views it can no longer see as complete.
 """
 
-# Recorders that fence saves (turnlog.store.fencing), named by topic so that only
-# PostgreSQL users import psycopg.
-_FENCED_RECORDERS = {
-    "eventsourcing.sqlite": "turnlog.store.fencing:FencedSQLiteRecorder",
-    "eventsourcing.postgres": "turnlog.store.fencing_postgres:FencedPostgresRecorder",
+# The recorder of each backend, owning its SQL (turnlog.store.backend), named
+# by topic so that only PostgreSQL users import psycopg.
+_RECORDERS = {
+    "eventsourcing.sqlite": "turnlog.store.sqlite:SQLiteLogRecorder",
+    "eventsourcing.postgres": "turnlog.store.postgres:PostgresLogRecorder",
 }
 
 
@@ -148,8 +145,8 @@ class _TurnlogApplication(Application[uuid.UUID]):
         # CREATE_TABLE could silently change how the log is written.
         values = dict(env or {})
         module = values.get("PERSISTENCE_MODULE", "")
-        if module in _FENCED_RECORDERS:
-            values.setdefault("APPLICATION_RECORDER_TOPIC", _FENCED_RECORDERS[module])
+        if module in _RECORDERS:
+            values.setdefault("APPLICATION_RECORDER_TOPIC", _RECORDERS[module])
         return Environment(name, values)
 
     def construct_transcoder(self) -> Transcoder:
@@ -183,7 +180,6 @@ class Store:
         self.url = url
         env = parse_store_url(url)
         env["IS_SNAPSHOTTING_ENABLED"] = "y"
-        self.is_postgres = env["PERSISTENCE_MODULE"].endswith("postgres")
         self.location = describe_url(url, env)
         self.read_only = read_only
         self._snapshot: sqlite3.Connection | None = None
@@ -191,14 +187,8 @@ class Store:
             msg = f"only an SQLite log file can be opened read-only, not {url!r}"
             raise StoreURLError(msg)
         try:
-            if self.is_postgres:
-                prepare_postgres_schema(env, self.location)
-            else:
-                prepare_sqlite_file(env["SQLITE_DBNAME"], read_only=read_only)
-            if read_only:
-                self._snapshot, env["SQLITE_DBNAME"] = memory_copy(
-                    Path(env["SQLITE_DBNAME"])
-                )
+            recorder = resolve_topic(_RECORDERS[env["PERSISTENCE_MODULE"]])
+            self._snapshot = recorder.prepare(env, self.location, read_only=read_only)
             self._app = _TurnlogApplication(env)
             self._check_meta()
         except (PersistenceError, sqlite3.Error, OSError, ImportError) as error:
@@ -219,13 +209,17 @@ class Store:
         return self._app.recorder.datastore  # type: ignore[attr-defined]
 
     @property
+    def backend(self) -> LogBackend:
+        """The SQL dialect of the log's backend (its recorder)."""
+        # The recorder is one of turnlog's (see _RECORDERS), which
+        # eventsourcing's Application types only as its own base class.
+        return cast(LogBackend, self._app.recorder)
+
+    @property
     def events_table(self) -> str:
         """The (schema-qualified) name of the stored events table."""
-        recorder: Any = self._app.recorder
-        name: str = recorder.events_table_name
-        if self.is_postgres:
-            return f"{self.datastore.schema}.{name}"
-        return name
+        backend = self.backend
+        return backend.qualify(backend.events_table_name)
 
     def add_listener(
         self, listener: Callable[[Sequence[Recording[uuid.UUID]]], None]
@@ -285,7 +279,7 @@ class Store:
     def prepare_leases(self) -> None:
         """Creates the lease table (and upgrades an older one); idempotent."""
         try:
-            self._app.recorder.create_lease_table()  # type: ignore[attr-defined]
+            self.backend.create_lease_table()
         except PersistenceError as error:
             raise _as_store_error(error, self.location) from error
 
@@ -301,7 +295,7 @@ class Store:
 
     def lock_out_saves(self, cursor: Any) -> None:
         """In a transaction that moves a lease: no fenced save commits across it."""
-        self._app.recorder.lock_out_saves(cursor)  # type: ignore[attr-defined]
+        self.backend.lock_out_saves(cursor)
 
     def refusal(self, session_id: str) -> LeaseLostError | None:
         """The error every save of ``session_id`` gets here, if its lease is lost."""
@@ -431,15 +425,14 @@ class Store:
         Read straight from the events table, for auditing: no decoding, no
         upcasting, no projection in between.
         """
-        if self.is_postgres:
-            return self._select_stored("originator_id", list(aggregate_ids))
-        return self._select_stored("originator_id", [a.hex for a in aggregate_ids])
+        key = self.backend.aggregate_key
+        return self._select_stored("originator_id", [key(a) for a in aggregate_ids])
 
     def stored_at(
         self, positions: Sequence[int]
     ) -> dict[int, tuple[uuid.UUID, int, str, bytes]]:
         """The stored events at these log positions: (id, version, topic, state)."""
-        column = "notification_id" if self.is_postgres else "rowid"
+        column = self.backend.position_column
         return {
             position: (aggregate, version, topic, state)
             for position, aggregate, version, topic, state in self._select_stored(
@@ -453,16 +446,12 @@ class Store:
         """Stored events whose ``column`` is one of ``values``, as plain tuples."""
         if not values:
             return []
-        position = "notification_id" if self.is_postgres else "rowid"
-        select = (
-            f"SELECT {position}, originator_id, originator_version, topic, state "
-            f"FROM {self.events_table} WHERE {column} "
+        backend = self.backend
+        condition, params = backend.where_in(column, values)
+        statement = (
+            f"SELECT {backend.position_column}, originator_id, originator_version, "
+            f"topic, state FROM {self.events_table} WHERE {condition}"
         )
-        params: Any
-        if self.is_postgres:
-            statement, params = select + "= ANY(%s)", (values,)
-        else:
-            statement, params = select + f"IN ({','.join('?' * len(values))})", values
         with self._failures(), self.datastore.transaction(commit=False) as cursor:
             cursor.execute(statement, params)
             rows = cursor.fetchall()
@@ -522,7 +511,7 @@ class Store:
 
     def sql(self, statement: str) -> str:
         """``statement`` with ``?`` placeholders in this backend's style."""
-        return statement.replace("?", "%s") if self.is_postgres else statement
+        return self.backend.sql(statement)
 
     def _check_meta(self) -> None:
         create = (
@@ -560,9 +549,7 @@ class Store:
             raise NotATurnlogStoreError(msg)
 
     def _meta_table(self) -> str:
-        if self.is_postgres:
-            return f"{self.datastore.schema}.{META_TABLE}"
-        return META_TABLE
+        return self.backend.qualify(META_TABLE)
 
 
 def _as_store_error(error: BaseException, location: str) -> StoreError:

@@ -82,8 +82,7 @@ class SessionOwnership:
         self.store = store
         self.lease_seconds = float(lease_seconds)
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        prefix = f"{store.datastore.schema}." if store.is_postgres else ""
-        self.table = prefix + LEASE_TABLE
+        self.table = store.backend.qualify(LEASE_TABLE)
         self._on_lost = on_lost
         self._held: dict[str, int] = {}
         self._lock = threading.Lock()

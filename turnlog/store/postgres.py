@@ -1,10 +1,14 @@
-"""The PostgreSQL recorder that fences saves (see turnlog.store.fencing).
+"""The PostgreSQL backend: the recorder that owns every PostgreSQL statement.
 
-Kept apart from the SQLite one so that only PostgreSQL users load psycopg.
+eventsourcing's PostgreSQL recorder, extended with the fence check on saves
+(see turnlog.store.fencing) and the statements where PostgreSQL's dialect
+differs from SQLite's (turnlog.store.backend lists them). Kept apart from
+the SQLite one so that only PostgreSQL users load psycopg.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,13 +20,66 @@ from psycopg.rows import DictRow
 from psycopg.sql import SQL, Identifier
 
 from turnlog.store.fencing import LEASE_TABLE, Fence, lease_lost
+from turnlog.store.opening import prepare_postgres_schema
 
 _REFUSED = "turnlog fence: lease lost"
 """The text the fence statement fails to cast when the lease is gone."""
 
 
-class FencedPostgresRecorder(PostgresApplicationRecorder):
-    """The PostgreSQL recorder, refusing a save whose fence no longer holds."""
+class PostgresLogRecorder(PostgresApplicationRecorder):
+    """The PostgreSQL recorder: fenced saves, and its side of the dialect."""
+
+    position_column = "notification_id"
+    blob_type = "BYTEA"
+
+    @staticmethod
+    def prepare(env: dict[str, str], location: str, *, read_only: bool) -> None:
+        """Reaches the server (its own reason if it cannot) and makes the schema."""
+        del read_only  # refused for PostgreSQL before this is called
+        prepare_postgres_schema(env, location)
+
+    def qualify(self, table: str) -> str:
+        """``table`` in the log's schema."""
+        return f"{self.datastore.schema}.{table}"
+
+    def sql(self, statement: str) -> str:
+        """``statement`` with psycopg's ``%s`` for each ``?`` placeholder."""
+        return statement.replace("?", "%s")
+
+    def aggregate_key(self, aggregate_id: uuid.UUID) -> Any:
+        """How the events table stores an aggregate id (a uuid column here)."""
+        return aggregate_id
+
+    def where_in(self, column: str, values: Sequence[Any]) -> tuple[str, Any]:
+        """A ``column = ANY(array)`` condition and its parameters."""
+        return f"{column} = ANY(%s)", (list(values),)
+
+    def table_columns(self, cursor: Any, table: str) -> set[str]:
+        """The columns of ``table`` (empty if there is no such table)."""
+        cursor.execute(
+            "SELECT column_name FROM information_schema.columns "
+            "WHERE table_schema = %s AND table_name = %s",
+            (self.datastore.schema, table),
+        )
+        return {str(row["column_name"]) for row in cursor.fetchall()}
+
+    def upsert_documents(
+        self,
+        cursor: Any,
+        table: str,
+        generation: int,
+        keys: Sequence[tuple[str, int]],
+        docs: Sequence[bytes],
+    ) -> None:
+        """Writes view documents (gen, part, pos, doc), replacing older ones."""
+        # One statement of column arrays: psycopg adapts executemany's
+        # parameters row by row in Python, twice as slow.
+        cursor.execute(
+            f"INSERT INTO {table} SELECT %s::bigint, * FROM "
+            "unnest(%s::text[], %s::bigint[], %s::bytea[]) "
+            "ON CONFLICT (gen, part, pos) DO UPDATE SET doc = excluded.doc",
+            (generation, [part for part, _ in keys], [pos for _, pos in keys], docs),
+        )
 
     def __init__(
         self, datastore: PostgresDatastore, *, events_table_name: str = "stored_events"

@@ -1,0 +1,150 @@
+"""The SQLite backend: the recorder that owns every SQLite statement turnlog runs.
+
+eventsourcing's SQLite recorder, extended with the fence check on saves
+(see turnlog.store.fencing) and the few statements where SQLite's dialect
+differs from PostgreSQL's (turnlog.store.backend lists them), so no code
+outside this module and turnlog.store.postgres asks which backend it has.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from eventsourcing.persistence import OperationalError, StoredEvent
+from eventsourcing.sqlite import (
+    SQLiteApplicationRecorder,
+    SQLiteCursor,
+    SQLiteDatastore,
+)
+
+from turnlog.store.fencing import LEASE_TABLE, Fence, lease_lost
+from turnlog.store.opening import memory_copy, prepare_sqlite_file
+
+
+class SQLiteLogRecorder(SQLiteApplicationRecorder):
+    """The SQLite recorder: fenced saves, and SQLite's side of the dialect."""
+
+    position_column = "rowid"
+    blob_type = "BLOB"
+
+    @staticmethod
+    def prepare(
+        env: dict[str, str], location: str, *, read_only: bool
+    ) -> sqlite3.Connection | None:
+        """Readies the file before the pool opens it; returns what to keep open.
+
+        Read-only, the file is copied into memory and ``env`` is pointed at
+        the copy, whose first connection must stay open as long as the copy
+        is used.
+        """
+        del location  # an SQLite file names itself in its errors
+        prepare_sqlite_file(env["SQLITE_DBNAME"], read_only=read_only)
+        if not read_only:
+            return None
+        keep, env["SQLITE_DBNAME"] = memory_copy(Path(env["SQLITE_DBNAME"]))
+        return keep
+
+    def qualify(self, table: str) -> str:
+        """``table`` as statements name it (SQLite has no schemas)."""
+        return table
+
+    def sql(self, statement: str) -> str:
+        """``statement`` with ``?`` placeholders (SQLite's own style)."""
+        return statement
+
+    def aggregate_key(self, aggregate_id: uuid.UUID) -> Any:
+        """How the events table stores an aggregate id (hex text here)."""
+        return aggregate_id.hex
+
+    def where_in(self, column: str, values: Sequence[Any]) -> tuple[str, Any]:
+        """A ``column IN (...)`` condition and its parameters."""
+        return f"{column} IN ({','.join('?' * len(values))})", list(values)
+
+    def table_columns(self, cursor: Any, table: str) -> set[str]:
+        """The columns of ``table`` (empty if there is no such table)."""
+        cursor.execute(f"PRAGMA table_info({table})")
+        return {str(row[1]) for row in cursor.fetchall()}
+
+    def upsert_documents(
+        self,
+        cursor: Any,
+        table: str,
+        generation: int,
+        keys: Sequence[tuple[str, int]],
+        docs: Sequence[bytes],
+    ) -> None:
+        """Writes view documents (gen, part, pos, doc), replacing older ones."""
+        cursor.executemany(
+            f"INSERT INTO {table} VALUES (?, ?, ?, ?) ON CONFLICT (gen, part, pos) "
+            "DO UPDATE SET doc = excluded.doc",
+            [
+                (generation, part, position, doc)
+                for (part, position), doc in zip(keys, docs, strict=True)
+            ],
+        )
+
+    def __init__(
+        self, datastore: SQLiteDatastore, events_table_name: str = "stored_events"
+    ):
+        super().__init__(datastore, events_table_name)
+        self.fence_statement = (
+            f"SELECT 1 FROM {LEASE_TABLE} "
+            "WHERE session_id = ? AND owner = ? AND epoch = ?"
+        )
+
+    def _insert_events(
+        self,
+        c: SQLiteCursor,
+        stored_events: Sequence[StoredEvent],
+        *,
+        fence: Fence | None = None,
+        **kwargs: Any,
+    ) -> Sequence[int] | None:
+        # The rows go in first: the transaction begins DEFERRED, and a read
+        # before the first write could not upgrade to the write lock once
+        # another connection had committed. After the insert this one holds
+        # the write lock, so no takeover can commit before it does.
+        if fence is None:
+            return super()._insert_events(c, stored_events, **kwargs)
+        try:
+            ids = super()._insert_events(c, stored_events, **kwargs)
+        except sqlite3.IntegrityError:
+            self._check(c, fence)  # a clash with a new owner: name the lost lease
+            raise
+        self._check(c, fence)
+        return ids
+
+    def _check(self, c: SQLiteCursor, fence: Fence) -> None:
+        c.execute(self.fence_statement, fence)
+        if c.fetchone() is None:
+            raise lease_lost(fence)
+
+    def lock_out_saves(self, cursor: SQLiteCursor) -> None:
+        """Nothing to do: a takeover's write transaction already excludes saves."""
+
+    def create_lease_table(self) -> None:
+        """Creates the lease table, or adds the epoch column to an older one."""
+        with self.datastore.transaction(commit=True) as c:
+            c.execute(
+                f"CREATE TABLE IF NOT EXISTS {LEASE_TABLE} ("
+                "session_id TEXT PRIMARY KEY, owner TEXT NOT NULL, "
+                "renewed DOUBLE PRECISION NOT NULL, "
+                "epoch INTEGER NOT NULL DEFAULT 0)"
+            )
+            c.execute(f"PRAGMA table_info({LEASE_TABLE})")
+            if "epoch" in {row["name"] for row in c.fetchall()}:
+                return
+        try:
+            with self.datastore.transaction(commit=True) as c:
+                c.execute(
+                    f"ALTER TABLE {LEASE_TABLE} "
+                    "ADD COLUMN epoch INTEGER NOT NULL DEFAULT 0"
+                )
+        except OperationalError as error:
+            # Another process added it between the check and here.
+            if "duplicate column" not in str(error):
+                raise
