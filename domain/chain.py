@@ -6,8 +6,8 @@ the previous event's ``chain`` and this event's canonical encoding (its
 topic, aggregate, version and stored state without ``chain``, as JSON with
 sorted keys). Changing, removing, adding or reordering any stored event
 breaks the chain at that event, which an auditor can find from the log
-alone. The fields are set on each event as it is saved; they are not
-dataclass fields, so events built in memory (tests, folds) need none.
+alone. The fields are declared on every event (domain.events.LogEnvelope)
+and given their values as the event is saved.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ rewrites the stored dict in place. A stored history never stops loading.
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
@@ -73,7 +74,25 @@ def strictly_increasing_timestamp(now: datetime) -> datetime:
         return now
 
 
-class TurnlogEvent(AggregateEvent):
+@dataclass(frozen=True)
+class LogEnvelope:
+    """The fields the log gives every event of a session as it saves it.
+
+    Declared here, on every event, rather than patched onto frozen events:
+    the store sets them by building the event anew (``dataclasses.replace``)
+    when it saves it (see turnlog.domain.chain). An event built in memory
+    and never saved (a test, a fold's input) keeps the defaults.
+    """
+
+    session_seq: int = field(default=0, kw_only=True)
+    """The event's place in its session: 1, 2, ... across the Session and
+    its Turns in decision order (0 for an event never saved)."""
+    chain: str = field(default="", kw_only=True)
+    """SHA-256 of the previous event's ``chain`` and this event's canonical
+    encoding ("" for an event never saved)."""
+
+
+class TurnlogEvent(LogEnvelope, AggregateEvent):
     """An event that changes an existing turnlog aggregate.
 
     Every event names its session, so a follower can file it without
@@ -96,7 +115,7 @@ class TurnlogEvent(AggregateEvent):
         register_stable_topic(cls)
 
 
-class TurnlogCreated(AggregateCreated):
+class TurnlogCreated(LogEnvelope, AggregateCreated):
     """The event that creates a turnlog aggregate."""
 
     TOPIC: ClassVar[str]

@@ -33,37 +33,32 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, cast
 
 import msgspec
-from eventsourcing.application import AggregateNotFoundError, Application
+from eventsourcing.application import AggregateNotFoundError
 from eventsourcing.persistence import (
     IntegrityError,
-    Mapper,
     Notification,
     PersistenceError,
     Recording,
     StoredEvent,
-    Transcoder,
 )
 from eventsourcing.utils import (
-    Environment,
-    EnvType,
-    TopicError,
-    get_topic,
     resolve_topic,
 )
 
-from turnlog.domain.chain import CHAIN_FIELD, SEQ_FIELD, ChainHead, canonical, link
+from turnlog.domain.chain import CHAIN_FIELD, SEQ_FIELD, ChainHead
 from turnlog.domain.errors import (
     ConcurrencyConflictError,
     LeaseLostError,
     NotATurnlogStoreError,
-    ReplayError,
     StoreError,
     StoreURLError,
 )
 from turnlog.domain.events import in_decision_order
 from turnlog.domain.ids import session_uuid, turn_uuid
 from turnlog.domain.session import Session, SessionSnapshot
+from turnlog.store.application import RECORDERS, TurnlogApplication
 from turnlog.store.backend import LogBackend
+from turnlog.store.chaining import stamp
 from turnlog.store.fencing import Fence, lease_lost
 from turnlog.store.opening import (
     META_TABLE,
@@ -72,7 +67,6 @@ from turnlog.store.opening import (
     is_sqlite_file,
     parse_store_url,
 )
-from turnlog.store.transcoder import MsgspecTranscoder
 
 logger = logging.getLogger(__name__)
 
@@ -89,71 +83,6 @@ version 1 is marked 2 when opened (its views are rebuilt from the log the
 first time they are followed), so an older turnlog then refuses it rather
 than serving the views it can no longer see as complete.
 """
-
-# The recorder of each backend, owning its SQL (turnlog.store.backend), named
-# by topic so that only PostgreSQL users import psycopg.
-_RECORDERS = {
-    "eventsourcing.sqlite": "turnlog.store.sqlite:SQLiteLogRecorder",
-    "eventsourcing.postgres": "turnlog.store.postgres:PostgresLogRecorder",
-}
-
-
-class _GuardedMapper(Mapper[uuid.UUID]):
-    """The eventsourcing mapper, refusing events this turnlog cannot read.
-
-    An event written by a newer turnlog (an unknown event class, or a
-    ``class_version`` above the one this code knows) is refused with a
-    clear ReplayError instead of being loaded half-understood.
-    """
-
-    def to_domain_event(self, stored_event: StoredEvent) -> Any:
-        try:
-            cls = resolve_topic(stored_event.topic)
-        except TopicError:
-            msg = (
-                f"unknown event {stored_event.topic!r} (aggregate "
-                f"{stored_event.originator_id}, version "
-                f"{stored_event.originator_version}): written by a newer turnlog?"
-            )
-            raise ReplayError(msg) from None
-        if b'"class_version":' in stored_event.state:
-            stored = _raw_decoder.decode(stored_event.state).get("class_version", 1)
-            known = getattr(cls, "class_version", 1)
-            if isinstance(stored, int) and stored > known:
-                msg = (
-                    f"event {stored_event.topic!r} (aggregate "
-                    f"{stored_event.originator_id}, version "
-                    f"{stored_event.originator_version}) has class version "
-                    f"{stored}; this turnlog reads up to {known}: upgrade turnlog"
-                )
-                raise ReplayError(msg)
-        return super().to_domain_event(stored_event)
-
-
-class _TurnlogApplication(Application[uuid.UUID]):
-    """The eventsourcing application behind a Store."""
-
-    name = "turnlog"
-
-    def __init__(self, env: dict[str, str]) -> None:
-        self.listeners: list[Callable[[Sequence[Recording[uuid.UUID]]], None]] = []
-        super().__init__(env)
-
-    def construct_env(self, name: str, env: EnvType | None = None) -> Environment:
-        # Only what the store URL says: eventsourcing would also read the
-        # process environment, where an unrelated CIPHER_TOPIC or
-        # CREATE_TABLE could silently change how the log is written.
-        values = dict(env or {})
-        module = values.get("PERSISTENCE_MODULE", "")
-        if module in _RECORDERS:
-            values.setdefault("APPLICATION_RECORDER_TOPIC", _RECORDERS[module])
-        return Environment(name, values)
-
-    def construct_transcoder(self) -> Transcoder:
-        return MsgspecTranscoder()
-
-    def construct_mapper(self) -> Mapper[uuid.UUID]:
-        return _GuardedMapper(transcoder=self.construct_transcoder())
 
 
 class Store:
@@ -187,9 +116,9 @@ class Store:
             msg = f"only an SQLite log file can be opened read-only, not {url!r}"
             raise StoreURLError(msg)
         try:
-            recorder = resolve_topic(_RECORDERS[env["PERSISTENCE_MODULE"]])
+            recorder = resolve_topic(RECORDERS[env["PERSISTENCE_MODULE"]])
             self._snapshot = recorder.prepare(env, self.location, read_only=read_only)
-            self._app = _TurnlogApplication(env)
+            self._app = TurnlogApplication(env)
             self._check_meta()
         except (PersistenceError, sqlite3.Error, OSError, ImportError) as error:
             if self._snapshot is not None:
@@ -211,7 +140,7 @@ class Store:
     @property
     def backend(self) -> LogBackend:
         """The SQL dialect of the log's backend (its recorder)."""
-        # The recorder is one of turnlog's (see _RECORDERS), which
+        # The recorder is one of turnlog's (see RECORDERS), which
         # eventsourcing's Application types only as its own base class.
         return cast(LogBackend, self._app.recorder)
 
@@ -242,7 +171,10 @@ class Store:
         fence = self._fences.get(session_id) if session_id else None
         if fence is not None and session_id in self._lost:
             raise lease_lost(fence)
-        head = self._chain(events)
+        head: ChainHead | None = None
+        if session_id is not None:
+            start = self._heads.get(session_id) or self._load_head(session_id)
+            events, head = stamp(events, start)
         try:
             # EventStore.put, not Application.save: the latter checks every
             # event against runtime Protocols, a quarter of a save's time.
@@ -258,8 +190,8 @@ class Store:
         except PersistenceError as error:
             self._forget(session_id)
             raise _as_store_error(error, self.location) from error
-        if head is not None:
-            self._heads[events[0].session_id] = head
+        if session_id is not None and head is not None:
+            self._heads[session_id] = head
         self._snapshot_sessions(aggregates, events)
         for listener in self._app.listeners:
             listener(recordings)
@@ -311,33 +243,6 @@ class Store:
         if session_id in self._fences:
             self._lost.add(session_id)
             self._heads.pop(session_id, None)
-
-    def _chain(self, events: list[Any]) -> ChainHead | None:
-        """Stamps ``events`` with their session seq and chain link.
-
-        Returns the new head, to keep once the save has succeeded.
-        """
-        if not events:
-            return None
-        session_id = events[0].session_id
-        head = self._heads.get(session_id) or self._load_head(session_id)
-        seq, digest = head.seq, head.digest
-        for event in events:
-            seq += 1
-            object.__setattr__(event, SEQ_FIELD, seq)
-            # The state as the mapper will store it (see Mapper.to_stored_event).
-            state = dict(vars(event))
-            originator_id = state.pop("originator_id")
-            originator_version = state.pop("originator_version")
-            class_version = getattr(type(event), "class_version", 1)
-            if class_version > 1:
-                state["class_version"] = class_version
-            encoded = canonical(
-                get_topic(type(event)), str(originator_id), originator_version, state
-            )
-            digest = link(digest, encoded)
-            object.__setattr__(event, CHAIN_FIELD, digest)
-        return ChainHead(seq, digest)
 
     def _load_head(self, session_id: str) -> ChainHead:
         """The chain head from the log: the newest event of the session.

@@ -1,0 +1,45 @@
+"""Stamping a save's events with their place in the session's hash chain.
+
+Every event of a session carries ``session_seq`` and ``chain`` (declared
+on every event by domain.events.LogEnvelope; the hashing itself is
+domain.chain's). The store keeps each session's chain head and stamps a
+save's events, in decision order, just before they are written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+from eventsourcing.utils import get_topic
+
+from turnlog.domain.chain import CHAIN_FIELD, SEQ_FIELD, ChainHead, canonical, link
+
+
+def stamp(events: Sequence[Any], head: ChainHead) -> tuple[list[Any], ChainHead]:
+    """``events`` made anew with their session seq and chain, after ``head``.
+
+    Returns the stamped events (to save instead of ``events``) and the
+    new head, to keep once the save has succeeded.
+    """
+    seq, digest = head.seq, head.digest
+    stamped = []
+    for event in events:
+        seq += 1
+        # The state as the mapper will store it (see Mapper.to_stored_event).
+        state = dict(vars(event))
+        state[SEQ_FIELD] = seq
+        originator_id = state.pop("originator_id")
+        originator_version = state.pop("originator_version")
+        class_version = getattr(type(event), "class_version", 1)
+        if class_version > 1:
+            state["class_version"] = class_version
+        encoded = canonical(
+            get_topic(type(event)), str(originator_id), originator_version, state
+        )
+        digest = link(digest, encoded)
+        stamped.append(
+            dataclasses.replace(event, **{SEQ_FIELD: seq, CHAIN_FIELD: digest})
+        )
+    return stamped, ChainHead(seq, digest)
