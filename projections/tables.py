@@ -81,7 +81,7 @@ class ViewTables:
 
     def _columns(self, table: str) -> set[str]:
         """The columns of ``table`` (empty if there is no such table)."""
-        with self.store.datastore.transaction(commit=False) as cursor:
+        with self.store.reading() as cursor:
             return self._backend.table_columns(cursor, table)
 
     def _upgrade(self) -> None:
@@ -119,7 +119,7 @@ class ViewTables:
 
     def tracking_row(self, view: str) -> Tracking | None:
         """The tracking row of ``view``, or None if it was never built."""
-        with self.store.datastore.transaction(commit=False) as cursor:
+        with self.store.reading() as cursor:
             cursor.execute(
                 self.store.sql(
                     f"SELECT position, version, generation FROM {self.tracking} "
@@ -177,7 +177,7 @@ class ViewTables:
 
     def get(self, view: str, part: str, position: int) -> Any:
         """One document (as JSON decodes it), or None."""
-        with self.store.datastore.transaction(commit=False) as cursor:
+        with self.store.reading() as cursor:
             cursor.execute(
                 self.store.sql(
                     f"SELECT doc FROM {self.docs} WHERE gen = {self.generation_of} "
@@ -211,14 +211,14 @@ class ViewTables:
         if limit is not None:
             statement += " LIMIT ?"
             params.append(limit)
-        with self.store.datastore.transaction(commit=False) as cursor:
+        with self.store.reading() as cursor:
             cursor.execute(self.store.sql(statement), params)
             rows = cursor.fetchall()
         return [(int(pos), bytes(doc)) for pos, doc in map(_values, rows)]
 
     def parts(self, view: str) -> list[str]:
         """Every part (session id) of ``view``."""
-        with self.store.datastore.transaction(commit=False) as cursor:
+        with self.store.reading() as cursor:
             cursor.execute(
                 self.store.sql(
                     f"SELECT DISTINCT part FROM {self.docs} "

@@ -135,6 +135,8 @@ class Store:
     @property
     def datastore(self) -> Any:
         """The eventsourcing datastore (connection pool) of the log."""
+        # Not in eventsourcing's Recorder interface, but both recorders have
+        # one: views write their tables in the log's own transactions.
         return self._app.recorder.datastore  # type: ignore[attr-defined]
 
     @property
@@ -256,6 +258,8 @@ class Store:
             candidates.append(turn_uuid(session_id, session.turn_count))
         best = ChainHead()
         for aggregate_id in candidates:
+            # The recorder, not the event store: only the newest event's two
+            # chain fields are needed, so it is not decoded or upcast.
             for stored in self._app.recorder.select_events(
                 aggregate_id, desc=True, limit=1
             ):
@@ -292,6 +296,8 @@ class Store:
         them is already in the log; then nothing is written.
         """
         try:
+            # The recorder, not the event store: imported events keep the
+            # exact bytes (and chain) they were exported with.
             self._app.recorder.insert_events(list(events))
         except IntegrityError as error:
             msg = f"the log at {self.location} already holds some of these events"
@@ -357,7 +363,7 @@ class Store:
             f"SELECT {backend.position_column}, originator_id, originator_version, "
             f"topic, state FROM {self.events_table} WHERE {condition}"
         )
-        with self._failures(), self.datastore.transaction(commit=False) as cursor:
+        with self.reading() as cursor:
             cursor.execute(statement, params)
             rows = cursor.fetchall()
         out = []
@@ -387,6 +393,12 @@ class Store:
     def transaction(self) -> Iterator[Any]:
         """A write transaction on the log's database (for views)."""
         with self._failures(), self.datastore.transaction(commit=True) as cursor:
+            yield cursor
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[Any]:
+        """A read-only transaction on the log's database (for views)."""
+        with self._failures(), self.datastore.transaction(commit=False) as cursor:
             yield cursor
 
     @contextlib.contextmanager

@@ -96,6 +96,8 @@ class SQLiteLogRecorder(SQLiteApplicationRecorder):
             "WHERE session_id = ? AND owner = ? AND epoch = ?"
         )
 
+    # eventsourcing's seam for work inside the insert's own transaction
+    # (a protected method: the recorders call it with the save's kwargs).
     def _insert_events(
         self,
         c: SQLiteCursor,
