@@ -43,36 +43,33 @@ from pathlib import Path
 
 from eventsourcing.persistence import PersistenceError
 
+from turnlog.cli.audit import command_audit
 from turnlog.cli.demo import RUN_TIMEOUT, next_steps, run_demo, turnlog_executable
-from turnlog.cli.parser import STORE_ENV, build_parser, check_audit_args
+from turnlog.cli.exits import (
+    EXIT_FAILURE,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    describe,
+    print_error,
+)
+from turnlog.cli.history import command_export, command_import, command_replay
+from turnlog.cli.log_location import missing_sqlite_log, require_log, store_url
+from turnlog.cli.parser import build_parser
 from turnlog.cli.progress import ProgressLine, catch_up, rebuild_summary, views_position
 from turnlog.cli.reading import open_for_reading, runtime_for_reading
 from turnlog.cli.run.command import HOW_TO_CONFIGURE, RunOptions, run_interactive
 from turnlog.cli.run.settings import NoModelConfiguredError, load_settings
 from turnlog.cli.run.terminal import StdioTerminal
 from turnlog.cli.timeline import (
-    Timeline,
-    damage_verdict,
     format_time,
     one_line,
-    verdict,
-    verdict_record,
-    verify_summary,
 )
 from turnlog.domain.errors import (
     TurnlogError,
-    UnknownSessionError,
     UsageError,
 )
 from turnlog.domain.ids import check_session_id
-from turnlog.domain.protocol import encode_json
-from turnlog.projections.anchors import (
-    anchor_of,
-    anchor_record,
-    expected_heads,
-    format_anchor,
-    recorded_heads,
-)
 from turnlog.projections.readers import Checkpoint
 from turnlog.projections.rebuild import (
     default_projections,
@@ -84,71 +81,8 @@ from turnlog.runtime import Runtime
 from turnlog.store.log import Store
 from turnlog.store.opening import (
     as_store_error,
-    integrity_problem,
     location_of,
-    parse_store_url,
 )
-from turnlog.store.transfer import (
-    export_session,
-    import_events,
-    read_lines,
-    write_lines,
-)
-from turnlog.store.verify import VerifyReport, verify_each, verify_session
-
-EXIT_OK = 0
-EXIT_FAILURE = 1
-EXIT_USAGE = 2
-EXIT_INTERRUPTED = 130
-"""128 + SIGINT, as a shell reports a command stopped by Ctrl-C."""
-
-_MESSAGE_LIMIT = 1000
-"""Longest error line printed; messages are short, this only bounds garbage."""
-
-
-def _store_url(args: argparse.Namespace) -> str | None:
-    url: str | None = args.store
-    if url is None:
-        url = os.environ.get(STORE_ENV) or None
-    return url
-
-
-def _missing_sqlite_log(url: str | None) -> Path | None:
-    """The file of the SQLite log ``url`` names, if that file does not exist.
-
-    Opening a log creates it; the read-only commands check first so that
-    looking at a log that is not there leaves nothing behind.
-    """
-    env = parse_store_url(url)  # raises StoreURLError, as opening would
-    name = env.get("SQLITE_DBNAME")
-    if name is None or name.startswith("file:"):  # PostgreSQL, or memory://
-        return None
-    path = Path(name)
-    return None if path.exists() else path
-
-
-def _require_log(url: str | None) -> None:
-    """Refuses an SQLite log that does not exist (opening would create it)."""
-    missing = _missing_sqlite_log(url)
-    if missing is not None:
-        msg = f"there is no log at {missing}"
-        raise UsageError(msg)
-
-
-def _session_and_log(args: argparse.Namespace) -> tuple[str, str | None]:
-    """The SESSION asked for and the URL of its log.
-
-    Both are checked before the log is opened (opening creates a missing
-    SQLite log), so a bad id or a log that is not there changes nothing.
-    """
-    session_id = check_session_id(args.session)
-    url = _store_url(args)
-    missing = _missing_sqlite_log(url)
-    if missing is not None:
-        msg = f"no session {session_id!r}: there is no log at {missing}"
-        raise UnknownSessionError(msg)
-    return session_id, url
-
 
 # -- demo -----------------------------------------------------------------
 
@@ -167,11 +101,11 @@ def _command_demo(args: argparse.Namespace) -> int:
     given: str | None = args.session
     session_id = given if given is not None else f"demo-{uuid.uuid4().hex[:12]}"
     check_session_id(session_id)  # before opening: a bad id must change nothing
-    with Runtime.open(_store_url(args)) as runtime:
+    with Runtime.open(store_url(args)) as runtime:
         try:
             result = run_demo(runtime, session_id)
         except TimeoutError:
-            _print_error(f"the demo run did not finish within {RUN_TIMEOUT:g} s")
+            print_error(f"the demo run did not finish within {RUN_TIMEOUT:g} s")
             return EXIT_FAILURE
         location = runtime.location
     print()
@@ -189,7 +123,7 @@ def _command_demo(args: argparse.Namespace) -> int:
         print()
         print("\n".join(next_steps(_command_hint(args, program=program))))
     if not result.completed:
-        _print_error(f"the demo run {result.status}: {result.error}")
+        print_error(f"the demo run {result.status}: {result.error}")
         return EXIT_FAILURE
     return EXIT_OK
 
@@ -199,7 +133,7 @@ def _command_demo(args: argparse.Namespace) -> int:
 
 def _command_run(args: argparse.Namespace) -> int:
     options = RunOptions(
-        store=_store_url(args),
+        store=store_url(args),
         session_id=args.session,
         route=args.model,
         tools=args.tools,
@@ -233,8 +167,8 @@ def _status(checkpoint: Checkpoint | None) -> str:
 
 
 def _command_sessions(args: argparse.Namespace) -> int:
-    url = _store_url(args)
-    missing = _missing_sqlite_log(url)
+    url = store_url(args)
+    missing = missing_sqlite_log(url)
     if missing is not None:
         print(f"no sessions: there is no log at {missing} yet (try `turnlog demo`)")
         return EXIT_OK
@@ -268,132 +202,13 @@ def _command_sessions(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-# -- audit ----------------------------------------------------------------
-
-
-def _command_audit(args: argparse.Namespace) -> int:
-    check_audit_args(args)
-    if args.head:
-        return _audit_head(args)
-    if args.verify:
-        return _audit_verify(args)
-    session_id, url = _session_and_log(args)
-    with runtime_for_reading(url) as runtime:
-        items = runtime.transcript.all(session_id)
-        if not items:
-            msg = f"no session {session_id!r} in the log at {runtime.location}"
-            raise UnknownSessionError(msg)
-        timeline = Timeline()
-        if args.json:
-            for item in items:
-                print(timeline.record(item))
-            return EXIT_OK
-        width = max(len("EVENT"), *(len(item.name) for item in items))
-        print(f"{'SEQ':>6}  {'TIME (UTC)':<24}  {'EVENT':<{width}}  SUMMARY")
-        for item in items:
-            print(timeline.line(item, width))
-    return EXIT_OK
-
-
-def _audit_head(args: argparse.Namespace) -> int:
-    session_id, url = _session_and_log(args)
-    with contextlib.closing(open_for_reading(url)) as store:
-        report = verify_session(store, session_id, expected_heads(store, session_id))
-    if report.head is None:  # an anchor of a broken chain would vouch for it
-        _print_error(f"no anchor for a chain that does not verify: {verdict(report)}")
-        return EXIT_FAILURE
-    print((anchor_record if args.json else format_anchor)(session_id, report.head))
-    return EXIT_OK
-
-
-def _audit_verify(args: argparse.Namespace) -> int:
-    if args.all:
-        url = _store_url(args)
-        _require_log(url)
-    else:
-        session_id, url = _session_and_log(args)
-    anchor = anchor_of(args.against, args.session)
-    show: Callable[[VerifyReport], str] = verdict_record if args.json else verdict
-    started = time.perf_counter()
-    sessions = failed = events = 0
-    damage = integrity_problem(url)
-    if damage is not None:  # the file itself: no chain in it can be trusted
-        print(damage_verdict(location_of(url), damage, as_json=args.json))
-        return EXIT_FAILURE
-    store = open_for_reading(url)
-    try:
-        if not args.all:
-            expected = expected_heads(store, session_id, anchor)
-            report = verify_session(store, session_id, expected)
-            print(show(report))
-            return EXIT_OK if report.ok else EXIT_FAILURE
-        for report in verify_each(store, recorded_heads(store)):
-            print(show(report), flush=True)  # a verdict as soon as it is known
-            sessions += 1
-            failed += not report.ok
-            events += report.events
-        location = store.location
-    finally:
-        store.close()
-    seconds = time.perf_counter() - started
-    if not args.json:
-        print(
-            verify_summary(sessions, failed, events, seconds)
-            if sessions
-            else f"no sessions in the log at {location}"
-        )
-    return EXIT_FAILURE if failed else EXIT_OK
-
-
-# -- replay, export, import -------------------------------------------------
-
-
-def _command_replay(args: argparse.Namespace) -> int:
-    session_id, url = _session_and_log(args)
-    with runtime_for_reading(url) as runtime:
-        events = runtime.replay_events(session_id)
-        if not events:  # every session starts with SessionConfigured
-            msg = f"no session {session_id!r} in the log at {runtime.location}"
-            raise UnknownSessionError(msg)
-    sys.stdout.writelines(encode_json(event).decode() + "\n" for event in events)
-    return EXIT_OK
-
-
-def _command_export(args: argparse.Namespace) -> int:
-    session_id, url = _session_and_log(args)
-    store = open_for_reading(url)
-    try:
-        lines = export_session(store, session_id)
-    finally:
-        store.close()
-    if args.output is None:
-        sys.stdout.writelines(line.decode() for line in lines)
-        return EXIT_OK
-    write_lines(args.output, lines)
-    events = len(lines) - 1  # after the header
-    print(f"exported {events} events of {session_id!r} to {args.output}")
-    return EXIT_OK
-
-
-def _command_import(args: argparse.Namespace) -> int:
-    lines = read_lines(args.file)  # a file that cannot be read opens no log
-    store = Store(_store_url(args))
-    try:
-        count = import_events(store, lines)
-        location = store.location
-    finally:
-        store.close()
-    print(f"imported {count} events into the log at {location}")
-    return EXIT_OK
-
-
 # -- rebuild ----------------------------------------------------------------
 
 
 def _command_rebuild(args: argparse.Namespace) -> int:
     select_projections(args.views)  # an unknown view is refused before opening
-    url = _store_url(args)
-    _require_log(url)
+    url = store_url(args)
+    require_log(url)
     bar = ProgressLine()
     # Verifying compares and swaps nothing: a log that may not be written
     # is verified in memory. A rebuild must write, and says so if it may not.
@@ -423,8 +238,8 @@ def _command_rebuild(args: argparse.Namespace) -> int:
 
 
 def _command_project(args: argparse.Namespace) -> int:
-    url = _store_url(args)
-    _require_log(url)
+    url = store_url(args)
+    require_log(url)
     store = Store(url)
     try:
         runner = ProjectionRunner(store, default_projections())
@@ -465,21 +280,13 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "demo": _command_demo,
     "run": _command_run,
     "sessions": _command_sessions,
-    "audit": _command_audit,
-    "replay": _command_replay,
-    "export": _command_export,
-    "import": _command_import,
+    "audit": command_audit,
+    "replay": command_replay,
+    "export": command_export,
+    "import": command_import,
     "rebuild": _command_rebuild,
     "project": _command_project,
 }
-
-
-def _print_error(message: str) -> None:
-    print(f"turnlog: error: {one_line(message, _MESSAGE_LIMIT)}", file=sys.stderr)
-
-
-def _describe(error: BaseException) -> str:
-    return str(error) or type(error).__name__
 
 
 def _quiet_stdout() -> None:
@@ -509,22 +316,22 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return _COMMANDS[args.command](args)
     except UsageError as error:
-        _print_error(_describe(error))
+        print_error(describe(error))
         return EXIT_USAGE
     except TurnlogError as error:
-        _print_error(_describe(error))
+        print_error(describe(error))
         return EXIT_FAILURE
     except (PersistenceError, sqlite3.Error) as error:
         # A read deep in the views or the library, past the store's own
         # wrapping: still one line naming the log (and any damage).
-        _print_error(_describe(as_store_error(error, location_of(_store_url(args)))))
+        print_error(describe(as_store_error(error, location_of(store_url(args)))))
         return EXIT_FAILURE
     except BrokenPipeError:
         _quiet_stdout()
         return EXIT_FAILURE
     except OSError as error:  # the network or the disk, outside the log
-        _print_error(_describe(error))
+        print_error(describe(error))
         return EXIT_FAILURE
     except KeyboardInterrupt:
-        _print_error("interrupted")
+        print_error("interrupted")
         return EXIT_INTERRUPTED
