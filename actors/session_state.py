@@ -25,9 +25,10 @@ from turnlog.domain.chain import event_seq
 from turnlog.domain.context import apply_to_context
 from turnlog.domain.errors import LeaseLostError, SessionClosedError
 from turnlog.domain.model import Item
-from turnlog.domain.protocol import Event, EventTranslator
+from turnlog.domain.protocol import Event
 from turnlog.domain.run import RunEvent, RunResult
 from turnlog.domain.session import Session
+from turnlog.domain.translation import EventTranslator
 from turnlog.domain.turn import Turn
 
 logger = logging.getLogger(__name__)

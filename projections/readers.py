@@ -18,7 +18,8 @@ from turnlog.domain.context import fold_context, messages_of
 from turnlog.domain.errors import InvalidInputError
 from turnlog.domain.ids import check_session_id
 from turnlog.domain.model import Item
-from turnlog.domain.protocol import Event, replay
+from turnlog.domain.protocol import Event
+from turnlog.domain.translation import replay
 from turnlog.projections.checkpoints import CheckpointProjection, CheckpointState
 from turnlog.projections.executions import Execution, ExecutionProjection
 from turnlog.projections.runner import ProjectionRunner

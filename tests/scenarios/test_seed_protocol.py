@@ -42,6 +42,7 @@ from turnlog.domain import protocol as p
 from turnlog.domain.context import PROMPT_CACHE_BREAKPOINT_FIELD
 from turnlog.domain.model import assistant_message
 from turnlog.domain.streaming import DeltaSink, discard_deltas
+from turnlog.domain.translation import replay
 
 SCRIPTED_USAGE = {"input_tokens": 1, "output_tokens": 0, "total_tokens": 1}
 
@@ -469,7 +470,7 @@ def test_compaction_notice_waits_for_later_preparation_hooks_to_settle(
     assert saved.compaction_count == int(outcome == "success")
     assert saved.context_epoch == int(outcome == "success")
     transcript = rt.transcript.page(session_id, before_sequence=None, max_batches=100)
-    replayed = p.replay(session_id, (i.event() for i in transcript.items))
+    replayed = replay(session_id, (i.event() for i in transcript.items))
     done = [b for b in compaction_blocks(replayed) if b.title == "Context compacted"]
     assert len(done) == int(outcome == "success")
 

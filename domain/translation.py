@@ -1,0 +1,197 @@
+"""Domain events of one session, turned into its durable EventMsg stream.
+
+The live stream a SessionActor publishes and a replay of the log are both
+made here, from the same domain events in the same order, so they agree by
+construction (replay == live minus transient messages).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import msgspec
+
+from turnlog.domain import session as s
+from turnlog.domain import turn as t
+from turnlog.domain.chain import event_seq
+from turnlog.domain.model import final_text
+from turnlog.domain.protocol import (
+    AgentMessage,
+    ApprovalRequested,
+    ApprovalResolved,
+    ContextRewritten,
+    Event,
+    Frontend,
+    HookContext,
+    InputRejected,
+    ModelRouteChanged,
+    ModelStepCompleted,
+    ModelStepFailed,
+    ModelStepStarted,
+    QueuedInputDropped,
+    RenderBlock,
+    SessionClosed,
+    SessionConfigured,
+    SessionFileReference,
+    SharedStateChanged,
+    TokenCount,
+    ToolAllowedForSession,
+    ToolCallBegin,
+    ToolCallEnd,
+    TurnAborted,
+    TurnComplete,
+    TurnStarted,
+    UserInputQueued,
+    UserMessage,
+    WarningMessage,
+)
+
+
+class EventTranslator:
+    """Turns domain events of one session into its durable EventMsgs.
+
+    It keeps the little state the envelopes need (the running turn's id
+    and submission, the usage totals), so it must see a session's events in
+    log order, from the start or from :meth:`resume`.
+    """
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        self.turn_id: str | None = None
+        self.submission_id: str | None = None
+        self.usage_totals: dict[str, int] = {}
+        self.last_agent_message: str | None = None
+        self.context_epoch = 0
+
+    def resume(
+        self,
+        *,
+        turn_id: str | None,
+        submission_id: str | None,
+        usage_totals: dict[str, int],
+        context_epoch: int = 0,
+    ) -> None:
+        """Sets the state a session revived mid-history had reached."""
+        self.turn_id = turn_id
+        self.submission_id = submission_id
+        self.usage_totals = dict(usage_totals)
+        self.context_epoch = context_epoch
+
+    def _wrap(self, sequence: int, msgs: Iterable[Any]) -> list[Event]:
+        return [
+            Event(self.session_id, self.submission_id, self.turn_id, sequence, msg)
+            for msg in msgs
+        ]
+
+    def translate(self, event: object, sequence: int) -> list[Event]:
+        """The Events that ``event`` (at log position ``sequence``) yields."""
+        match event:
+            case s.SessionCreated(agent_name=agent_name, model_route=route):
+                return self._wrap(
+                    sequence, [SessionConfigured(self.session_id, agent_name, route)]
+                )
+            case s.TurnStarted(turn_id=turn_id, number=number, submission_id=sub):
+                self.turn_id, self.submission_id = turn_id, sub
+                self.last_agent_message = None
+                return self._wrap(sequence, [TurnStarted(turn_id, number)])
+            case s.TurnCompleted(turn_id=turn_id, final_output=final_output):
+                out = self._wrap(sequence, [TurnComplete(turn_id, final_output)])
+                self.turn_id = self.submission_id = None
+                return out
+            case s.TurnAborted(turn_id=turn_id, reason=reason, failed=failed):
+                out = self._wrap(sequence, [TurnAborted(turn_id, reason, failed)])
+                self.turn_id = self.submission_id = None
+                return out
+            case s.UsageRecorded(route=route, usage=usage, kind=kind):
+                for key, value in (usage or {}).items():
+                    self.usage_totals[key] = self.usage_totals.get(key, 0) + value
+                msg = TokenCount(route, kind, usage, dict(self.usage_totals))
+                return self._wrap(sequence, [msg])
+            case s.ContextRewritten(reasons=reasons):
+                self.context_epoch += 1
+                rewritten = ContextRewritten(self.context_epoch, list(reasons))
+                return self._wrap(sequence, [rewritten])
+            case s.InputQueued(submission_id=sub, text=text, kind=kind):
+                return self._wrap(sequence, [UserInputQueued(sub, text, kind)])
+            case s.QueuedInputDropped(submission_ids=ids, reason=reason):
+                return self._wrap(sequence, [QueuedInputDropped(list(ids), reason)])
+            case s.ToolAllowedForSession(tool_name=tool_name):
+                return self._wrap(sequence, [ToolAllowedForSession(tool_name)])
+            case s.SharedStateUpdated(changes=changes):
+                return self._wrap(sequence, [SharedStateChanged(changes)])
+            case s.ModelRouteChanged(route=route):
+                return self._wrap(sequence, [ModelRouteChanged(route)])
+            case s.SessionClosed():
+                return self._wrap(sequence, [SessionClosed()])
+            case _:
+                return self._translate_turn_event(event, sequence)
+
+    def _translate_turn_event(self, event: object, sequence: int) -> list[Event]:
+        match event:
+            case t.InputAccepted(text=text, kind=kind, attachments=attachments):
+                refs = tuple(
+                    msgspec.convert(a, SessionFileReference) for a in attachments
+                )
+                return self._wrap(sequence, [UserMessage(text, kind, refs)])
+            case t.InputRejected(reason=reason):
+                return self._wrap(sequence, [InputRejected(reason)])
+            case t.ModelStepStarted(step=step, route=route):
+                return self._wrap(sequence, [ModelStepStarted(step, route)])
+            case t.ModelStepCompleted(step=step, output=output, usage=u, diagnostics=d):
+                msgs: list[Any] = []
+                answer = final_text(output)
+                if answer is not None:
+                    msgs.append(AgentMessage(answer))
+                    self.last_agent_message = answer
+                msgs.append(ModelStepCompleted(step, u, d))
+                return self._wrap(sequence, msgs)
+            case t.ModelStepFailed(step=step, error_type=error_type, message=message):
+                return self._wrap(
+                    sequence, [ModelStepFailed(step, error_type, message)]
+                )
+            case t.ToolCallStarted(call_id=call_id, name=name, arguments=arguments):
+                return self._wrap(sequence, [ToolCallBegin(call_id, name, arguments)])
+            case t.ToolCallFinished(call_id=c, name=n, output=o, is_error=e):
+                return self._wrap(sequence, [ToolCallEnd(c, n, o, e)])
+            case t.ApprovalRequested(request_id=r, call_id=c, name=n, arguments=a):
+                return self._wrap(sequence, [ApprovalRequested(r, c, n, a)])
+            case t.ApprovalDecided(request_id=r, call_id=c, decision=d, decided_by=b):
+                return self._wrap(sequence, [ApprovalResolved(r, c, d, b)])
+            case t.CompactionStarted(compaction_id=cid):
+                return self._compaction(sequence, cid, "Context compacting", "pending")
+            case t.ContextCompacted(compaction_id=cid):
+                return self._compaction(sequence, cid, "Context compacted", "complete")
+            case t.CompactionFailed(compaction_id=cid, message=message):
+                return self._compaction(
+                    sequence, cid, "Context compaction failed", "complete", message
+                )
+            case t.CompactionCancelled(compaction_id=cid):
+                return self._compaction(
+                    sequence, cid, "Context compaction cancelled", "complete"
+                )
+            case t.HookContextAdded(hook=hook, text=text):
+                return self._wrap(sequence, [HookContext(hook, text)])
+            case t.WarningRaised(message=message):
+                return self._wrap(sequence, [WarningMessage(message)])
+            case _:
+                return []
+
+    def _compaction(
+        self, sequence: int, cid: str, title: str, state: str, body: str = ""
+    ) -> list[Event]:
+        block = RenderBlock(cid, title, state, body)
+        return self._wrap(sequence, [Frontend(COMPACTION_CAPABILITY, block)])
+
+
+COMPACTION_CAPABILITY = "compaction"
+"""The Frontend capability of the compaction notice."""
+
+
+def replay(session_id: str, events: Iterable[object]) -> list[Event]:
+    """The durable Event stream of a session from its events, in order."""
+    translator = EventTranslator(session_id)
+    out: list[Event] = []
+    for event in events:
+        out.extend(translator.translate(event, event_seq(event)))
+    return out
