@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-import msgspec
+import re
 
+import msgspec
+import pytest
+
+from turnlog.cli.main import main
 from turnlog.domain.ids import session_uuid, turn_uuid
 from turnlog.projections.tables import ViewTables
 from turnlog.store.log import Store
@@ -76,3 +80,60 @@ def chain_at(url: str, position: int) -> tuple[int, str]:
         store.close()
     decoded = msgspec.json.decode(state)
     return decoded["session_seq"], decoded["chain"]
+
+
+# -- running the command and reading what it printed ------------------------
+
+FINAL_ANSWER = "100 days after 2024-02-10 is 2024-05-20 (Monday)."
+TIME = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z"
+AUDIT_LINE = re.compile(rf"^\s*(\d+)  ({TIME})  (\w+)\s+(.*)$")
+DEMO_EVENTS = [
+    "SessionCreated",
+    "TurnStarted",
+    "TurnOpened",
+    "InputAccepted",
+    "ModelStepStarted",
+    "ModelStepCompleted",
+    "UsageRecorded",
+    "ToolCallStarted",
+    "ToolCallFinished",
+    "ModelStepStarted",
+    "ModelStepCompleted",
+    "UsageRecorded",
+    "TurnCompleted",
+]
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def run_demo(capsys: pytest.CaptureFixture[str], store: str, *extra: str) -> str:
+    """Runs the demo, checks it succeeded, returns its session id."""
+    code, out, err = run(capsys, "--store", store, "demo", *extra)
+    assert (code, err) == (0, "")
+    match = re.search(r"^session:\s+(\S+) \(run completed\)$", out, re.MULTILINE)
+    assert match is not None, out
+    return match.group(1)
+
+
+def audit_lines(out: str) -> list[tuple[int, str, str, str]]:
+    header, *lines = out.splitlines()
+    assert header.split() == ["SEQ", "TIME", "(UTC)", "EVENT", "SUMMARY"]
+    parsed = []
+    for line in lines:
+        match = AUDIT_LINE.match(line)
+        assert match is not None, line
+        sequence, time, name, summary = match.groups()
+        parsed.append((int(sequence), time, name, summary))
+    return parsed
+
+
+def one_error_line(err: str) -> str:
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("turnlog: error: ")
+    assert "Traceback" not in err
+    return lines[0]

@@ -86,3 +86,13 @@ def fill(url: str, sessions: tuple[str, ...] = ("s1", "s2"), turns: int = 2) -> 
 def filled() -> Callable[..., None]:
     """``fill(url, sessions, turns)``: a log with a few finished sessions."""
     return fill
+
+
+@pytest.fixture
+def log_path(tmp_path: Path) -> Path:
+    return tmp_path / "log.sqlite3"
+
+
+@pytest.fixture
+def store(log_path: Path) -> str:
+    return f"sqlite:///{log_path}"  # four slashes: log_path is absolute

@@ -1,5 +1,6 @@
 """Fixtures of the scenarios: a runtime on a fresh SQLite file, and real
-turnlog processes to kill."""
+turnlog processes to kill. This folder goes on ``sys.path`` for
+``compaction_models``, the models the seed scenarios share."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from turnlog import Runtime
+
+sys.path.insert(0, str(Path(__file__).parent))
 
 CHILD = Path(__file__).with_name("crash_child.py")
 
