@@ -1,0 +1,36 @@
+"""Read models of the log: pure folds, the tables they write, the runner that
+keeps them current (live or as ``turnlog project``), rebuilds, and readers.
+"""
+
+from turnlog.projections.checkpoints import CheckpointProjection
+from turnlog.projections.executions import ExecutionProjection
+from turnlog.projections.readers import (
+    Checkpoint,
+    Checkpoints,
+    Executions,
+    Transcripts,
+    replay_session,
+)
+from turnlog.projections.rebuild import default_projections, rebuild
+from turnlog.projections.rows import Projection
+from turnlog.projections.runner import ProjectionRunner
+from turnlog.projections.sessions import SessionIndexProjection
+from turnlog.projections.tables import ViewTables
+from turnlog.projections.transcript import TranscriptProjection
+
+__all__ = [
+    "Checkpoint",
+    "CheckpointProjection",
+    "Checkpoints",
+    "ExecutionProjection",
+    "Executions",
+    "Projection",
+    "ProjectionRunner",
+    "SessionIndexProjection",
+    "TranscriptProjection",
+    "Transcripts",
+    "ViewTables",
+    "default_projections",
+    "rebuild",
+    "replay_session",
+]

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 import types
+
+import pytest
 
 import turnlog
 import turnlog.events
@@ -60,3 +64,32 @@ def test_no_two_public_classes_share_a_name() -> None:
                 f"{module.__name__}.{name} and {seen[value.__name__]!r} "
                 "are two classes with one name"
             )
+
+
+PACKAGES = [
+    "turnlog.actors",
+    "turnlog.cli",
+    "turnlog.cli.run",
+    "turnlog.domain",
+    "turnlog.projections",
+    "turnlog.providers",
+    "turnlog.store",
+]
+
+
+@pytest.mark.parametrize("name", PACKAGES)
+def test_each_package_states_its_public_names_in_a_sorted_all(name: str) -> None:
+    package = importlib.import_module(name)
+    assert package.__all__ == sorted(package.__all__)
+    assert public_names_of(package) == set(package.__all__)
+    for member in package.__all__:
+        assert getattr(package, member) is not None
+
+
+def test_every_package_of_the_distribution_is_checked() -> None:
+    found = {
+        module.name
+        for module in pkgutil.walk_packages(turnlog.__path__, "turnlog.")
+        if module.ispkg
+    }
+    assert found == set(PACKAGES)

@@ -1,10 +1,29 @@
 """The log: one Store over SQLite or PostgreSQL, chosen by a URL.
 
-Leases on sessions (ownership), export and import (transfer) and hash-chain
-verification (verify) live beside it.
+Each backend's recorder owns its SQL (``sqlite``, ``postgres``, behind
+``backend.LogBackend``); leases on sessions and fenced writes
+(``ownership``, ``fencing``), export and import (``transfer``) and
+hash-chain verification (``verify``) live beside it.
 """
 
+from turnlog.store.backend import LogBackend
+from turnlog.store.fencing import Fence
 from turnlog.store.log import Store
 from turnlog.store.opening import describe_url, parse_store_url
+from turnlog.store.ownership import SessionOwnership
+from turnlog.store.transfer import export_session, import_events
+from turnlog.store.verify import VerifyReport, verify_all, verify_session
 
-__all__ = ["Store", "describe_url", "parse_store_url"]
+__all__ = [
+    "Fence",
+    "LogBackend",
+    "SessionOwnership",
+    "Store",
+    "VerifyReport",
+    "describe_url",
+    "export_session",
+    "import_events",
+    "parse_store_url",
+    "verify_all",
+    "verify_session",
+]
