@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import httpx
+
 from turnlog.domain.errors import UsageError
 from turnlog.providers.http import DEFAULT_BASE_URL, HttpEndpoint
 from turnlog.providers.settings import RetryPolicy, Timeouts
@@ -25,6 +27,8 @@ class HttpModelProvider:
             (``temperature``, ``reasoning``, ...); the fields turnlog fills
             itself (model, input, tools, stream, ...) are refused.
         max_connections: connections kept to the server at most.
+        transport: the httpx transport requests go through (default: the
+            network), e.g. ``httpx.MockTransport`` in tests.
     """
 
     RESERVED_OPTIONS: frozenset[str] = frozenset({"model", "stream"})
@@ -41,6 +45,7 @@ class HttpModelProvider:
         headers: Mapping[str, str] | None = None,
         options: Mapping[str, Any] | None = None,
         max_connections: int = 100,
+        transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         if not isinstance(model, str) or not model:
             msg = "a provider needs a non-empty model name"
@@ -58,6 +63,7 @@ class HttpModelProvider:
             retry=retry or RetryPolicy(),
             headers=headers,
             max_connections=max_connections,
+            transport=transport,
         )
 
     @property

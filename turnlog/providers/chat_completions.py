@@ -65,6 +65,8 @@ class OpenAIChatCompletionsProvider(HttpModelProvider):
             (``temperature``, ``reasoning``, ...); the fields the provider
             fills itself are refused.
         max_connections: connections kept to the server at most.
+        transport: the httpx transport requests go through (default: the
+            network), e.g. ``httpx.MockTransport`` in tests.
         developer_role: the role developer items are sent with. ``user``
             (the default) suits every chat template, including those that
             allow a system message only first; ``system`` or ``developer``
@@ -90,6 +92,7 @@ class OpenAIChatCompletionsProvider(HttpModelProvider):
         headers: Mapping[str, str] | None = None,
         options: Mapping[str, Any] | None = None,
         max_connections: int = 100,
+        transport: httpx.AsyncBaseTransport | None = None,
         developer_role: DeveloperRole = "user",
         include_usage: bool = True,
     ) -> None:
@@ -102,6 +105,7 @@ class OpenAIChatCompletionsProvider(HttpModelProvider):
             headers=headers,
             options=options,
             max_connections=max_connections,
+            transport=transport,
         )
         if developer_role not in ("user", "system", "developer"):
             msg = (

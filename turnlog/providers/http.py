@@ -106,6 +106,9 @@ class HttpEndpoint:
         retry: the retry policy.
         headers: extra headers for every request.
         max_connections: connections kept to the server at most.
+        transport: the httpx transport requests go through (default: the
+            network); e.g. ``httpx.MockTransport`` in tests, or a transport
+            with proxies or client certificates.
     """
 
     def __init__(
@@ -117,6 +120,7 @@ class HttpEndpoint:
         retry: RetryPolicy,
         headers: Mapping[str, str] | None = None,
         max_connections: int = 100,
+        transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         url = httpx.URL(base_url.rstrip("/"))
         if url.scheme not in ("http", "https") or not url.host:
@@ -136,6 +140,7 @@ class HttpEndpoint:
             **dict(headers or {}),
         }
         self._max_connections = max_connections
+        self._transport = transport
         self._client: httpx.AsyncClient | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._lock = threading.Lock()
@@ -167,7 +172,10 @@ class HttpEndpoint:
                 # Only here, and httpx masks it in any repr of the headers.
                 headers["Authorization"] = f"Bearer {self._api_key.reveal()}"
             self._client = httpx.AsyncClient(
-                headers=headers, timeout=timeout, limits=limits
+                headers=headers,
+                timeout=timeout,
+                limits=limits,
+                transport=self._transport,
             )
             self._loop = loop
             return self._client

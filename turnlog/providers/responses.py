@@ -64,6 +64,8 @@ class OpenAIResponsesProvider(HttpModelProvider):
             (``temperature``, ``reasoning``, ...); the fields the provider
             fills itself are refused.
         max_connections: connections kept to the server at most.
+        transport: the httpx transport requests go through (default: the
+            network), e.g. ``httpx.MockTransport`` in tests.
         cache_breakpoints: send turnlog's prompt cache breakpoint (it
             closes a compacted prefix) as an explicit breakpoint
             (``prompt_cache_breakpoint: {"mode": "explicit"}``); turn it off
@@ -85,6 +87,7 @@ class OpenAIResponsesProvider(HttpModelProvider):
         headers: Mapping[str, str] | None = None,
         options: Mapping[str, Any] | None = None,
         max_connections: int = 100,
+        transport: httpx.AsyncBaseTransport | None = None,
         cache_breakpoints: bool = True,
         prompt_cache_key: bool = True,
     ) -> None:
@@ -97,6 +100,7 @@ class OpenAIResponsesProvider(HttpModelProvider):
             headers=headers,
             options=options,
             max_connections=max_connections,
+            transport=transport,
         )
         self._cache_breakpoints = cache_breakpoints
         self._prompt_cache_key = prompt_cache_key
