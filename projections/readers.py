@@ -43,7 +43,10 @@ def _always_open() -> None:
 class _Reader:
     """A read model of a runtime: refuses reads once the runtime is closed."""
 
-    def __init__(self, check_open: Callable[[], None]) -> None:
+    def __init__(
+        self, runner: ProjectionRunner, check_open: Callable[[], None] = _always_open
+    ) -> None:
+        self._runner = runner
         self._check_open = check_open
 
 
@@ -156,12 +159,6 @@ def replay_events(transcript: Iterable[TranscriptItem], session_id: str) -> list
 class Transcripts(_Reader):
     """``rt.transcript``: pages of each session's positioned items."""
 
-    def __init__(
-        self, runner: ProjectionRunner, check_open: Callable[[], None] = _always_open
-    ) -> None:
-        super().__init__(check_open)
-        self._runner = runner
-
     @_while_open
     def page(
         self,
@@ -257,12 +254,6 @@ class ExecutionPage(msgspec.Struct, frozen=True):
 class Executions(_Reader):
     """``rt.executions``: one record per turn."""
 
-    def __init__(
-        self, runner: ProjectionRunner, check_open: Callable[[], None] = _always_open
-    ) -> None:
-        super().__init__(check_open)
-        self._runner = runner
-
     @_while_open
     def page(
         self, session_id: str, before_sequence: int | None = None, limit: int = 10
@@ -296,8 +287,7 @@ class Checkpoints(_Reader):
         transcripts: Transcripts,
         check_open: Callable[[], None] = _always_open,
     ) -> None:
-        super().__init__(check_open)
-        self._runner = runner
+        super().__init__(runner, check_open)
         self._transcripts = transcripts
 
     @_while_open
