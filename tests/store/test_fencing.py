@@ -179,7 +179,7 @@ def test_a_takeover_in_flight_holds_the_save_until_it_commits(
                     ).fetchone()
                     if waiting and waiting[0]:
                         break
-                    time.sleep(0.01)
+                    time.sleep(0.01)  # polling the server: no event to wait on
             assert not outcome, f"the save did not wait for the takeover: {outcome}"
         saver.join(timeout=10)
         assert len(outcome) == 1
