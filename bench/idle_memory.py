@@ -46,6 +46,12 @@ def wait_for(condition: Any, seconds: float, what: str) -> None:
         time.sleep(0.1)
 
 
+def timed_ms(call: Any) -> float:
+    started = time.monotonic()
+    call()
+    return (time.monotonic() - started) * 1000
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sessions", type=int, default=10_000)
@@ -96,17 +102,22 @@ def main() -> None:
             after = rss_kib()
             threads = threading.active_count()
             live = rt.live_sessions()
-            started = time.monotonic()
-            revived = handles[0].prompt("again", timeout=30)
-            revive_ms = (time.monotonic() - started) * 1000
-            assert revived.status == "completed", revived
+            # What a revival costs: the first call on an idle session, then
+            # the same call on the actor it started.
+            first_ms = timed_ms(handles[1].messages)
+            next_ms = timed_ms(handles[1].messages)
+            revive_ms = timed_ms(lambda: handles[0].prompt("again", timeout=30))
+            latest = handles[0].latest_run()
+            assert latest is not None
+            assert latest.status == "completed", latest
     per_session = (after - before) / args.sessions
     print(f"{args.sessions} idle sessions, {live} session actors live")
     print(f"opened and ran one turn each in {opened:.1f} s")
     print(f"RSS before: {before} KiB, after: {after} KiB")
     print(f"growth per idle session: {per_session:.1f} KiB (budget 16 KiB)")
     print(f"threads: {threads_before} before, {threads} after (budget 50)")
-    print(f"first prompt on an idle session afterwards: {revive_ms:.1f} ms")
+    print(f"messages() on an idle session: {first_ms:.2f} ms, again {next_ms:.2f} ms")
+    print(f"a prompt (one turn) on an idle session: {revive_ms:.1f} ms")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,10 @@ activation's lock, and an actor passivates only under that lock with an
 empty inbox: a message is never left in the inbox of an actor that stops,
 and the session never has two actors. Nobody waits for an actor while
 holding the lock; an ask takes its answer after letting go.
+
+Why one actor per active session, and not many sessions hosted by a
+fixed pool of actors: measured, in the README's design note ("Embedding
+it") and bench/RESULTS.md ("Idle sessions passivate").
 """
 
 from __future__ import annotations
@@ -96,7 +100,7 @@ class Activation:
                 return False
             try:
                 self._release(self.session_id)
-            except Exception:  # a store that fails now: stay active, try later
+            except Exception:  # a store that fails now: stay active until next used
                 logger.warning(
                     "session %s could not give back its lease; it stays active",
                     self.session_id,
@@ -116,8 +120,16 @@ class Activation:
         """
         try:
             self.send(message)
-        except TurnlogError as error:
-            logger.warning("session %s: %s", self.session_id, error)
+        except pykka.ActorDeadError:
+            raise
+        except Exception as error:  # the sender is another actor: never crash it
+            logger.warning(
+                "session %s dropped %s: %s",
+                self.session_id,
+                type(message).__name__,
+                error,
+                exc_info=not isinstance(error, TurnlogError),
+            )
             raise pykka.ActorDeadError(str(error)) from None
 
     # -- what handles use ---------------------------------------------------------

@@ -44,6 +44,8 @@ def eventually(condition: Callable[[], bool], what: str, seconds: float = 10) ->
 
 def passivated(rt: Runtime) -> None:
     eventually(lambda: rt.live_sessions() == 0, "every session passivated")
+    # The actor stops just after it lets go of the session.
+    eventually(lambda: session_actors() == 0, "every session actor stopped")
 
 
 def lease_rows(rt: Runtime) -> list[str]:
@@ -75,7 +77,6 @@ def test_an_idle_session_stops_its_actor_gives_back_its_lease_and_revives(
         )
         assert session.prompt("hi", timeout=10).final_output == "one"
         passivated(rt)
-        assert session_actors() == 0
         assert lease_rows(rt) == []
         assert session.prompt("again", timeout=10).final_output == "two"
         assert rt.live_sessions() == 1
@@ -272,3 +273,40 @@ def test_revival_is_refused_if_another_runtime_took_the_session(
 def test_a_bad_idle_timeout_is_refused(bad: object) -> None:
     with pytest.raises(InvalidInputError, match="idle_timeout"):
         RunConfig(idle_timeout=bad)  # type: ignore[arg-type]
+
+
+def test_calls_at_once_on_a_passivated_session_revive_one_actor(
+    sqlite_url: str,
+) -> None:
+    with Runtime.open(sqlite_url, run_config=TINY) as rt:
+        session = rt.create_session(Agent("a", model=ScriptedModel(["one"])))
+        session.prompt("hi", timeout=10)
+        answers: list[int] = []
+
+        def ask() -> None:
+            answers.append(len(session.messages()))
+
+        for _ in range(3):
+            passivated(rt)
+            answers.clear()
+            callers = [threading.Thread(target=ask) for _ in range(8)]
+            for caller in callers:
+                caller.start()
+            for caller in callers:
+                caller.join(timeout=10)
+            assert answers == [2] * 8
+            assert session_actors() == 1
+            assert lease_rows(rt) == [session.session_id]
+
+
+def test_closing_the_runtime_ends_a_passivated_sessions_subscriptions(
+    sqlite_url: str,
+) -> None:
+    rt = Runtime.open(sqlite_url, run_config=TINY)
+    try:
+        session = rt.create_session(Agent("a", model=ScriptedModel(["one"])))
+        events = session.subscribe()
+        passivated(rt)
+    finally:
+        rt.close()
+    assert list(events) == []  # the iteration ends instead of waiting forever
