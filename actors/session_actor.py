@@ -449,6 +449,7 @@ class SessionActor(pykka.ThreadingActor):
             not self._idle_clock.due()
             or self._input_reviews.busy
             or state.lease_error is not None
+            or state.close_when_idle  # close() waits for the turn: keep the wish
             or not is_idle(state.session, state.turn, state.run)
         ):
             return  # the next message sets the clock going again

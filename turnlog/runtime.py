@@ -201,6 +201,10 @@ class Runtime:
         its messages, shared state and usage are what the log says, and a
         turn a crash cut off is closed first. ``shared_state`` keys given
         here are set (and recorded) on top of the stored state.
+
+        The session passivates after the run config's ``idle_timeout``
+        idle (its actor stops, its lease is given back); the handle starts
+        it again on its next call.
         """
         self._check_open()
         if not isinstance(agent, Agent):

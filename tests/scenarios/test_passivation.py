@@ -27,7 +27,6 @@ from turnlog import (
 )
 from turnlog.domain import protocol as p
 from turnlog.domain.run import RunEvent, RunFinished
-from turnlog.store.fencing import LEASE_TABLE
 from turnlog.testing import HeldModel
 
 TINY = RunConfig(idle_timeout=0.2)
@@ -50,7 +49,7 @@ def passivated(rt: Runtime) -> None:
 
 def lease_rows(rt: Runtime) -> list[str]:
     with rt.store.transaction() as cursor:
-        cursor.execute(f"SELECT session_id FROM {LEASE_TABLE}")
+        cursor.execute(f"SELECT session_id FROM {rt.ownership.table}")
         return [str(row["session_id"]) for row in cursor.fetchall()]
 
 
@@ -69,9 +68,9 @@ def deploy_tool(ran: list[str]):
 
 
 def test_an_idle_session_stops_its_actor_gives_back_its_lease_and_revives(
-    sqlite_url: str,
+    store_url: str,
 ) -> None:
-    with Runtime.open(sqlite_url, run_config=TINY) as rt:
+    with Runtime.open(store_url, run_config=TINY) as rt:
         session = rt.create_session(
             Agent("a", model=ScriptedModel(["one", "two"])), session_id="s1"
         )
@@ -254,15 +253,15 @@ def test_a_running_model_call_never_passivates(sqlite_url: str) -> None:
 
 
 def test_revival_is_refused_if_another_runtime_took_the_session(
-    sqlite_url: str,
+    store_url: str,
 ) -> None:
-    with Runtime.open(sqlite_url, run_config=TINY) as rt:
+    with Runtime.open(store_url, run_config=TINY) as rt:
         session = rt.create_session(
             Agent("a", model=ScriptedModel(["one"])), session_id="s1"
         )
         session.prompt("hi", timeout=10)
         passivated(rt)
-        with Runtime.open(sqlite_url, run_config=RunConfig(idle_timeout=None)) as other:
+        with Runtime.open(store_url, run_config=RunConfig(idle_timeout=None)) as other:
             other.create_session(Agent("a", model=ScriptedModel([])), session_id="s1")
             with pytest.raises(Exception, match="open in another process") as raised:
                 session.messages()
@@ -310,3 +309,32 @@ def test_closing_the_runtime_ends_a_passivated_sessions_subscriptions(
     finally:
         rt.close()
     assert list(events) == []  # the iteration ends instead of waiting forever
+
+
+def test_a_session_closing_after_its_turn_keeps_its_actor(sqlite_url: str) -> None:
+    ran: list[str] = []
+    model = ScriptedModel([calls(tool_call("deploy", {"target": "prod"})), "done"])
+    with Runtime.open(sqlite_url, run_config=TINY) as rt:
+        session = rt.create_session(Agent("a", model=model, tools=[deploy_tool(ran)]))
+        idle = rt.create_session(Agent("b", model=ScriptedModel(["x"])))
+        with session.subscribe() as events:
+            session.send_input("go")
+            request = next(
+                item.event.msg
+                for item in events
+                if isinstance(item, RunEvent)
+                and isinstance(item.event.msg, p.ApprovalRequested)
+            )
+            session.close()  # waits for the turn, which waits for a decision
+            idle.prompt("hi", timeout=10)
+            eventually(lambda: rt.live_sessions() == 1, "the idle session passivated")
+            assert lease_rows(rt) == [session.session_id]
+            session.approve(request.request_id, ApprovalDecision.allow())
+            closed = next(
+                item
+                for item in events
+                if isinstance(item, RunEvent)
+                and isinstance(item.event.msg, p.SessionClosed)
+            )
+        assert closed.event.session_id == session.session_id
+        assert ran == ["prod"]
