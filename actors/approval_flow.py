@@ -39,8 +39,11 @@ class TurnControl(Protocol):
 class Approvals:
     """The approval policy of one session, and the decisions it receives."""
 
-    def __init__(self, state: SessionState) -> None:
+    def __init__(self, state: SessionState, address: Any = None) -> None:
+        # Where the broker sends decisions: the session's host when it has
+        # one, so a decision reaches a session passivated meanwhile.
         self._state = state
+        self._address = address if address is not None else state.actor_ref
 
     def needs_approval(self, tool: Any, arguments: str) -> bool:
         """Whether a call of ``tool`` must wait for a decision."""
@@ -58,7 +61,7 @@ class Approvals:
                 request,
                 settings.approval_policy,
                 settings.approval_provider,
-                state.actor_ref,
+                self._address,
                 settings.approval_timeout,
             )
         )

@@ -55,6 +55,11 @@ class InputReviews:
         self._waiting: deque[PendingInput] = deque()
         self._running: concurrent.futures.Future[Any] | None = None
 
+    @property
+    def busy(self) -> bool:
+        """Whether input waits for its review (the session is not idle)."""
+        return bool(self._waiting)
+
     def add(self, pending: PendingInput) -> None:
         """Queues ``pending`` for review, behind any review under way."""
         self._waiting.append(pending)

@@ -239,6 +239,10 @@ class RetireTurnActor(msgspec.Struct, frozen=True):
     """Time to see whether the kept TurnActor has idled long enough to stop."""
 
 
+class PassivateIfIdle(msgspec.Struct, frozen=True):
+    """Time to see whether the session has idled long enough to passivate."""
+
+
 class CancelTurn(msgspec.Struct, frozen=True):
     """The turn ended: cancel whatever is in flight and stop."""
 

@@ -38,6 +38,7 @@ from turnlog.actors.messages import (
     LatestRunQuery,
     LeaseLost,
     MessagesQuery,
+    PassivateIfIdle,
     PendingApprovalsQuery,
     QueuedInputReviewed,
     QueuedQuery,
@@ -57,6 +58,7 @@ from turnlog.actors.messages import (
     Unsubscribe,
     UpdateSharedState,
 )
+from turnlog.actors.passivation import IdleClock, KeptState, SessionHost, is_idle
 from turnlog.actors.session_end import answer_everyone
 from turnlog.actors.session_parts import SessionServices, SessionSettings
 from turnlog.actors.session_state import SessionState
@@ -96,7 +98,9 @@ class SessionActor(pykka.ThreadingActor):
 
     ``SessionState`` holds the aggregates and records every change;
     ``TurnFlow`` runs turns on a ``TurnActorSlot``; ``Approvals`` asks for
-    and applies decisions.
+    and applies decisions. With a ``host`` (actors.passivation) the actor
+    stops once idle for ``settings.idle_timeout``, handing what only memory
+    holds to the host, and takes it back when the host starts it again.
     """
 
     # A runtime left open must not hold its process at exit: Runtime closes
@@ -111,6 +115,7 @@ class SessionActor(pykka.ThreadingActor):
         agent: AgentDefinition,
         session: Session,
         settings: SessionSettings,
+        host: SessionHost | None = None,
     ) -> None:
         super().__init__()
         self._state = SessionState(
@@ -126,7 +131,18 @@ class SessionActor(pykka.ThreadingActor):
             agent=agent,
             services=services,
         )
-        self._approvals = Approvals(self._state)
+        self._host = host
+        self._kept: KeptState | None = None
+        self._idle_clock: IdleClock | None = None
+        self._passivating = False
+        if host is not None:
+            self._state.subscribers = host.subscribers
+            self._kept = host.take_kept()
+            if settings.idle_timeout is not None:
+                self._idle_clock = IdleClock(
+                    settings.idle_timeout, services.io_loop, self.actor_ref
+                )
+        self._approvals = Approvals(self._state, host)
         self._turns = TurnFlow(self._state, self._approvals, self._slot)
         self._receiving: Any = None
         self._input_reviews = InputReviews(
@@ -134,14 +150,28 @@ class SessionActor(pykka.ThreadingActor):
         )
 
     def on_start(self) -> None:
-        turn = self._state.turn
-        if turn is not None and self._state.session.running:
-            self._turns.resume_turn(turn)
+        state, kept = self._state, self._kept
+        turn = state.turn
+        if turn is not None and state.session.running:
+            # Revived after passivating, the broker still holds the requests.
+            self._turns.resume_turn(turn, ask_approvals=kept is None)
+        if kept is not None:
+            self._kept = None
+            state.latest_run, state.reviewed = kept.latest_run, kept.reviewed
+            if kept.run is not None:
+                state.run = kept.run  # its callers still wait on it
+        if self._idle_clock is not None:
+            self._idle_clock.touch()
 
     # -- dispatch ------------------------------------------------------------
 
     def on_receive(self, message: Any) -> Any:
         self._receiving = message  # for on_failure: whom the failure strands
+        if self._idle_clock is not None:
+            if isinstance(message, PassivateIfIdle):
+                self._passivate_if_idle()
+                return None
+            self._idle_clock.touch()
         match message:
             case (
                 StepSucceeded()
@@ -409,7 +439,29 @@ class SessionActor(pykka.ThreadingActor):
         self._state.session.update_shared_state(changes)
         return [self._state.session]
 
+    # -- passivation ---------------------------------------------------------------
+
+    def _passivate_if_idle(self) -> None:
+        assert self._idle_clock is not None
+        assert self._host is not None
+        state = self._state
+        if (
+            not self._idle_clock.due()
+            or self._input_reviews.busy
+            or state.lease_error is not None
+            or state.close_when_idle  # close() waits for the turn: keep the wish
+            or not is_idle(state.session, state.turn, state.run)
+        ):
+            return  # the next message sets the clock going again
+        kept = KeptState(state.run, state.latest_run, state.reviewed)
+        if self._host.passivate(self.actor_inbox.empty, kept):
+            self._passivating = True
+            self.actor_ref.stop(block=False)
+
     def on_stop(self) -> None:
+        if self._passivating:
+            self._slot.stop()  # the kept TurnActor, or one waiting on approvals
+            return
         stopped = f"session {self._state.session_id!r} stopped before the run ended"
         self._end(self._state.lease_error or SessionClosedError(stopped))
 

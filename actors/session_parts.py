@@ -27,6 +27,8 @@ class SessionSettings(msgspec.Struct, frozen=True):
     approval_policy: str = "ask"
     approval_provider: Any = None
     approval_timeout: float | None = None
+    idle_timeout: float | None = None
+    """Seconds idle before the actor passivates (with a host); None: never."""
 
 
 class RunState:

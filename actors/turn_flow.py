@@ -120,8 +120,13 @@ class TurnFlow:
         """Tells the TurnActor running the current turn."""
         self._slot.tell(message)
 
-    def resume_turn(self, turn: Turn) -> None:
-        """Picks up a turn that a restart left waiting (see actors.revive)."""
+    def resume_turn(self, turn: Turn, *, ask_approvals: bool = True) -> None:
+        """Picks up a turn that a restart left waiting (see actors.revive).
+
+        A session revived after passivating passes ``ask_approvals=False``:
+        the broker still holds its pending requests, and asking again would
+        ask the provider (a person, maybe) twice.
+        """
         self._state.run = RunState(turn.submission_id)
         self._state.run.turn_ids.append(str(turn.id))
         self._slot.begin(turn)
@@ -135,6 +140,8 @@ class TurnFlow:
         )
         if calls:
             self.tell_turn(RunCalls(calls))
+        if not ask_approvals:
+            return
         for request_id, call_id in turn.pending_approvals.items():
             self._approvals.ask(self._approvals.request(turn, request_id, call_id))
 

@@ -7,6 +7,10 @@ from typing import Any, Literal, Protocol, runtime_checkable
 import pydantic
 
 from turnlog.domain.approval import ApprovalDecision, ApprovalRequest
+from turnlog.domain.errors import InvalidInputError
+
+DEFAULT_IDLE_TIMEOUT = 60.0
+"""Seconds an idle session keeps its actor before it passivates."""
 
 
 @runtime_checkable
@@ -36,6 +40,13 @@ class RunConfig(pydantic.BaseModel):
             ``timeout`` (recorded) and the tool does not run. None: no limit.
         event_buffer: events buffered per subscriber before a slow one
             starts missing events.
+        idle_timeout: seconds a session may sit idle before it passivates:
+            its actor (a thread) stops and its lease is given back, and its
+            handle starts it again on the next call. A session waiting only
+            for an approval decision counts as idle. None: never.
+
+    Raises:
+        InvalidInputError: a value is out of range or of the wrong type.
     """
 
     model_config = pydantic.ConfigDict(arbitrary_types_allowed=True, frozen=True)
@@ -45,6 +56,17 @@ class RunConfig(pydantic.BaseModel):
     approval_provider: Any = None
     approval_timeout: float | None = pydantic.Field(default=None, gt=0)
     event_buffer: int = pydantic.Field(default=10_000, ge=1)
+    idle_timeout: float | None = pydantic.Field(
+        default=DEFAULT_IDLE_TIMEOUT, gt=0, allow_inf_nan=False
+    )
+
+    def __init__(self, **values: Any) -> None:
+        try:
+            super().__init__(**values)
+        except pydantic.ValidationError as error:
+            # A caller's mistake, in turnlog's error tree (it is a ValueError
+            # too, as pydantic's error was).
+            raise InvalidInputError(f"bad RunConfig: {error}") from None
 
     @pydantic.field_validator("approval_provider")
     @classmethod

@@ -20,7 +20,6 @@ gone, as after a crash. Sync tools and approval providers run on
 from __future__ import annotations
 
 import atexit
-import contextlib
 import functools
 import logging
 import threading
@@ -30,6 +29,7 @@ from typing import Any
 
 import pykka
 
+from turnlog.activation import Activation
 from turnlog.actors.approval_broker import ApprovalBrokerActor
 from turnlog.actors.io_loop import IoLoop
 from turnlog.actors.messages import ClosedQuery, LeaseLost
@@ -99,7 +99,7 @@ class Runtime:
         # An Event, not a flag on self: session handles hold it, and must
         # not keep the runtime alive (the exit hook holds runtimes weakly).
         self._closed = threading.Event()
-        self._sessions: dict[str, tuple[pykka.ActorRef[Any], str]] = {}
+        self._sessions: dict[str, Activation] = {}
         self._agents: dict[int, Agent] = {}
         self.projections = ProjectionRunner(store, default_projections())
         guard = self._check_open
@@ -201,6 +201,10 @@ class Runtime:
         its messages, shared state and usage are what the log says, and a
         turn a crash cut off is closed first. ``shared_state`` keys given
         here are set (and recorded) on top of the stored state.
+
+        The session passivates after the run config's ``idle_timeout``
+        idle (its actor stops, its lease is given back); the handle starts
+        it again on its next call.
         """
         self._check_open()
         if not isinstance(agent, Agent):
@@ -221,24 +225,42 @@ class Runtime:
             raise InvalidInputError(msg)
         if shared_state:  # checked before a lease is taken or anything written
             check_json_data(shared_state, "shared state")
+        settings = SessionSettings(
+            approval_policy=config.approval_policy,
+            approval_provider=config.approval_provider,
+            approval_timeout=config.approval_timeout,
+            idle_timeout=config.idle_timeout,
+        )
         with self._lock:
             self._check_open()
             live = self._sessions.get(chosen)
-            if live is not None and live[0].is_alive():
-                if live[1] != agent.digest():
+            if live is not None and not live.ended():
+                if live.digest != agent.digest():
                     msg = f"session {chosen!r} is already open here with another agent"
                     raise UsageError(msg)
-                ref = live[0]
-                if ref.ask(ClosedQuery(), timeout=ASK_TIMEOUT):
+                activation = live
+                if activation.ask(ClosedQuery()).get(timeout=ASK_TIMEOUT):
                     msg = f"session {chosen!r} was closed"
                     raise SessionClosedError(msg)
             else:
-                ref = self._start_session(agent, chosen, shared_state, config)
-                self._sessions[chosen] = (ref, agent.digest())
+                live = None
+                activation = Activation(
+                    chosen,
+                    agent,
+                    settings,
+                    revive=self._revive,
+                    release=self.ownership.release,
+                )
+                activation.start(
+                    functools.partial(
+                        self._start_session, agent, chosen, shared_state, settings
+                    )
+                )
+                self._sessions[chosen] = activation
             self._agents[id(agent)] = agent
         handle = AgentSession(
             chosen,
-            ref,
+            activation,
             config.event_buffer,
             self._closed,
             stopped_by=functools.partial(self.store.refusal, chosen),
@@ -252,7 +274,8 @@ class Runtime:
         agent: Agent,
         session_id: str,
         shared_state: dict[str, Any] | None,
-        config: RunConfig,
+        settings: SessionSettings,
+        host: Activation,
     ) -> pykka.ActorRef[Any]:
         self.ownership.acquire(session_id)
         session: Session | None = self.store.get(session_uuid(session_id))
@@ -280,14 +303,36 @@ class Runtime:
             if shared_state:
                 session.update_shared_state(shared_state)
                 self.store.save(session)
-        settings = SessionSettings(
-            approval_policy=config.approval_policy,
-            approval_provider=config.approval_provider,
-            approval_timeout=config.approval_timeout,
-        )
         ref: pykka.ActorRef[Any] = SessionActor.start(
-            services=self._services, agent=agent, session=session, settings=settings
+            services=self._services,
+            agent=agent,
+            session=session,
+            settings=settings,
+            host=host,
         )
+        return ref
+
+    def _revive(self, activation: Activation) -> pykka.ActorRef[Any]:
+        """Starts the actor of a session that passivated, under a new lease.
+
+        Not a crash: the log holds nothing to settle. Raises
+        SessionBusyError if another process took the session meanwhile.
+        """
+        self._check_open()
+        session_id = activation.session_id
+        self.ownership.acquire(session_id)
+        try:
+            session = _stored_session(self.store, session_id)
+            ref: pykka.ActorRef[Any] = SessionActor.start(
+                services=self._services,
+                agent=activation.agent,
+                session=session,
+                settings=activation.settings,
+                host=activation,
+            )
+        except BaseException:
+            self.ownership.release(session_id)
+            raise
         return ref
 
     def create_agent(
@@ -316,14 +361,13 @@ class Runtime:
         """Stops a session whose lease another process took over."""
         with self._lock:
             live = self._sessions.get(session_id)
-        if live is not None and live[0].is_alive():
-            with contextlib.suppress(pykka.ActorDeadError):
-                live[0].tell(LeaseLost(error))
+        if live is not None:
+            live.tell_if_live(LeaseLost(error))
 
     def live_sessions(self) -> int:
-        """How many session actors run now (idle ones may be passivated)."""
+        """How many session actors run now (idle ones passivate)."""
         with self._lock:
-            return sum(1 for ref, _ in self._sessions.values() if ref.is_alive())
+            return sum(1 for activation in self._sessions.values() if activation.live())
 
     def sessions(self) -> list[str]:
         """Every session id in the log."""
@@ -343,12 +387,11 @@ class Runtime:
             if self._closed.is_set():
                 return
             self._closed.set()
-            refs = [ref for ref, _ in self._sessions.values()]
+            activations = list(self._sessions.values())
         with _open_lock:
             _open_runtimes.discard(self)
-        for ref in refs:
-            if ref.is_alive():
-                ref.stop(block=True, timeout=10)
+        for activation in activations:
+            activation.close()
         self._close_providers()
         self._stop_services()
         self.store.close()
@@ -374,6 +417,14 @@ class Runtime:
 
     def __exit__(self, *_: object) -> None:
         self.close()
+
+
+def _stored_session(store: Store, session_id: str) -> Session:
+    session: Session | None = store.get(session_uuid(session_id))
+    if session is None:  # removed from the log behind our back: nothing to revive
+        msg = f"session {session_id!r} is no longer in the log"
+        raise SessionClosedError(msg)
+    return session
 
 
 def _stopper(ref: pykka.ActorRef[Any]) -> Callable[[], None]:

@@ -1,6 +1,8 @@
 """The handles callers hold: the interactive session and the protocol face.
 
-Both talk to the same SessionActor. Asks from these handles run on the
+Both talk to the same SessionActor, through the session's Activation
+(turnlog.activation): a session that passivated while idle is started
+again by the call that uses it. Asks from these handles run on the
 caller's thread and wait only for the actor to take the message, never for
 a model or a tool; ``prompt`` then waits on a future that the actor
 resolves when the run ends.
@@ -17,6 +19,7 @@ from typing import Any
 import msgspec
 import pykka
 
+from turnlog.activation import Activation
 from turnlog.actors.messages import (
     ActiveRunQuery,
     ChangeRoute,
@@ -31,8 +34,6 @@ from turnlog.actors.messages import (
     SharedStateQuery,
     StartPrompt,
     Submit,
-    Subscribe,
-    Unsubscribe,
     UpdateSharedState,
 )
 from turnlog.actors.subscribers import Subscriber, SubscriptionClosed
@@ -94,8 +95,7 @@ class Subscription:
     def close(self) -> None:
         """Stops delivery to this subscription."""
         self._subscriber.close()
-        if self._handle.alive():
-            self._handle.tell(Unsubscribe(self._subscriber))
+        self._handle.unsubscribe(self._subscriber)
 
     def __iter__(self) -> Iterator[Any]:
         while True:
@@ -123,17 +123,17 @@ class Subscription:
 
 
 class _ActorHandle:
-    """Typed asks and tells to one SessionActor."""
+    """Typed asks and tells to one session's actor, through its activation."""
 
     def __init__(
         self,
         session_id: str,
-        ref: pykka.ActorRef[Any],
+        activation: Activation,
         runtime_closed: threading.Event | None = None,
         stopped_by: Callable[[], TurnlogError | None] | None = None,
     ) -> None:
         self.session_id = session_id
-        self._ref = ref
+        self._activation = activation
         self.runtime_closed = runtime_closed or threading.Event()
         self._stopped_by = stopped_by
 
@@ -157,7 +157,7 @@ class _ActorHandle:
 
     def ask(self, message: Any) -> Any:
         try:
-            answer = self._ref.ask(message, timeout=ASK_TIMEOUT)
+            answer = self._activation.ask(message).get(timeout=ASK_TIMEOUT)
         except pykka.ActorDeadError:
             raise self.closed_error() from None
         if isinstance(answer, concurrent.futures.Future):
@@ -173,18 +173,27 @@ class _ActorHandle:
 
     def tell(self, message: Any) -> None:
         try:
-            self._ref.tell(message)
+            self._activation.send(message)
         except pykka.ActorDeadError:
             raise self.closed_error() from None
 
     def alive(self) -> bool:
-        return bool(self._ref.is_alive())
+        """Whether the session is open here (running, or passivated)."""
+        return not self._activation.ended()
 
     def subscribe(self, maxsize: int, only_events: bool = False) -> Subscriber:
         accept = (lambda item: isinstance(item, RunEvent)) if only_events else None
         subscriber = Subscriber(self.session_id, maxsize, accept)
-        self.ask(Subscribe(subscriber))
+        try:
+            added = self._activation.subscribe(subscriber)
+            if added is not None:
+                added.get(timeout=ASK_TIMEOUT)
+        except pykka.ActorDeadError:
+            raise self.closed_error() from None
         return subscriber
+
+    def unsubscribe(self, subscriber: Subscriber) -> None:
+        self._activation.unsubscribe(subscriber)
 
 
 def _attachments(values: Sequence[Any]) -> tuple[SessionFileReference, ...]:
@@ -226,12 +235,12 @@ class AgentSession:
     def __init__(
         self,
         session_id: str,
-        ref: pykka.ActorRef[Any],
+        activation: Activation,
         event_buffer: int,
         runtime_closed: threading.Event | None = None,
         stopped_by: Callable[[], TurnlogError | None] | None = None,
     ):
-        self._actor = _ActorHandle(session_id, ref, runtime_closed, stopped_by)
+        self._actor = _ActorHandle(session_id, activation, runtime_closed, stopped_by)
         self._event_buffer = event_buffer
 
     @property

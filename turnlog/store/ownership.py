@@ -177,6 +177,25 @@ class SessionOwnership:
                 self._on_lost(session_id, error)
         return lost
 
+    def release(self, session_id: str) -> None:
+        """Gives up the lease on ``session_id`` (the session passivated).
+
+        Its row is deleted only if it still names this runtime and the epoch
+        it was given; a later save of the session needs ``acquire`` again.
+        """
+        with self._lock:
+            epoch = self._held.pop(session_id, None)
+        if epoch is None:
+            return
+        with self.store.transaction() as cursor:
+            cursor.execute(
+                self.store.sql(
+                    f"DELETE FROM {self.table} "
+                    "WHERE session_id = ? AND owner = ? AND epoch = ?"
+                ),
+                (session_id, self.owner, epoch),
+            )
+
     def release_all(self) -> None:
         """Gives up every lease of this runtime and stops renewing."""
         self._stopping.set()

@@ -1,0 +1,217 @@
+"""Activations: an open session's actor, started on use and stopped when idle.
+
+An :class:`Activation` is what a runtime keeps for each session it opened,
+and what the session's handles talk through (Orleans' word for an entity
+living in memory). While the session is active it holds the session's
+SessionActor; once the actor has been idle for ``idle_timeout`` it
+passivates: the actor stops (its thread ends), the lease is given back, and
+the activation keeps only what memory alone held (actors.passivation). The
+next message, from a handle or from the approval broker, starts a new
+actor from the log under a new lease first. So threads follow the active
+sessions, not the open ones.
+
+Every message to the session is put in its actor's inbox under the
+activation's lock, and an actor passivates only under that lock with an
+empty inbox: a message is never left in the inbox of an actor that stops,
+and the session never has two actors. Nobody waits for an actor while
+holding the lock; an ask takes its answer after letting go.
+
+Why one actor per active session, and not many sessions hosted by a
+fixed pool of actors: measured, in the README's design note ("Embedding
+it") and bench/RESULTS.md ("Idle sessions passivate").
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import pykka
+
+from turnlog.actors.messages import Subscribe, Unsubscribe
+from turnlog.actors.passivation import KeptState
+from turnlog.actors.session_parts import SessionSettings
+from turnlog.actors.subscribers import Subscriber
+from turnlog.agent import Agent
+from turnlog.domain.errors import SessionClosedError, TurnlogError
+
+logger = logging.getLogger(__name__)
+
+Starter = Callable[["Activation"], "pykka.ActorRef[Any]"]
+"""Starts a SessionActor hosted by the activation it is given."""
+
+
+class Activation:
+    """One open session: its actor while active, what it keeps while passive.
+
+    Args:
+        session_id: The session.
+        agent: The agent it runs (kept to start its next actor).
+        settings: Its run settings, ``idle_timeout`` included.
+        revive: Starts the session's next actor (taking its lease first);
+            raises SessionBusyError if another process holds the session.
+        release: Gives back the session's lease.
+    """
+
+    def __init__(
+        self,
+        session_id: str,
+        agent: Agent,
+        settings: SessionSettings,
+        *,
+        revive: Starter,
+        release: Callable[[str], None],
+    ) -> None:
+        self.session_id = session_id
+        self.agent = agent
+        self.digest = agent.digest()
+        self.settings = settings
+        self._revive = revive
+        self._release = release
+        self._lock = threading.Lock()
+        self._ref: pykka.ActorRef[Any] | None = None
+        # The last actor that passivated, until it has stopped; weak, so a
+        # passive session keeps no actor in memory.
+        self._stopping: weakref.ref[pykka.ActorRef[Any]] | None = None
+        self._kept: KeptState | None = None
+        self._closing = False
+        self._subscribers: list[Subscriber] = []
+
+    # -- the host its actors see (actors.passivation.SessionHost) ----------------
+
+    @property
+    def subscribers(self) -> list[Subscriber]:
+        """The session's subscribers, shared by every actor it runs on."""
+        return self._subscribers
+
+    def take_kept(self) -> KeptState | None:
+        """What the last actor left (its next one takes it, once)."""
+        kept, self._kept = self._kept, None
+        return kept
+
+    def passivate(self, inbox_empty: Callable[[], bool], kept: KeptState) -> bool:
+        """Lets the calling actor stop if its inbox is empty; see SessionHost."""
+        with self._lock:
+            if self._closing or self._ref is None or not inbox_empty():
+                return False
+            try:
+                self._release(self.session_id)
+            except Exception:  # a store that fails now: stay active until next used
+                logger.warning(
+                    "session %s could not give back its lease; it stays active",
+                    self.session_id,
+                    exc_info=True,
+                )
+                return False
+            self._kept = kept
+            self._stopping, self._ref = weakref.ref(self._ref), None
+            return True
+
+    def tell(self, message: Any) -> None:
+        """Delivers a message from another actor, reviving the session if needed.
+
+        Raises pykka.ActorDeadError if the session cannot take it (ended,
+        or another process holds it now): the sender drops it, as it drops
+        messages to any stopped actor.
+        """
+        try:
+            self.send(message)
+        except pykka.ActorDeadError:
+            raise
+        except Exception as error:  # the sender is another actor: never crash it
+            logger.warning(
+                "session %s dropped %s: %s",
+                self.session_id,
+                type(message).__name__,
+                error,
+                exc_info=not isinstance(error, TurnlogError),
+            )
+            raise pykka.ActorDeadError(str(error)) from None
+
+    # -- what handles use ---------------------------------------------------------
+
+    def start(self, starter: Starter) -> None:
+        """Starts the session's first actor with ``starter``."""
+        with self._lock:
+            self._ref = starter(self)
+
+    def send(self, message: Any) -> None:
+        """Tells the session's actor, reviving the session if it passivated."""
+        with self._lock:
+            self._actor().tell(message)
+
+    def ask(self, message: Any) -> pykka.Future[Any]:
+        """Asks the session's actor; the answer is taken from the future."""
+        with self._lock:
+            return self._actor().ask(message, block=False)
+
+    def subscribe(self, subscriber: Subscriber) -> pykka.Future[Any] | None:
+        """Adds ``subscriber``; a passivated session is not woken for it."""
+        with self._lock:
+            if self._ref is None and not self._closing:
+                self._subscribers.append(subscriber)
+                return None
+            return self._actor().ask(Subscribe(subscriber), block=False)
+
+    def unsubscribe(self, subscriber: Subscriber) -> None:
+        """Removes ``subscriber``; a passivated session is not woken for it."""
+        with self._lock:
+            if self._ref is None:
+                if subscriber in self._subscribers:
+                    self._subscribers.remove(subscriber)
+                return
+            with contextlib.suppress(pykka.ActorDeadError):
+                self._ref.tell(Unsubscribe(subscriber))
+
+    def ended(self) -> bool:
+        """Whether the session is over here: closed with the runtime, or its
+        actor stopped for a reason other than passivating (a failure, a
+        lost lease)."""
+        ref = self._ref
+        return self._closing or (ref is not None and not ref.is_alive())
+
+    def live(self) -> bool:
+        """Whether an actor runs the session now."""
+        ref = self._ref
+        return ref is not None and ref.is_alive()
+
+    def tell_if_live(self, message: Any) -> None:
+        """Tells the running actor, if any; a passivated session is left be."""
+        with self._lock:
+            if self._ref is not None:
+                with contextlib.suppress(pykka.ActorDeadError):
+                    self._ref.tell(message)
+
+    def close(self) -> None:
+        """Stops the session's actor (the runtime closes); no revival after."""
+        with self._lock:
+            self._closing = True
+            stopping = self._stopping() if self._stopping is not None else None
+            refs = [ref for ref in (self._ref, stopping) if ref is not None]
+            kept, self._kept = self._kept, None
+            active = self._ref is not None
+        for ref in refs:
+            if ref.is_alive():
+                ref.stop(block=True, timeout=10)
+        if active:
+            return  # the actor's own end answered everyone
+        stopped = f"session {self.session_id!r} stopped before the run ended"
+        if kept is not None and kept.run is not None:
+            for waiter in kept.run.waiters:
+                if not waiter.done():
+                    waiter.set_exception(SessionClosedError(stopped))
+        for subscriber in self._subscribers:
+            subscriber.close()
+
+    def _actor(self) -> pykka.ActorRef[Any]:
+        """The running actor, started if the session passivated (lock held)."""
+        if self._closing:
+            msg = f"session {self.session_id!r} is closed here"
+            raise pykka.ActorDeadError(msg)
+        if self._ref is None:
+            self._ref = self._revive(self)
+        return self._ref
