@@ -14,10 +14,13 @@ from turnlog.domain.model import ModelProvider, ToolSpec
 
 
 class ToolOutcome(Protocol):
-    """What running a tool produced."""
+    """What running a tool produced (read-only: results are frozen)."""
 
-    output: str
-    is_error: bool
+    @property
+    def output(self) -> str: ...
+
+    @property
+    def is_error(self) -> bool: ...
 
 
 class RunnableTool(Protocol):

@@ -53,7 +53,7 @@ class KeptState:
 class SessionHost(Protocol):
     """What outlives a session's actors: it starts them and lets them stop.
 
-    The runtime implements it (turnlog.activation). ``tell`` is the
+    The runtime implements it (turnlog.actors.activation). ``tell`` is the
     session's address for other actors (the approval broker): it reaches
     whichever actor runs the session then, starting one if none does.
     """

@@ -29,7 +29,7 @@ from typing import Any
 
 import pykka
 
-from turnlog.activation import Activation
+from turnlog.actors.activation import Activation
 from turnlog.actors.approval_broker import ApprovalBrokerActor
 from turnlog.actors.io_loop import IoLoop
 from turnlog.actors.messages import ClosedQuery, LeaseLost

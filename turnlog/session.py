@@ -1,7 +1,7 @@
 """The handles callers hold: the interactive session and the protocol face.
 
 Both talk to the same SessionActor, through the session's Activation
-(turnlog.activation): a session that passivated while idle is started
+(turnlog.actors.activation): a session that passivated while idle is started
 again by the call that uses it. Asks from these handles run on the
 caller's thread and wait only for the actor to take the message, never for
 a model or a tool; ``prompt`` then waits on a future that the actor
@@ -19,7 +19,7 @@ from typing import Any
 import msgspec
 import pykka
 
-from turnlog.activation import Activation
+from turnlog.actors.activation import Activation
 from turnlog.actors.messages import (
     ActiveRunQuery,
     ChangeRoute,

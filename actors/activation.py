@@ -32,11 +32,11 @@ from typing import Any
 
 import pykka
 
+from turnlog.actors.contracts import AgentDefinition
 from turnlog.actors.messages import Subscribe, Unsubscribe
 from turnlog.actors.passivation import KeptState
 from turnlog.actors.session_parts import SessionSettings
 from turnlog.actors.subscribers import Subscriber
-from turnlog.agent import Agent
 from turnlog.domain.errors import SessionClosedError, TurnlogError
 
 logger = logging.getLogger(__name__)
@@ -60,7 +60,7 @@ class Activation:
     def __init__(
         self,
         session_id: str,
-        agent: Agent,
+        agent: AgentDefinition,
         settings: SessionSettings,
         *,
         revive: Starter,
