@@ -114,12 +114,6 @@ class LiveTraces:
         """Starts the thread that folds and exports."""
         self._thread.start()
 
-    def flush(self, timeout: float = 30.0) -> bool:
-        """Waits until what was saved before the call is exported."""
-        done = threading.Event()
-        self._queue.put(done)
-        return done.wait(timeout)
-
     def stop(self, timeout: float = 30.0) -> None:
         """Exports what is queued, then shuts the exporter down."""
         if self._thread.is_alive():
@@ -139,19 +133,14 @@ class LiveTraces:
                 except queue.Empty:
                     break
             spans: list[SpanRecord] = []
-            flushed: list[threading.Event] = []
             stop = False
             for item in items:
                 if item is _STOP:
                     stop = True
-                elif isinstance(item, threading.Event):
-                    flushed.append(item)
-                else:
-                    for recording in item:
-                        spans += self._fold(recording.domain_event)
+                    continue
+                for recording in item:
+                    spans += self._fold(recording.domain_event)
             self._export(spans)
-            for done in flushed:
-                done.set()
             if stop:
                 return
 
