@@ -20,6 +20,7 @@ Developer mistakes are kept apart from failures at run time::
     ├── ProviderError               a model provider failed
     ├── ToolError                   a tool failed (reported to the model)
     ├── ReplayError                 the log cannot be replayed
+    ├── TraceExportError            an OTLP endpoint refused or missed a trace
     └── DomainError                 an aggregate refused a command
         └── InvariantViolation      the command would break an invariant
 
@@ -119,6 +120,10 @@ class ToolError(TurnlogError):
 
 class ReplayError(TurnlogError):
     """A stored history cannot be replayed."""
+
+
+class TraceExportError(TurnlogError):
+    """A trace could not be sent to an OTLP endpoint (refused or unreachable)."""
 
 
 class DomainError(TurnlogError):

@@ -25,7 +25,7 @@ import logging
 import threading
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pykka
 
@@ -62,6 +62,9 @@ from turnlog.session import ASK_TIMEOUT, AgentHandle, AgentSession
 from turnlog.store.log import Store
 from turnlog.store.ownership import LEASE_SECONDS, SessionOwnership
 
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace.export import SpanExporter
+
 logger = logging.getLogger(__name__)
 
 _open_runtimes: weakref.WeakSet[Runtime] = weakref.WeakSet()
@@ -92,6 +95,7 @@ class Runtime:
         max_tool_concurrency: int = DEFAULT_MAX_CONCURRENCY,
         follow_projections: bool = True,
         lease_seconds: float = LEASE_SECONDS,
+        span_exporter: SpanExporter | None = None,
     ) -> None:
         self.store = store
         self.run_config = run_config or RunConfig()
@@ -126,6 +130,13 @@ class Runtime:
                 store.add_listener(self.projections.notify)
                 self.projections.start()
                 self._stoppers.append(self.projections.stop)
+            if span_exporter is not None:
+                from turnlog.otel import LiveTraces  # noqa: PLC0415 - the otel extra
+
+                traces = LiveTraces(store, span_exporter)
+                store.add_listener(traces.notify)
+                traces.start()
+                self._stoppers.append(traces.stop)  # stopped first: flushes
         except BaseException:
             self._stop_services()
             raise
@@ -151,12 +162,18 @@ class Runtime:
         run_config: RunConfig | None = None,
         max_tool_concurrency: int = DEFAULT_MAX_CONCURRENCY,
         lease_seconds: float = LEASE_SECONDS,
+        span_exporter: SpanExporter | None = None,
     ) -> Runtime:
         """Opens the log at ``url`` (default: ``.turnlog/turnlog.sqlite3``).
 
         ``lease_seconds`` is how long this runtime's hold on a session lasts
         if the process stops renewing it (frozen, or killed on another
         host); after that another process may take the session over.
+
+        ``span_exporter`` (an OpenTelemetry ``SpanExporter``; needs the
+        ``otel`` extra) is handed each session's spans as the log ends them,
+        off the sessions' threads (see turnlog.otel); closing the runtime
+        exports what is left and shuts it down.
 
         Raises StoreURLError for a bad URL and NotATurnlogStoreError for a
         database that is not a turnlog log; nothing is written then.
@@ -171,6 +188,7 @@ class Runtime:
                 run_config=run_config,
                 max_tool_concurrency=max_tool_concurrency,
                 lease_seconds=lease_seconds,
+                span_exporter=span_exporter,
             )
         except BaseException:
             store.close()

@@ -13,6 +13,8 @@
     turnlog [--store URL] audit --verify --all      check every session
     turnlog [--store URL] audit --head SESSION      its anchor, to keep elsewhere
     turnlog [--store URL] replay SESSION            its EventMsg stream (JSON lines)
+    turnlog [--store URL] traces SESSION [-o FILE] [--endpoint URL]
+                                                    its trace, as OTLP/JSON
     turnlog [--store URL] export SESSION [-o FILE]  its stored events (JSON lines)
     turnlog [--store URL] import FILE|-             events exported elsewhere
     turnlog [--store URL] rebuild [VIEW...] [--verify]  views rebuilt offline
@@ -65,6 +67,7 @@ from turnlog.cli.timeline import (
     format_time,
     one_line,
 )
+from turnlog.cli.traces import command_traces
 from turnlog.domain.errors import (
     TurnlogError,
     UsageError,
@@ -282,6 +285,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "sessions": _command_sessions,
     "audit": command_audit,
     "replay": command_replay,
+    "traces": command_traces,
     "export": command_export,
     "import": command_import,
     "rebuild": _command_rebuild,

@@ -187,6 +187,25 @@ def build_parser() -> argparse.ArgumentParser:
     )
     replay.add_argument("session", metavar="SESSION", help="the session id")
 
+    traces = commands.add_parser(
+        "traces",
+        help="write a session's OpenTelemetry trace, rebuilt from the log",
+        description=(
+            "The session's spans (session, turns, model calls, tool calls, "
+            "approval waits) as an OTLP/JSON ExportTraceServiceRequest: on "
+            "stdout, to --out FILE, or POSTed to an OTLP/HTTP --endpoint. Spans "
+            "the log never ended (a killed process) end at its last event, "
+            "marked unfinished."
+        ),
+    )
+    traces.add_argument("session", metavar="SESSION", help="the session id")
+    traces.add_argument("-o", "--out", metavar="FILE", help="default: stdout")
+    traces.add_argument(
+        "--endpoint",
+        metavar="URL",
+        help="an OTLP/HTTP endpoint (/v1/traces is added to a bare host)",
+    )
+
     export = commands.add_parser(
         "export",
         help="write a session's stored events as JSON lines",

@@ -1,0 +1,488 @@
+"""Traces as a projection: a session's events folded into OpenTelemetry spans.
+
+A pure fold, like every view: the same events give the same spans, byte
+for byte, whether folded live as they are saved or afterwards from the log
+(so the trace of a session whose process was killed can still be made).
+
+Spans follow the OpenTelemetry GenAI semantic conventions:
+
+- the session (``turnlog.session``): the root, from ``SessionCreated`` to
+  ``SessionClosed``, with ``gen_ai.conversation.id`` = the session id;
+- each turn (``invoke_agent AGENT``), a child of the session;
+- each model call (``chat ROUTE``: ``gen_ai.operation.name`` = ``chat``,
+  the route as ``gen_ai.request.model``, since the log records the route a
+  step took rather than the provider's model name), with its token counts;
+- each tool call (``execute_tool NAME``) with its outcome;
+- each approval wait (``turnlog.approval NAME``) with the decision, who
+  made it, and (as the span's length) how long it took;
+- each compaction (``turnlog.compaction``).
+
+Calls, approvals and compactions are children of their turn. Ids are
+derived, never random: the trace id from the session id, a span id from the
+event that opens the span (its aggregate id and version), so a rebuild
+gives the very trace the live export gave.
+
+A span the log never ends (its process was killed mid-turn, or the session
+is still open) is ended at the time of the session's last event and marked
+``turnlog.unfinished = true``; its status is an error ("unfinished"),
+except for the session's own span, since an open session is not a failure.
+A turn that ends with a call or approval still open ends that child with
+it, the same way. Such spans end again, later, once the log ends them:
+that is why live export only ever sends spans the log has ended.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from uuid import UUID
+
+import msgspec
+
+from turnlog.domain import session as s
+from turnlog.domain import turn as t
+
+Attribute = str | bool | int | float | list[str]
+"""An attribute value: what OpenTelemetry allows, as far as turnlog needs."""
+
+UNFINISHED = "unfinished"
+"""Status message of a span the log never ended."""
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+class SpanEvent(msgspec.Struct, frozen=True, gc=False):
+    """A timed annotation on a span (an exception, a warning)."""
+
+    name: str
+    time_ns: int
+    attributes: dict[str, Attribute] = msgspec.field(default_factory=dict)
+
+
+class SpanRecord(msgspec.Struct, frozen=True, gc=False):
+    """One span, as plain data; ids are lowercase hex, as OTLP/JSON has them."""
+
+    trace_id: str
+    span_id: str
+    parent_id: str | None
+    name: str
+    kind: str
+    """``internal`` or ``client`` (a model call leaves the process)."""
+    start_ns: int
+    end_ns: int
+    attributes: dict[str, Attribute]
+    status: str = "unset"
+    """``unset`` or ``error`` (turnlog never claims ``ok`` for anyone)."""
+    status_message: str = ""
+    events: tuple[SpanEvent, ...] = ()
+
+
+def trace_id_of(session_id: str) -> str:
+    """The trace id of a session: 16 bytes of a hash of its id, as hex."""
+    digest = hashlib.sha256(f"turnlog-trace:{session_id}".encode()).digest()
+    return digest[:16].hex()
+
+
+def span_id_of(originator_id: UUID, originator_version: int) -> str:
+    """The id of the span an event opens: 8 bytes of a hash of its identity."""
+    key = f"turnlog-span:{originator_id}:{originator_version}".encode()
+    return hashlib.sha256(key).digest()[:8].hex()
+
+
+def time_ns(moment: datetime) -> int:
+    """Nanoseconds since the epoch, exactly (events keep microseconds)."""
+    return (moment - _EPOCH) // _MICROSECOND * 1000
+
+
+class _Open(msgspec.Struct, gc=False):
+    """A span begun and not yet ended."""
+
+    span_id: str
+    parent_id: str | None
+    name: str
+    kind: str
+    start_ns: int
+    attributes: dict[str, Attribute]
+    events: list[SpanEvent] = msgspec.field(default_factory=list)
+    children: list[str] = msgspec.field(default_factory=list)
+    """Keys (in ``_open``) of spans that end, at the latest, with this one."""
+
+
+def _usage_attributes(usage: dict[str, int] | None) -> dict[str, Attribute]:
+    if not usage:
+        return {}
+    names = {
+        "input_tokens": "gen_ai.usage.input_tokens",
+        "output_tokens": "gen_ai.usage.output_tokens",
+        "cached_input_tokens": "gen_ai.usage.cache_read.input_tokens",
+    }
+    return {
+        names.get(key, f"turnlog.usage.{key}"): value for key, value in usage.items()
+    }
+
+
+class SpanFold:
+    """Folds one session's events, in log order, into spans.
+
+    :meth:`apply` returns the spans an event ends; :meth:`unfinished` the
+    ones still open, ended at the last event's time.
+    """
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        self.trace_id = trace_id_of(session_id)
+        self.last_ns = 0
+        self.agent_name = ""
+        self._open: dict[str, _Open] = {}
+        self._turn_key: str | None = None  # the running turn's key in _open
+        self._turn_usage: dict[str, int] = {}
+        self._handlers: dict[type, Callable[[Any, int], list[SpanRecord]]] = {
+            s.SessionCreated: self._session_created,
+            s.SessionClosed: self._session_closed,
+            s.TurnStarted: self._turn_started,
+            s.TurnCompleted: self._turn_completed,
+            s.TurnAborted: self._turn_aborted,
+            s.UsageRecorded: self._usage_recorded,
+            t.ModelStepStarted: self._step_started,
+            t.ModelStepCompleted: self._step_completed,
+            t.ModelStepFailed: self._step_failed,
+            t.ToolCallStarted: self._tool_started,
+            t.ToolCallFinished: self._tool_finished,
+            t.ApprovalRequested: self._approval_requested,
+            t.ApprovalDecided: self._approval_decided,
+            t.CompactionStarted: self._compaction_started,
+            t.ContextCompacted: self._compaction_ended,
+            t.CompactionFailed: self._compaction_ended,
+            t.CompactionCancelled: self._compaction_ended,
+            t.WarningRaised: self._warning,
+        }
+
+    def apply(self, event: Any) -> list[SpanRecord]:
+        """Folds ``event``; returns the spans it ended (children first)."""
+        at = time_ns(event.timestamp)
+        self.last_ns = max(self.last_ns, at)
+        handler = self._handlers.get(type(event))
+        return [] if handler is None else handler(event, at)
+
+    def unfinished(self) -> list[SpanRecord]:
+        """The spans still open, ended now at the last event's time."""
+        ended = []
+        for key in list(self._open):
+            if key in self._open:
+                ended += self._end(key, self.last_ns, unfinished=True)
+        return ended
+
+    # -- opening and ending -------------------------------------------------------
+
+    def _begin(
+        self,
+        key: str,
+        event: Any,
+        at: int,
+        name: str,
+        attributes: dict[str, Attribute],
+        *,
+        kind: str = "internal",
+        parent: str | None = None,
+    ) -> _Open:
+        parent_span = self._open.get(parent) if parent is not None else None
+        span = _Open(
+            span_id=span_id_of(event.originator_id, event.originator_version),
+            parent_id=parent_span.span_id if parent_span is not None else None,
+            name=name,
+            kind=kind,
+            start_ns=at,
+            attributes={"gen_ai.conversation.id": self.session_id, **attributes},
+        )
+        if parent_span is not None:
+            parent_span.children.append(key)
+        self._open[key] = span
+        return span
+
+    def _end(
+        self,
+        key: str,
+        at: int,
+        *,
+        error: str | None = None,
+        unfinished: bool = False,
+        attributes: dict[str, Attribute] | None = None,
+    ) -> list[SpanRecord]:
+        """Ends span ``key`` (and first any child still open) at ``at``."""
+        span = self._open.pop(key, None)
+        if span is None:
+            return []
+        ended: list[SpanRecord] = []
+        for child in span.children:
+            if child in self._open:
+                ended += self._end(child, at, unfinished=True)
+        attrs = dict(span.attributes)
+        attrs.update(attributes or {})
+        status, message = ("error", error) if error is not None else ("unset", "")
+        if unfinished:
+            attrs["turnlog.unfinished"] = True
+            if key != "session":  # an open session is not a failure
+                status, message = "error", UNFINISHED
+        ended.append(
+            SpanRecord(
+                trace_id=self.trace_id,
+                span_id=span.span_id,
+                parent_id=span.parent_id,
+                name=span.name,
+                kind=span.kind,
+                start_ns=span.start_ns,
+                end_ns=at,
+                attributes=attrs,
+                status=status,
+                status_message=message,
+                events=tuple(span.events),
+            )
+        )
+        return ended
+
+    def _under_turn(self) -> str:
+        """The parent of a call: the running turn (the session if none runs)."""
+        key = self._turn_key
+        return key if key is not None and key in self._open else "session"
+
+    # -- the session and its turns ------------------------------------------------
+
+    def _session_created(self, event: s.SessionCreated, at: int) -> list[SpanRecord]:
+        self.agent_name = event.agent_name
+        self._begin(
+            "session",
+            event,
+            at,
+            "turnlog.session",
+            {
+                "gen_ai.agent.name": event.agent_name,
+                "turnlog.agent.digest": event.agent_digest,
+                "turnlog.model.route": event.model_route,
+            },
+        )
+        return []
+
+    def _session_closed(self, _event: s.SessionClosed, at: int) -> list[SpanRecord]:
+        return self._end("session", at)
+
+    def _turn_started(self, event: s.TurnStarted, at: int) -> list[SpanRecord]:
+        self._turn_key = f"turn:{event.turn_id}"
+        self._turn_usage = {}
+        self._begin(
+            self._turn_key,
+            event,
+            at,
+            f"invoke_agent {self.agent_name}".rstrip(),
+            {
+                "gen_ai.operation.name": "invoke_agent",
+                "gen_ai.agent.name": self.agent_name,
+                "turnlog.turn.id": event.turn_id,
+                "turnlog.turn.number": event.number,
+                "turnlog.submission.id": event.submission_id,
+            },
+            parent="session",
+        )
+        return []
+
+    def _turn_ended(
+        self, turn_id: str, at: int, outcome: str, error: str | None, reason: str = ""
+    ) -> list[SpanRecord]:
+        attributes: dict[str, Attribute] = {
+            "turnlog.turn.outcome": outcome,
+            **_usage_attributes(self._turn_usage),
+        }
+        if reason:
+            attributes["turnlog.turn.reason"] = reason
+        if error is not None:
+            attributes["error.type"] = "turn_failed"
+        return self._end(f"turn:{turn_id}", at, error=error, attributes=attributes)
+
+    def _turn_completed(self, event: s.TurnCompleted, at: int) -> list[SpanRecord]:
+        return self._turn_ended(event.turn_id, at, "completed", None)
+
+    def _turn_aborted(self, event: s.TurnAborted, at: int) -> list[SpanRecord]:
+        if event.failed:
+            return self._turn_ended(
+                event.turn_id, at, "failed", event.reason, event.reason
+            )
+        return self._turn_ended(event.turn_id, at, "aborted", None, event.reason)
+
+    def _usage_recorded(self, event: s.UsageRecorded, _at: int) -> list[SpanRecord]:
+        if f"turn:{event.turn_id}" == self._turn_key:
+            for key, value in (event.usage or {}).items():
+                self._turn_usage[key] = self._turn_usage.get(key, 0) + value
+        return []
+
+    def _warning(self, event: t.WarningRaised, at: int) -> list[SpanRecord]:
+        span = self._open.get(self._under_turn())
+        if span is not None:
+            span.events.append(
+                SpanEvent("turnlog.warning", at, {"message": event.message})
+            )
+        return []
+
+    # -- inside a turn ------------------------------------------------------------
+
+    def _step_started(self, event: t.ModelStepStarted, at: int) -> list[SpanRecord]:
+        self._begin(
+            f"step:{event.originator_id}:{event.step}",
+            event,
+            at,
+            f"chat {event.route}",
+            {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.request.model": event.route,
+                "turnlog.model.route": event.route,
+                "turnlog.model.step": event.step,
+            },
+            kind="client",
+            parent=self._under_turn(),
+        )
+        return []
+
+    def _step_completed(self, event: t.ModelStepCompleted, at: int) -> list[SpanRecord]:
+        calls = sum(1 for item in event.output if item.get("type") == "function_call")
+        attributes: dict[str, Attribute] = {
+            "gen_ai.response.finish_reasons": ["tool_calls" if calls else "stop"],
+            **_usage_attributes(event.usage),
+        }
+        route = event.diagnostics.get("route")
+        if isinstance(route, str):
+            attributes["turnlog.model.route"] = route
+        key = f"step:{event.originator_id}:{event.step}"
+        return self._end(key, at, attributes=attributes)
+
+    def _step_failed(self, event: t.ModelStepFailed, at: int) -> list[SpanRecord]:
+        key = f"step:{event.originator_id}:{event.step}"
+        span = self._open.get(key)
+        if span is not None:
+            span.events.append(
+                SpanEvent(
+                    "exception",
+                    at,
+                    {
+                        "exception.type": event.error_type,
+                        "exception.message": event.message,
+                    },
+                )
+            )
+        attributes: dict[str, Attribute] = {"error.type": event.error_type}
+        return self._end(key, at, error=event.message, attributes=attributes)
+
+    def _tool_attributes(self, name: str, call_id: str) -> dict[str, Attribute]:
+        return {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": name,
+            "gen_ai.tool.call.id": call_id,
+            "gen_ai.tool.type": "function",
+        }
+
+    def _tool_started(self, event: t.ToolCallStarted, at: int) -> list[SpanRecord]:
+        self._begin(
+            f"tool:{event.originator_id}:{event.call_id}",
+            event,
+            at,
+            f"execute_tool {event.name}",
+            self._tool_attributes(event.name, event.call_id),
+            parent=self._under_turn(),
+        )
+        return []
+
+    def _tool_finished(self, event: t.ToolCallFinished, at: int) -> list[SpanRecord]:
+        key = f"tool:{event.originator_id}:{event.call_id}"
+        if key not in self._open:
+            # Answered without running (unknown tool, denied approval): a
+            # span of no length, so every call the model made is seen.
+            self._begin(
+                key,
+                event,
+                at,
+                f"execute_tool {event.name}",
+                {
+                    **self._tool_attributes(event.name, event.call_id),
+                    "turnlog.tool.ran": False,
+                },
+                parent=self._under_turn(),
+            )
+        outcome: dict[str, Attribute] = {
+            "turnlog.tool.outcome": "error" if event.is_error else "ok"
+        }
+        if event.is_error:
+            outcome["error.type"] = "tool_error"
+            # Not the output itself: traces leave the process, tool outputs
+            # may hold anything a tool read.
+            return self._end(key, at, error="tool error", attributes=outcome)
+        return self._end(key, at, attributes=outcome)
+
+    def _approval_requested(
+        self, event: t.ApprovalRequested, at: int
+    ) -> list[SpanRecord]:
+        self._begin(
+            f"approval:{event.request_id}",
+            event,
+            at,
+            f"turnlog.approval {event.name}",
+            {
+                "gen_ai.tool.name": event.name,
+                "gen_ai.tool.call.id": event.call_id,
+                "turnlog.approval.request_id": event.request_id,
+            },
+            parent=self._under_turn(),
+        )
+        return []
+
+    def _approval_decided(self, event: t.ApprovalDecided, at: int) -> list[SpanRecord]:
+        return self._end(
+            f"approval:{event.request_id}",
+            at,
+            attributes={
+                "turnlog.approval.decision": event.decision,
+                "turnlog.approval.decided_by": event.decided_by,
+            },
+        )
+
+    def _compaction_started(
+        self, event: t.CompactionStarted, at: int
+    ) -> list[SpanRecord]:
+        self._begin(
+            f"compaction:{event.compaction_id}",
+            event,
+            at,
+            "turnlog.compaction",
+            {
+                "turnlog.compaction.id": event.compaction_id,
+                "turnlog.compaction.reason": event.reason,
+            },
+            parent=self._under_turn(),
+        )
+        return []
+
+    def _compaction_ended(self, event: Any, at: int) -> list[SpanRecord]:
+        key = f"compaction:{event.compaction_id}"
+        if isinstance(event, t.ContextCompacted):
+            attributes = {
+                "turnlog.compaction.outcome": "compacted",
+                **_usage_attributes(event.usage),
+            }
+            return self._end(key, at, attributes=attributes)
+        if isinstance(event, t.CompactionFailed):
+            attributes = {"turnlog.compaction.outcome": "failed"}
+            return self._end(key, at, error=event.message, attributes=attributes)
+        attributes = {"turnlog.compaction.outcome": "cancelled"}
+        return self._end(key, at, attributes=attributes)
+
+
+def spans_of(session_id: str, events: Iterable[Any]) -> list[SpanRecord]:
+    """Every span of a session's events (in log order), ended or not.
+
+    Spans come in the order they end; those the log never ended come last
+    (see the module docstring).
+    """
+    fold = SpanFold(session_id)
+    spans: list[SpanRecord] = []
+    for event in events:
+        spans += fold.apply(event)
+    return spans + fold.unfinished()

@@ -1,0 +1,232 @@
+"""A session's trace, made from the log: OpenTelemetry spans, as OTLP/JSON.
+
+The spans are a projection of the session's events
+(:mod:`turnlog.projections.spans`), so they can be made at any time after
+the fact, also for a session whose process was killed: no tracer had to be
+running. This module needs no OpenTelemetry package::
+
+    spans = session_spans(runtime, "s1")
+    body = otlp_json(spans)               # an ExportTraceServiceRequest, as JSON
+    send_otlp("http://collector:4318", body)
+
+To export live, as the runtime saves, pass an OpenTelemetry ``SpanExporter``
+to ``Runtime.open(..., span_exporter=...)`` (the ``otel`` extra; see
+:mod:`turnlog.otel`). Both give the same spans: same ids, names, times and
+attributes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+import msgspec
+from eventsourcing.persistence import Notification
+
+from turnlog.domain.errors import InvalidInputError, TraceExportError
+from turnlog.projections.spans import (
+    SpanEvent,
+    SpanFold,
+    SpanRecord,
+    span_id_of,
+    spans_of,
+    trace_id_of,
+)
+from turnlog.store.log import Store
+from turnlog.store.transfer import session_rows
+
+if TYPE_CHECKING:
+    from turnlog.runtime import Runtime
+
+SCOPE_NAME = "turnlog"
+"""The instrumentation scope every turnlog span is reported under."""
+
+SEND_TIMEOUT = 10.0
+"""Seconds :func:`send_otlp` waits for the endpoint."""
+
+_KIND = {"internal": 1, "client": 3}  # OTLP's SpanKind numbers
+_STATUS = {"unset": 0, "ok": 1, "error": 2}  # and StatusCode numbers
+
+
+def session_events(store: Store, session_id: str) -> list[Any]:
+    """The domain events of a session (its Session and Turns), in log order.
+
+    Raises:
+        UnknownSessionError: the log holds no session ``session_id``.
+    """
+    return [
+        store.decode(
+            Notification(
+                id=position,
+                originator_id=originator,
+                originator_version=version,
+                topic=topic,
+                state=state,
+            )
+        )
+        for position, originator, version, topic, state in session_rows(
+            store, session_id
+        )
+    ]
+
+
+def session_spans(source: Runtime | Store, session_id: str) -> list[SpanRecord]:
+    """Every span of a session's trace, rebuilt from the log.
+
+    Spans the log has not ended (a turn cut off by a kill, a session still
+    open) are ended at the session's last event and marked unfinished.
+
+    Args:
+        source: the runtime, or the store, whose log holds the session.
+        session_id: the session.
+
+    Raises:
+        UnknownSessionError: the log holds no session ``session_id``.
+    """
+    store = source if isinstance(source, Store) else source.store
+    return spans_of(session_id, session_events(store, session_id))
+
+
+def _value(value: Any) -> dict[str, Any]:
+    """An attribute value in OTLP/JSON's AnyValue form."""
+    if isinstance(value, bool):
+        return {"boolValue": value}
+    if isinstance(value, int):
+        return {"intValue": str(value)}  # int64 is a string in OTLP/JSON
+    if isinstance(value, float):
+        return {"doubleValue": value}
+    if isinstance(value, list | tuple):
+        return {"arrayValue": {"values": [_value(v) for v in value]}}
+    return {"stringValue": str(value)}
+
+
+def _attributes(attributes: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [{"key": key, "value": _value(value)} for key, value in attributes.items()]
+
+
+def _event(event: SpanEvent) -> dict[str, Any]:
+    return {
+        "timeUnixNano": str(event.time_ns),
+        "name": event.name,
+        "attributes": _attributes(event.attributes),
+    }
+
+
+def _span(span: SpanRecord) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "traceId": span.trace_id,
+        "spanId": span.span_id,
+        "name": span.name,
+        "kind": _KIND[span.kind],
+        "startTimeUnixNano": str(span.start_ns),
+        "endTimeUnixNano": str(span.end_ns),
+        "attributes": _attributes(span.attributes),
+        "events": [_event(event) for event in span.events],
+        "status": {"code": _STATUS[span.status]},
+    }
+    if span.parent_id is not None:
+        doc["parentSpanId"] = span.parent_id
+    if span.status_message:
+        doc["status"]["message"] = span.status_message
+    return doc
+
+
+def otlp_json(spans: Iterable[SpanRecord], *, service_name: str = "turnlog") -> bytes:
+    """``spans`` as an OTLP ExportTraceServiceRequest in its JSON mapping.
+
+    Ids are hex, times are nanoseconds as strings, enums are numbers, as
+    the OTLP/JSON encoding has them; any OTLP/HTTP endpoint takes it.
+
+    Args:
+        spans: the spans (of one session or many).
+        service_name: the resource's ``service.name``.
+    """
+    from turnlog import __version__  # noqa: PLC0415 - turnlog imports this module's users
+
+    request = {
+        "resourceSpans": [
+            {
+                "resource": {"attributes": _attributes({"service.name": service_name})},
+                "scopeSpans": [
+                    {
+                        "scope": {"name": SCOPE_NAME, "version": __version__},
+                        "spans": [_span(span) for span in spans],
+                    }
+                ],
+            }
+        ]
+    }
+    return msgspec.json.encode(request)
+
+
+def traces_url(endpoint: str) -> str:
+    """The URL to POST traces to: ``/v1/traces`` under a bare endpoint.
+
+    As OpenTelemetry's ``OTEL_EXPORTER_OTLP_ENDPOINT`` (a base URL) and
+    ``..._TRACES_ENDPOINT`` (the full URL) do: an endpoint with no path gets
+    ``/v1/traces``; one with a path is taken as it is.
+
+    Raises:
+        InvalidInputError: not an http(s) URL.
+    """
+    parts = urlsplit(endpoint)
+    if parts.scheme not in {"http", "https"} or not parts.netloc:
+        msg = f"an OTLP endpoint is an http:// or https:// URL, not {endpoint!r}"
+        raise InvalidInputError(msg)
+    if parts.path in {"", "/"}:
+        parts = parts._replace(path="/v1/traces")
+    return urlunsplit(parts)
+
+
+def send_otlp(
+    endpoint: str,
+    body: bytes,
+    *,
+    headers: Mapping[str, str] | None = None,
+    timeout: float = SEND_TIMEOUT,
+    transport: httpx.BaseTransport | None = None,
+) -> None:
+    """POSTs an OTLP/JSON request (see :func:`otlp_json`) to an OTLP/HTTP endpoint.
+
+    Args:
+        endpoint: the collector's base URL, or its full traces URL.
+        body: the request, as :func:`otlp_json` made it.
+        headers: extra headers (an API key, say).
+        timeout: seconds to wait for the endpoint.
+        transport: an httpx transport, for tests or a custom network.
+
+    Raises:
+        InvalidInputError: ``endpoint`` is not an http(s) URL.
+        TraceExportError: the endpoint could not be reached or refused it.
+    """
+    url = traces_url(endpoint)
+    sent = {"Content-Type": "application/json", **(headers or {})}
+    try:
+        with httpx.Client(timeout=timeout, transport=transport) as client:
+            response = client.post(url, content=body, headers=sent)
+    except httpx.HTTPError as error:
+        msg = f"could not send the trace to {url}: {error}"
+        raise TraceExportError(msg) from error
+    if not response.is_success:
+        msg = (
+            f"{url} refused the trace: HTTP {response.status_code} "
+            f"{response.text[:200]}"
+        )
+        raise TraceExportError(msg)
+
+
+__all__ = [
+    "SpanEvent",
+    "SpanFold",
+    "SpanRecord",
+    "otlp_json",
+    "send_otlp",
+    "session_events",
+    "session_spans",
+    "span_id_of",
+    "spans_of",
+    "trace_id_of",
+    "traces_url",
+]
