@@ -132,7 +132,7 @@ class HttpEndpoint:
         self.base_url = str(url)
         port = f":{url.port}" if url.port else ""
         # Shown in messages: without any user:password part of the URL.
-        self.where = f"{url.scheme}://{url.host}{port}{url.path}"
+        self.where = f"{url.scheme}://{url.host}{port}{url.path.rstrip('/')}"
         self.timeouts = timeouts
         self.retry = retry
         self._api_key = Secret(api_key) if api_key else None
