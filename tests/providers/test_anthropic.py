@@ -10,6 +10,7 @@ the dialect-parametrised tests, which include ``anthropic``.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -85,7 +86,7 @@ def test_a_rich_context_is_a_valid_messages_request(
     assert fake.requests[-1].path == "/v1/messages"
     assert fake.requests[-1].headers["anthropic-version"] == "2023-06-01"
     roles = [message["role"] for message in body["messages"]]
-    assert all(a != b for a, b in zip(roles, roles[1:], strict=False))  # alternate
+    assert all(a != b for a, b in itertools.pairwise(roles))  # they alternate
     assert body["system"][0]["text"] == "Be brief."
     # Thinking first, then text, then both tool_use blocks in one turn.
     turn = next(m for m in body["messages"] if m["role"] == "assistant")
