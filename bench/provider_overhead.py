@@ -9,6 +9,7 @@ sink (as the TurnActor does) and assembles the ModelResponse. Rounds
 alternate between the two so drift hits both alike.
 
     .venv/bin/python bench/provider_overhead.py [--steps 1000] [--chunks 200]
+        [--dialect responses|chat|anthropic|all]
 
 Budget: turnlog takes at most 1.3x the bare client's time.
 """
@@ -27,7 +28,11 @@ from typing import Any
 import httpx
 
 from turnlog.domain.model import ModelRequest, ToolSpec, user_message
-from turnlog.providers import OpenAIChatCompletionsProvider, OpenAIResponsesProvider
+from turnlog.providers import (
+    AnthropicMessagesProvider,
+    OpenAIChatCompletionsProvider,
+    OpenAIResponsesProvider,
+)
 
 SERVER = (
     Path(__file__).resolve().parent.parent / "tests" / "providers" / "fake_openai.py"
@@ -75,7 +80,7 @@ async def turnlog_steps(provider: Any, steps: int, chunks: int) -> tuple[float, 
 async def bare_steps(
     client: httpx.AsyncClient, url: str, body: dict[str, Any], steps: int, chunks: int
 ) -> tuple[float, float]:
-    chat = "messages" in body
+    chat = "messages" in body and "max_tokens" not in body
     count = 0
     started, cpu = time.perf_counter(), time.process_time()
     for _ in range(steps):
@@ -93,6 +98,10 @@ async def bare_steps(
                         text.append(content)
                 elif event["type"] == "response.output_text.delta":
                     text.append(event["delta"])
+                elif event["type"] == "content_block_delta":  # Anthropic
+                    delta = event["delta"]
+                    if delta["type"] == "text_delta":
+                        text.append(delta["text"])
         count += len(text)
         assert "".join(text)
     elapsed = time.perf_counter() - started, time.process_time() - cpu
@@ -104,7 +113,13 @@ async def measure(
     dialect: str, base_url: str, steps: int, chunks: int
 ) -> dict[str, float]:
     provider: Any
-    if dialect == "responses":
+    headers = {"Authorization": "Bearer sk-bench"}
+    if dialect == "anthropic":
+        root = base_url.removesuffix("/v1")
+        provider = AnthropicMessagesProvider("bench", base_url=root, api_key="sk-bench")
+        url = f"{root}/v1/messages"
+        headers = {"x-api-key": "sk-bench", "anthropic-version": "2023-06-01"}
+    elif dialect == "responses":
         provider = OpenAIResponsesProvider(
             "bench", base_url=base_url, api_key="sk-bench"
         )
@@ -115,7 +130,7 @@ async def measure(
         )
         url = f"{base_url}/chat/completions"
     body = provider.request_body(REQUEST)
-    client = httpx.AsyncClient(headers={"Authorization": "Bearer sk-bench"})
+    client = httpx.AsyncClient(headers=headers)
     try:
         await turnlog_steps(provider, WARM_UP, chunks)
         await bare_steps(client, url, body, WARM_UP, chunks)
@@ -172,11 +187,13 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--chunks", type=int, default=200)
     parser.add_argument(
-        "--dialect", choices=["responses", "chat", "both"], default="both"
+        "--dialect", choices=["responses", "chat", "anthropic", "all"], default="all"
     )
     arguments = parser.parse_args()
     dialects = (
-        ["responses", "chat"] if arguments.dialect == "both" else [arguments.dialect]
+        ["responses", "chat", "anthropic"]
+        if arguments.dialect == "all"
+        else [arguments.dialect]
     )
     server, base_url = start_server(arguments.chunks)
     try:

@@ -24,6 +24,7 @@ Item = dict[str, Any]
 USAGE_FIELDS = (
     "input_tokens",
     "cached_input_tokens",
+    "cache_write_input_tokens",
     "output_tokens",
     "reasoning_tokens",
     "total_tokens",

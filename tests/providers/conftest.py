@@ -45,7 +45,7 @@ def run(loop: asyncio.AbstractEventLoop) -> Callable[[Awaitable[T]], T]:
     return run_until_complete
 
 
-@pytest.fixture(params=["responses", "chat"])
+@pytest.fixture(params=["responses", "chat", "anthropic"])
 def dialect(request: pytest.FixtureRequest) -> str:
     """Each API in turn."""
     return str(request.param)

@@ -11,6 +11,7 @@ It speaks the two APIs as their public documentation describes them:
   chunk with empty ``choices`` when ``stream_options.include_usage`` is
   set, and ``data: [DONE]``.
 - Errors: ``{"error": {"message", "type", "param", "code"}}``.
+- Anthropic Messages (``POST /v1/messages``): see ``fake_anthropic.py``.
 
 Bodies are sent with chunked transfer encoding over HTTP/1.1 keep-alive
 (one chunk per event), so a client can reuse its connection, and a cut
@@ -38,6 +39,13 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from fake_anthropic import (
+    MESSAGES_PATH,
+    anthropic_fail_body,
+    anthropic_stream_error,
+    render_anthropic_events,
+    render_anthropic_whole,
+)
 from fake_openai_wire import (
     DEFAULT_USAGE,
     Action,
@@ -111,6 +119,11 @@ class FakeOpenAI:
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def root_url(self) -> str:
+        """The root without ``/v1``, as Anthropic's base URL is given."""
+        return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> FakeOpenAI:
         self._thread.start()
@@ -194,7 +207,9 @@ class _Handler(BaseHTTPRequestHandler):
             "/v1/responses": "responses",
             "/v1/chat/completions": "chat",
             "/v1/responses/compact": "compact",
+            MESSAGES_PATH: "anthropic",
         }.get(self.path)
+        self.dialect = dialect
         if dialect is None:
             self._fail(Fail(404, f"no route {self.path}"))
         elif action is None:
@@ -218,12 +233,14 @@ class _Handler(BaseHTTPRequestHandler):
             }
             self._json(200, payload)
         elif not action.stream:
-            self._json(200, render_whole(action, dialect, model_of(body)))
-        else:
-            self._stream(
-                action,
-                render_events(action, dialect, model_of(body), wants_usage(body)),
+            whole = (
+                render_anthropic_whole(action, model_of(body))
+                if dialect == "anthropic"
+                else render_whole(action, dialect, model_of(body))
             )
+            self._json(200, whole)
+        else:
+            self._stream(action, _render(action, dialect, body))
 
     # -- writing ---------------------------------------------------------------
 
@@ -242,7 +259,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _fail(self, fail: Fail) -> None:
         body = fail.body
-        if body is None:
+        if getattr(self, "dialect", None) == "anthropic":
+            body = anthropic_fail_body(fail)
+        elif body is None:
             error = {
                 "message": fail.message,
                 "type": fail.type,
@@ -279,7 +298,11 @@ class _Handler(BaseHTTPRequestHandler):
                     b'data: {"type": "response.output_text.delta", "delta": "bro\n\n'
                 )
             if number == reply.error_after:
-                self._chunk(in_stream_error(events, number, reply.error_message))
+                self._chunk(
+                    anthropic_stream_error(reply.error_message)
+                    if self.dialect == "anthropic"
+                    else in_stream_error(events, number, reply.error_message)
+                )
                 break
             self._chunk(event)
         self._chunk(b"")  # the last chunk: the body is complete
@@ -287,7 +310,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _trickle(self, trickle: Trickle, dialect: str, body: Any) -> None:
         self._begin_stream()
         reply = Reply(text=trickle.text)
-        events = render_events(reply, dialect, model_of(body), False)
+        events = _render(reply, dialect, body)
         delta = next(e for e in events if b"delta" in e and trickle.text.encode() in e)
         for event in events[: events.index(delta)]:
             self._chunk(event)
@@ -296,6 +319,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._chunk(delta)
             self.fake.stopping.wait(trickle.interval)
         self.close_connection = True
+
+
+def _render(reply: Reply, dialect: str, body: Any) -> tuple[bytes, ...]:
+    if dialect == "anthropic":
+        return render_anthropic_events(reply, model_of(body))
+    return render_events(reply, dialect, model_of(body), wants_usage(body))
 
 
 def main() -> None:

@@ -26,6 +26,7 @@ class Usage:
     cached: int = 4
     output: int = 7
     reasoning: int = 2
+    cache_write: int = 0
 
     def responses(self) -> dict[str, Any]:
         return {
@@ -81,6 +82,8 @@ class Reply:
     error_after: int | None = None
     error_message: str = "The server had an error while processing your request."
     stream: bool = True
+    thinking: str | None = None
+    redacted_thinking: str | None = None
 
 
 @dataclass(frozen=True)

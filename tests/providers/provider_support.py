@@ -6,6 +6,7 @@ from typing import Any, TypeVar
 
 from turnlog.domain.model import ModelRequest, ModelResponse, ToolSpec, user_message
 from turnlog.providers import (
+    AnthropicMessagesProvider,
     HttpModelProvider,
     OpenAIChatCompletionsProvider,
     OpenAIResponsesProvider,
@@ -40,7 +41,27 @@ def make_provider(dialect: str, base_url: str, **settings: Any) -> HttpModelProv
     settings.setdefault("timeouts", SHORT_TIMEOUTS)
     if dialect == "responses":
         return OpenAIResponsesProvider("gpt-test", base_url=base_url, **settings)
+    if dialect == "anthropic":
+        # Anthropic's base URL is the root: the provider adds /v1/messages.
+        root = base_url.removesuffix("/v1")
+        return AnthropicMessagesProvider("claude-test", base_url=root, **settings)
     return OpenAIChatCompletionsProvider("gpt-test", base_url=base_url, **settings)
+
+
+def key_header(dialect: str) -> tuple[str, str]:
+    """The header the key goes in for ``dialect``, and its value."""
+    if dialect == "anthropic":
+        return "x-api-key", API_KEY
+    return "authorization", f"Bearer {API_KEY}"
+
+
+def expected_usage(dialect: str, usage: dict[str, int]) -> dict[str, int]:
+    """turnlog's usage for a dialect: Anthropic reports cache writes (none
+    unless asked for) and no reasoning tokens."""
+    if dialect != "anthropic":
+        return usage
+    counts = {k: v for k, v in usage.items() if k != "reasoning_tokens"}
+    return {**counts, "cache_write_input_tokens": 0}
 
 
 def model_request(

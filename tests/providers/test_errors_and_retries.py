@@ -13,7 +13,13 @@ from typing import Any
 import httpx
 import pytest
 from fake_openai import Fail, FakeOpenAI, Reply
-from provider_support import API_KEY, make_provider, model_request, respond
+from provider_support import (
+    API_KEY,
+    key_header,
+    make_provider,
+    model_request,
+    respond,
+)
 
 from turnlog.domain.errors import ProviderError
 from turnlog.providers import (
@@ -157,7 +163,11 @@ def test_a_refused_connection_is_retried_then_a_connection_error(
 
 
 def test_the_api_key_is_in_the_authorization_header_only(
-    fake: FakeOpenAI, provider: Any, run: Any, caplog: pytest.LogCaptureFixture
+    fake: FakeOpenAI,
+    provider: Any,
+    run: Any,
+    caplog: pytest.LogCaptureFixture,
+    dialect: str,
 ) -> None:
     """A server that echoes the key, failures, retries, debug logging: the
     key is in the header and in no message, log record or repr."""
@@ -181,7 +191,9 @@ def test_the_api_key_is_in_the_authorization_header_only(
         ServerError,
         ResponseFailedError,
     ]
-    assert all(r.headers["authorization"] == f"Bearer {API_KEY}" for r in fake.requests)
+    header, value = key_header(dialect)
+    assert all(r.headers[header] == value for r in fake.requests)
+    assert all(API_KEY not in str(r.body) for r in fake.requests)
     for error in errors:
         assert API_KEY not in str(error)
         assert API_KEY not in repr(error)
@@ -206,6 +218,7 @@ def test_no_authorization_header_without_a_key(
     finally:
         run(provider.aclose())
     assert "authorization" not in fake.requests[0].headers
+    assert "x-api-key" not in fake.requests[0].headers
 
 
 def test_extra_headers_are_sent(fake: FakeOpenAI, dialect: str, run: Any) -> None:

@@ -48,7 +48,14 @@ def agent(model: Any, **changes: Any) -> Agent:
 
 
 def tool_outputs(body: dict[str, Any]) -> list[str]:
-    """The tool outputs a request sent, in either dialect."""
+    """The tool outputs a request sent, in any dialect."""
+    if "max_tokens" in body:  # Anthropic: tool_result blocks of user messages
+        return [
+            block["content"]
+            for message in body["messages"]
+            for block in message["content"]
+            if message["role"] == "user" and block["type"] == "tool_result"
+        ]
     if "input" in body:
         return [
             i["output"]

@@ -268,7 +268,12 @@ def test_a_request_without_tools_or_instructions_leaves_them_out(
     body = fake.requests[0].body
     assert "tools" not in body
     assert "instructions" not in body
-    if "messages" in body:
+    assert "system" not in body
+    if "max_tokens" in body:  # Anthropic: content blocks, the last one cached
+        text = {"type": "text", "text": "What is the weather in Paris?"}
+        cached = {**text, "cache_control": {"type": "ephemeral"}}
+        assert body["messages"] == [{"role": "user", "content": [cached]}]
+    elif "messages" in body:
         assert body["messages"] == [
             {"role": "user", "content": "What is the weather in Paris?"}
         ]

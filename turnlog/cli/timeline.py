@@ -67,6 +67,7 @@ _ENVELOPE_FIELDS = frozenset(
 _USAGE_LABELS = {
     "input_tokens": "in",
     "cached_input_tokens": "cached",
+    "cache_write_input_tokens": "cache write",
     "output_tokens": "out",
     "reasoning_tokens": "reasoning",
     "total_tokens": "total",

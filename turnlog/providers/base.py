@@ -34,6 +34,9 @@ class HttpModelProvider:
     RESERVED_OPTIONS: frozenset[str] = frozenset({"model", "stream"})
     """Request fields that ``options`` may not set (the dialect fills them)."""
 
+    API_KEY_HEADER: str | None = None
+    """The header the API key goes in as it is; None: ``Authorization: Bearer``."""
+
     def __init__(
         self,
         model: str,
@@ -64,6 +67,7 @@ class HttpModelProvider:
             headers=headers,
             max_connections=max_connections,
             transport=transport,
+            api_key_header=self.API_KEY_HEADER,
         )
 
     @property
@@ -94,7 +98,7 @@ class HttpModelProvider:
         self._endpoint.close()
 
     def __repr__(self) -> str:
-        # Never the API key: it stays in the client's Authorization header.
+        # Never the API key: it stays in the client's headers.
         return (
             f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"
         )

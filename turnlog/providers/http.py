@@ -109,6 +109,8 @@ class HttpEndpoint:
         transport: the httpx transport requests go through (default: the
             network); e.g. ``httpx.MockTransport`` in tests, or a transport
             with proxies or client certificates.
+        api_key_header: the header the key goes in, as it is (Anthropic's
+            ``x-api-key``); None sends ``Authorization: Bearer KEY``.
     """
 
     def __init__(
@@ -121,6 +123,7 @@ class HttpEndpoint:
         headers: Mapping[str, str] | None = None,
         max_connections: int = 100,
         transport: httpx.AsyncBaseTransport | None = None,
+        api_key_header: str | None = None,
     ) -> None:
         url = httpx.URL(base_url.rstrip("/"))
         if url.scheme not in ("http", "https") or not url.host:
@@ -129,10 +132,11 @@ class HttpEndpoint:
         self.base_url = str(url)
         port = f":{url.port}" if url.port else ""
         # Shown in messages: without any user:password part of the URL.
-        self.where = f"{url.scheme}://{url.host}{port}{url.path}"
+        self.where = f"{url.scheme}://{url.host}{port}{url.path.rstrip('/')}"
         self.timeouts = timeouts
         self.retry = retry
         self._api_key = Secret(api_key) if api_key else None
+        self._api_key_header = api_key_header
         self._headers = {
             "Accept": "text/event-stream, application/json",
             "Content-Type": "application/json",
@@ -168,7 +172,10 @@ class HttpEndpoint:
                 max_keepalive_connections=self._max_connections,
             )
             headers = dict(self._headers)
-            if self._api_key is not None:
+            if self._api_key is not None and self._api_key_header is not None:
+                # Only here; turnlog never logs or shows the client's headers.
+                headers[self._api_key_header] = self._api_key.reveal()
+            elif self._api_key is not None:
                 # Only here, and httpx masks it in any repr of the headers.
                 headers["Authorization"] = f"Bearer {self._api_key.reveal()}"
             self._client = httpx.AsyncClient(

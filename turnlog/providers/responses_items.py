@@ -13,6 +13,7 @@ from typing import Any
 
 from turnlog.domain.context import PROMPT_CACHE_BREAKPOINT_FIELD
 from turnlog.domain.model import Item, function_call
+from turnlog.providers.anthropic_messages import THINKING_ITEM
 from turnlog.providers.errors import MalformedStreamError
 from turnlog.providers.wire import (
     attachment_note,
@@ -43,6 +44,8 @@ def responses_input(
                     "output": item["output"],
                 }
             )
+        elif kind == THINKING_ITEM:
+            continue  # Anthropic's thinking: only an Anthropic server reads it
         else:  # compaction and other items the server made: sent back as they came
             translated.append(without_turnlog_keys(item))
     return translated

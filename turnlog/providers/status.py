@@ -33,7 +33,10 @@ def status_error(
     # Redacted before anything is cut short, so no part of a key survives.
     redacted = redact(body.decode("utf-8", "replace")).encode()
     server_message = server_error_message(redacted)
-    request_id = response.headers.get("x-request-id")
+    # x-request-id from OpenAI-style servers, request-id from Anthropic.
+    request_id = response.headers.get("x-request-id") or response.headers.get(
+        "request-id"
+    )
     error_class: type[ProviderHTTPError]
     if status in (401, 403):
         error_class = AuthenticationError

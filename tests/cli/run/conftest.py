@@ -27,7 +27,7 @@ def _no_settings_from_the_environment(
     """A model configured in the developer's shell or own config directory
     must not leak into tests."""
     for name in list(os.environ):
-        if name.startswith(("TURNLOG_", "OPENAI_")):
+        if name.startswith(("TURNLOG_", "OPENAI_", "ANTHROPIC_")):
             monkeypatch.delenv(name)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "user-config"))
 

@@ -42,7 +42,7 @@ def clean_environment() -> dict[str, str]:
     return {
         name: value
         for name, value in os.environ.items()
-        if not name.startswith(("TURNLOG_", "OPENAI_"))
+        if not name.startswith(("TURNLOG_", "OPENAI_", "ANTHROPIC_"))
     }
 
 
@@ -339,6 +339,30 @@ api = "chat"
     assert f"model: local (llama-test at {fake.base_url}, chat API)" in output
     assert fake.paths() == ["/v1/chat/completions"]
     assert fake.requests[0].body["model"] == "llama-test"
+
+
+def test_an_anthropic_model_streams_through_the_messages_api(
+    spawn: Spawn, fake: FakeOpenAI
+) -> None:
+    fake.script(Reply(text="Hello from Claude.", chunks=4))
+    child = spawn(
+        configured=False,
+        env={
+            "TURNLOG_MODEL": "claude-test",
+            "TURNLOG_API": "anthropic",
+            "ANTHROPIC_BASE_URL": fake.root_url,
+            "ANTHROPIC_API_KEY": API_KEY,
+        },
+    )
+    started(child)
+    child.sendline("hi")
+    child.expect(r"assistant> Hello from Claude\.")
+    child.expect(PROMPT)
+    output = quits(child)
+    assert f"(claude-test at {fake.root_url}, anthropic API)" in output
+    assert fake.paths() == ["/v1/messages"]
+    assert fake.requests[0].headers["x-api-key"] == API_KEY
+    assert "authorization" not in fake.requests[0].headers
 
 
 def test_a_failed_model_call_is_one_line_and_the_session_goes_on(

@@ -12,6 +12,7 @@ from run_support import API_KEY
 
 from turnlog import InvalidInputError, UsageError
 from turnlog.cli.run.settings import (
+    ANTHROPIC_BASE_URL,
     DEFAULT_BASE_URL,
     NOT_CONFIGURED,
     NoModelConfiguredError,
@@ -20,7 +21,11 @@ from turnlog.cli.run.settings import (
     load_settings,
     user_config_path,
 )
-from turnlog.providers import OpenAIChatCompletionsProvider, OpenAIResponsesProvider
+from turnlog.providers import (
+    AnthropicMessagesProvider,
+    OpenAIChatCompletionsProvider,
+    OpenAIResponsesProvider,
+)
 
 LOCAL = "http://127.0.0.1:8080/v1"
 
@@ -96,7 +101,7 @@ def test_a_bad_api_is_named_without_its_value(
         load_settings()
     message = str(caught.value)
     assert message.startswith("environment: TURNLOG_API: ")
-    assert "'responses' or 'chat'" in message
+    assert "'responses', 'chat' or 'anthropic'" in message
     assert "graphql-of-doom" not in message
     assert "\n" not in message
 
@@ -409,3 +414,52 @@ def test_in_the_users_config_directory_its_file_is_trusted(
     settings = load_settings()
     assert settings.project_path is None
     assert settings.routes()["u"].base_url == LOCAL
+
+
+def test_the_anthropic_api_takes_anthropics_key_and_url(
+    workspace: Path, user_config: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", API_KEY)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-openai-not-for-anthropic")
+    user_config.write_text(
+        '[routes.claude]\nmodel = "claude-test"\napi = "anthropic"\n'
+        '[routes.gpt]\nmodel = "gpt-test"\n'
+    )
+    settings = load_settings()
+    routes = settings.routes()
+    claude = routes["claude"]
+    assert (claude.base_url, claude.api_key_env) == (
+        ANTHROPIC_BASE_URL,
+        "ANTHROPIC_API_KEY",
+    )
+    assert claude.api_key is not None
+    assert claude.api_key.get_secret_value() == API_KEY
+    assert routes["gpt"].api_key_env == "OPENAI_API_KEY"
+    router = build_router(settings, "claude")
+    assert isinstance(router.provider("claude"), AnthropicMessagesProvider)
+    close_router(router)
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    with pytest.raises(UsageError, match=r"needs an API key: set \$ANTHROPIC_API_KEY"):
+        load_settings().routes()
+
+
+def test_turnlog_api_anthropic_configures_the_default_route(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TURNLOG_MODEL", "claude-test")
+    monkeypatch.setenv("TURNLOG_API", "anthropic")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", LOCAL)
+    [route] = load_settings().routes().values()
+    assert (route.api, route.base_url, route.api_key) == ("anthropic", LOCAL, None)
+
+
+def test_a_turnlog_toml_found_here_may_not_switch_a_route_to_another_key(
+    workspace: Path, user_config: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Switching a trusted route between OpenAI and Anthropic would send the
+    other provider's key to the route's endpoint."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", API_KEY)
+    user_config.write_text(f'[routes.proxy]\nmodel = "m"\nbase_url = "{LOCAL}"\n')
+    write_config(workspace, '[routes.proxy]\nmodel = "m"\napi = "anthropic"\n')
+    with pytest.raises(InvalidInputError, match=r"routes\.proxy\.api refused"):
+        load_settings()

@@ -5,7 +5,10 @@ The environment names one model (the route ``default``)::
     TURNLOG_MODEL     the model name; without it (or routes) nothing is configured
     OPENAI_API_KEY    its API key (local servers usually need none)
     OPENAI_BASE_URL   the API root (default https://api.openai.com/v1)
-    TURNLOG_API       responses (default) or chat (/chat/completions)
+    TURNLOG_API       responses (default), chat (/chat/completions) or
+                      anthropic (Anthropic's /v1/messages)
+    ANTHROPIC_API_KEY    the key of the anthropic API
+    ANTHROPIC_BASE_URL   its API root (default https://api.anthropic.com)
     TURNLOG_STORE     the log (as ``--store``)
     TURNLOG_CONFIG    the route file (as ``turnlog run --config``)
 
@@ -19,8 +22,9 @@ The route file names more, each its own endpoint::
     api = "chat"
     api_key_env = "LOCAL_KEY"   # the variable holding the key, never the key
 
-A route without ``base_url`` or ``api`` takes ``OPENAI_BASE_URL`` and
-``TURNLOG_API``; one without ``api_key_env`` takes ``OPENAI_API_KEY``. The
+A route without ``api`` takes ``TURNLOG_API``; one without ``base_url``
+takes ``OPENAI_BASE_URL`` (``ANTHROPIC_BASE_URL`` for the anthropic API);
+one without ``api_key_env`` takes ``OPENAI_API_KEY`` (``ANTHROPIC_API_KEY``). The
 environment wins over the file: ``TURNLOG_MODEL`` replaces a
 ``[routes.default]``. API keys live only in the environment and in
 ``SecretStr`` values: no message, ``repr`` or file of turnlog holds one.
@@ -50,13 +54,14 @@ import pydantic_settings
 from turnlog.agent import DEFAULT_ROUTE
 from turnlog.domain.errors import InvalidInputError, UsageError
 from turnlog.providers import (
+    AnthropicMessagesProvider,
     HttpModelProvider,
     OpenAIChatCompletionsProvider,
     OpenAIResponsesProvider,
 )
 from turnlog.routing import ModelRouter
 
-Api = Literal["responses", "chat"]
+Api = Literal["responses", "chat", "anthropic"]
 
 CONFIG_FILE = "turnlog.toml"
 """The route file's name, in the user's config directory and the working one."""
@@ -66,7 +71,9 @@ UNTRUSTED_KEYS = ("base_url", "api_key_env")
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
-KEYED_HOSTS = frozenset({"api.openai.com"})
+ANTHROPIC_BASE_URL = "https://api.anthropic.com"
+ANTHROPIC_API_KEY_ENV = "ANTHROPIC_API_KEY"
+KEYED_HOSTS = frozenset({"api.openai.com", "api.anthropic.com"})
 """Hosts that refuse every request without a key: a missing one is named early."""
 
 NOT_CONFIGURED = (
@@ -98,6 +105,12 @@ class EnvironmentSettings(pydantic_settings.BaseSettings):
     base_url: str = pydantic.Field(
         default=DEFAULT_BASE_URL, validation_alias="OPENAI_BASE_URL"
     )
+    anthropic_api_key: pydantic.SecretStr | None = pydantic.Field(
+        default=None, validation_alias="ANTHROPIC_API_KEY"
+    )
+    anthropic_base_url: str = pydantic.Field(
+        default=ANTHROPIC_BASE_URL, validation_alias="ANTHROPIC_BASE_URL"
+    )
     api: Api = pydantic.Field(default="responses", validation_alias="TURNLOG_API")
     config: Path | None = pydantic.Field(
         default=None, validation_alias="TURNLOG_CONFIG"
@@ -122,7 +135,7 @@ class RouteConfig(pydantic.BaseModel, frozen=True, extra="forbid"):
     Attributes:
         model: the model name the endpoint knows.
         base_url: the API root (default: ``OPENAI_BASE_URL``).
-        api: ``responses`` or ``chat`` (default: ``TURNLOG_API``).
+        api: ``responses``, ``chat`` or ``anthropic`` (default: ``TURNLOG_API``).
         api_key_env: the environment variable holding the key (default:
             ``OPENAI_API_KEY``); the key itself never goes in the file.
     """
@@ -186,9 +199,10 @@ class Settings(pydantic.BaseModel, frozen=True):
         for name, config in self.file.routes.items():
             if name == DEFAULT_ROUTE and env.model is not None:
                 continue  # TURNLOG_MODEL replaces it: the environment wins
-            key_env = config.api_key_env or DEFAULT_API_KEY_ENV
+            api = config.api or env.api
+            key_env = config.api_key_env or _key_env(api)
             if config.api_key_env is None:
-                key = env.api_key
+                key = _env_key(env, api)
             else:
                 # Only a trusted file may name api_key_env: it came from there.
                 key = _secret_from(config.api_key_env, name, str(self.config_path))
@@ -196,8 +210,8 @@ class Settings(pydantic.BaseModel, frozen=True):
                 Route(
                     name=name,
                     model=config.model,
-                    base_url=config.base_url or env.base_url,
-                    api=config.api or env.api,
+                    base_url=config.base_url or _env_base_url(env, api),
+                    api=api,
                     api_key=key,
                     api_key_env=key_env,
                 )
@@ -207,10 +221,10 @@ class Settings(pydantic.BaseModel, frozen=True):
                 Route(
                     name=DEFAULT_ROUTE,
                     model=env.model,
-                    base_url=env.base_url,
+                    base_url=_env_base_url(env, env.api),
                     api=env.api,
-                    api_key=env.api_key,
-                    api_key_env=DEFAULT_API_KEY_ENV,
+                    api_key=_env_key(env, env.api),
+                    api_key_env=_key_env(env.api),
                 )
             )
         return routes
@@ -239,6 +253,19 @@ class Settings(pydantic.BaseModel, frozen=True):
     def _where(self) -> str:
         path = self.project_path or self.config_path
         return str(path) if path else CONFIG_FILE
+
+
+def _key_env(api: Api) -> str:
+    """The variable a route of ``api`` reads its key from, unless it names one."""
+    return ANTHROPIC_API_KEY_ENV if api == "anthropic" else DEFAULT_API_KEY_ENV
+
+
+def _env_key(env: EnvironmentSettings, api: Api) -> pydantic.SecretStr | None:
+    return env.anthropic_api_key if api == "anthropic" else env.api_key
+
+
+def _env_base_url(env: EnvironmentSettings, api: Api) -> str:
+    return env.anthropic_base_url if api == "anthropic" else env.base_url
 
 
 def _secret_from(variable: str, route: str, where: str) -> pydantic.SecretStr:
@@ -326,7 +353,10 @@ def load_settings(cwd: Path | None = None, config: Path | None = None) -> Settin
     found = read_config(project)
     _refuse_untrusted(project, found, user)
     return settings.model_copy(
-        update={"file": _merged(settings.file, found), "project_path": project}
+        update={
+            "file": _merged(settings.file, found, project, environment.api),
+            "project_path": project,
+        }
     )
 
 
@@ -349,12 +379,27 @@ def _refuse_untrusted(path: Path, file: ConfigFile, user: Path | None) -> None:
         raise InvalidInputError(msg)
 
 
-def _merged(trusted: ConfigFile, found: ConfigFile) -> ConfigFile:
+def _merged(
+    trusted: ConfigFile, found: ConfigFile, path: Path, default_api: Api
+) -> ConfigFile:
     """``found`` on top of ``trusted``: a route of the same name keeps the
-    trusted endpoint and key and takes the model (and API) found."""
+    trusted endpoint and key and takes the model (and API) found.
+
+    The API may not switch between OpenAI's and Anthropic's there: that
+    would switch which key goes to the trusted endpoint.
+    """
     routes = dict(trusted.routes)
     for name, route in found.routes.items():
         base = routes.get(name)
+        if base is not None and route.api is not None:
+            before = base.api or default_api
+            if _key_env(route.api) != _key_env(before):
+                msg = (
+                    f"{path}: routes.{name}.api refused: a turnlog.toml found in "
+                    f"the working directory may not switch a trusted route from "
+                    f"the {before} API to the {route.api} API (its key would change)"
+                )
+                raise InvalidInputError(msg)
         routes[name] = (
             route
             if base is None
@@ -404,14 +449,20 @@ def _problems(where: str, error: pydantic.ValidationError) -> str:
 
 def build_provider(
     route: Route,
-) -> OpenAIResponsesProvider | OpenAIChatCompletionsProvider:
+) -> (
+    OpenAIResponsesProvider | OpenAIChatCompletionsProvider | AnthropicMessagesProvider
+):
     """The HTTP provider of ``route``, its API key given only to the client."""
     key = route.api_key.get_secret_value() if route.api_key is not None else None
-    kind = (
+    kind: type[
         OpenAIResponsesProvider
-        if route.api == "responses"
-        else OpenAIChatCompletionsProvider
-    )
+        | OpenAIChatCompletionsProvider
+        | AnthropicMessagesProvider
+    ] = {
+        "responses": OpenAIResponsesProvider,
+        "chat": OpenAIChatCompletionsProvider,
+        "anthropic": AnthropicMessagesProvider,
+    }[route.api]
     return kind(route.model, api_key=key, base_url=route.base_url)
 
 
