@@ -53,7 +53,12 @@ from turnlog.actors.messages import (
 )
 from turnlog.domain.errors import ProviderError, TurnlogError
 from turnlog.domain.hooks import ToolCallInfo
-from turnlog.domain.model import ModelRequest, check_response, tool_calls_in
+from turnlog.domain.model import (
+    ModelRequest,
+    check_response,
+    respond_streaming,
+    tool_calls_in,
+)
 
 
 class TurnActor(pykka.ThreadingActor):
@@ -186,7 +191,9 @@ class TurnActor(pykka.ThreadingActor):
             session.tell(TextDelta(turn, step, text))
 
         try:
-            response = check_response(await provider.respond(request, on_delta))
+            response = check_response(
+                await respond_streaming(provider, request, on_delta)
+            )
         except ProviderError as bad:
             return StepFailed(self._turn, request.step, type(bad).__name__, str(bad))
         observer = self._agent.usage_observer

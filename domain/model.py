@@ -8,6 +8,7 @@ common format; providers for other dialects translate at their edge.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
@@ -79,16 +80,28 @@ class ModelProvider(Protocol):
 
 
 def is_provider(model: object) -> bool:
-    """Whether ``model`` is a ModelProvider whose ``respond`` takes ``on_delta``.
+    """Whether ``model`` is a ModelProvider (it has an async ``respond``)."""
+    return isinstance(model, ModelProvider)
 
-    Checked where a model is given, so a provider written for the older
-    one-argument ``respond(request)`` is refused there, with a clear
-    error, instead of failing its first turn.
+
+async def respond_streaming(
+    provider: ModelProvider, request: ModelRequest, on_delta: DeltaSink
+) -> ModelResponse:
+    """``provider.respond(request, on_delta)``, or without ``on_delta`` for a
+    provider written for the one-argument ``respond(request)``.
+
+    Such a provider still works; it just streams nothing (its step's text
+    reaches subscribers once the step completes).
     """
-    if not isinstance(model, ModelProvider):
-        return False
+    if _takes_delta_sink(type(provider)):
+        return await provider.respond(request, on_delta)
+    return await provider.respond(request)
+
+
+@functools.lru_cache(maxsize=256)
+def _takes_delta_sink(cls: type[ModelProvider]) -> bool:
     try:
-        inspect.signature(model.respond).bind(None, discard_deltas)
+        inspect.signature(cls.respond).bind(None, None, discard_deltas)
     except (TypeError, ValueError):
         return False
     return True

@@ -62,7 +62,9 @@ class Agent:
             router = ModelRouter(model_route or DEFAULT_ROUTE, model)
         else:
             kind = type(model).__name__
-            msg = f"model must provide 'async respond(request, on_delta)', got {kind}"
+            msg = (
+                f"model must provide 'async respond(request, on_delta=...)', got {kind}"
+            )
             raise InvalidInputError(msg)
         route = model_route or router.default
         router.provider(route)  # an unknown route is refused here

@@ -32,7 +32,7 @@ class ModelRouter:
         if not is_provider(provider):
             msg = (
                 f"route {route!r}: the model must provide "
-                "'async respond(request, on_delta)'"
+                "'async respond(request, on_delta=...)'"
             )
             raise InvalidInputError(msg)
         self._routes[route] = provider

@@ -13,7 +13,12 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from turnlog.domain.model import ModelProvider, ModelRequest, ModelResponse
+from turnlog.domain.model import (
+    ModelProvider,
+    ModelRequest,
+    ModelResponse,
+    respond_streaming,
+)
 from turnlog.domain.run import RunEvent
 from turnlog.domain.streaming import DeltaSink, discard_deltas
 
@@ -63,7 +68,7 @@ class HeldModel:
         except asyncio.CancelledError:
             self.cancelled.set()
             raise
-        return await self.inner.respond(request, on_delta)
+        return await respond_streaming(self.inner, request, on_delta)
 
 
 def wait_for(

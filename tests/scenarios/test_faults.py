@@ -224,12 +224,29 @@ def test_runtime_level_mistakes_are_clear_and_record_nothing(
     assert session.prompt("still fine", timeout=10).final_output == "ok"
 
 
-def test_a_provider_without_the_delta_channel_is_refused_when_given() -> None:
+def test_a_provider_without_the_delta_channel_still_runs_without_streaming(
+    rt: Runtime,
+) -> None:
     class OneArgument:
-        """A provider written for the older ``respond(request)``."""
+        """A provider written for the one-argument ``respond(request)``."""
 
         async def respond(self, request: object) -> ModelResponse:
-            raise AssertionError("never called")
+            return ModelResponse(
+                ({"type": "message", "role": "assistant", "content": "old style"},),
+                None,
+            )
 
-    with pytest.raises(InvalidInputError, match=r"respond\(request, on_delta\)"):
-        Agent("old", model=OneArgument())  # type: ignore[arg-type]
+    session = rt.create_session(Agent("old", model=OneArgument()), session_id="old")
+    with session.subscribe() as events:
+        result = session.prompt("hi", timeout=10)
+        seen = [
+            type(i.event.msg).__name__ for i in events.drain() if hasattr(i, "event")
+        ]
+    assert result.final_output == "old style"
+    assert "AgentMessage" in seen
+    assert "AgentMessageDelta" not in seen  # nothing to stream without a sink
+
+
+def test_a_model_without_respond_is_refused_when_given() -> None:
+    with pytest.raises(InvalidInputError, match=r"respond\(request, on_delta"):
+        Agent("none", model=object())  # type: ignore[arg-type]
