@@ -101,6 +101,7 @@ class GroupCommit:
         self._lock = threading.Lock()
         self._queue: deque[PendingSave] = deque()
         self._writing = False
+        self._queued = threading.Condition(self._lock)
         self.commits = 0
         """Transactions this writer committed or tried (for tests, benchmarks)."""
 
@@ -117,6 +118,7 @@ class GroupCommit:
             self._queue.append(pending)
             pending.lead = not self._writing
             self._writing = True
+            self._queued.notify_all()
         if not pending.lead:
             # Until this save's batch is done, or this thread is to write.
             pending.wait()
@@ -125,6 +127,14 @@ class GroupCommit:
         if pending.error is not None:
             raise pending.error
         return pending.ids
+
+    def wait_for_queue(self, count: int, timeout: float) -> bool:
+        """Waits until ``count`` saves are queued behind the writer (tests).
+
+        Returns False if they were not, ``timeout`` seconds on.
+        """
+        with self._queued:
+            return self._queued.wait_for(lambda: len(self._queue) >= count, timeout)
 
     def _write(self) -> None:
         """Commits what is queued, then hands the writer's role on."""
