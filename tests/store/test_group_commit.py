@@ -39,7 +39,7 @@ class HeldWriter:
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self.recorder = store._app.recorder  # noqa: SLF001 - the hooks are here
+        self.recorder = store._app.recorder
         self.entered = threading.Event()
         self.release = threading.Event()
         self.lone: list[int] = []
@@ -77,7 +77,7 @@ class HeldWriter:
         first = pool.submit(saves[0])
         assert self.entered.wait(WAIT)
         rest = [pool.submit(save) for save in saves[1:]]
-        writer = self.store._writer  # noqa: SLF001 - waiting for the queue
+        writer = self.store._writer
         assert writer.wait_for_queue(len(rest), WAIT)
         return [first, *rest]
 

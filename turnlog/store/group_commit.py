@@ -176,4 +176,3 @@ class GroupCommit:
                 if pending.error is None:
                     pending.ids = None
                     pending.error = error
-

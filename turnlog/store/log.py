@@ -202,7 +202,9 @@ class Store:
             listener(recordings)
         return recordings
 
-    def _put(self, events: list[Any], fence: Fence | None) -> list[Recording[uuid.UUID]]:
+    def _put(
+        self, events: list[Any], fence: Fence | None
+    ) -> list[Recording[uuid.UUID]]:
         """Writes ``events`` through the group commit; their recordings.
 
         What eventsourcing's EventStore.put does, but the insert joins the

@@ -159,21 +159,24 @@ class PostgresLogRecorder(PostgresApplicationRecorder):
         failure: Exception | None = None
         ids: Sequence[int] | None = None
         with self.datastore.get_connection() as conn:
-            with conn.pipeline() as pipeline, conn.transaction():
-                with conn.cursor() as curs:
-                    try:
-                        # The lock, the NOTIFY and the insert (not this
-                        # class's override, which checks a single fence).
-                        PostgresApplicationRecorder._insert_stored_events(
-                            self, curs, events
-                        )
-                        self._check_fences(conn, saves)
-                        pipeline.sync()
-                        ids = self._fetch_ids_after_insert_events(curs, events)
-                    except Exception as error:  # noqa: BLE001 - raised below
-                        # Raised after the pipeline has exited (as
-                        # eventsourcing does), to avoid psycopg's warning.
-                        failure = error
+            with (
+                conn.pipeline() as pipeline,
+                conn.transaction(),
+                conn.cursor() as curs,
+            ):
+                try:
+                    # The lock, the NOTIFY and the insert (not this class's
+                    # override, which checks a single fence).
+                    PostgresApplicationRecorder._insert_stored_events(
+                        self, curs, events
+                    )
+                    self._check_fences(conn, saves)
+                    pipeline.sync()
+                    ids = self._fetch_ids_after_insert_events(curs, events)
+                except Exception as error:  # noqa: BLE001 - raised below
+                    # Raised after the pipeline has exited (as eventsourcing
+                    # does), to avoid psycopg's warning.
+                    failure = error
             if failure is not None:
                 raise failure
         return ids
