@@ -102,6 +102,7 @@ class GroupCommit:
         self._queue: deque[PendingSave] = deque()
         self._writing = False
         self._queued = threading.Condition(self._lock)
+        self._watching = 0
         self.commits = 0
         """Transactions this writer committed or tried (for tests, benchmarks)."""
 
@@ -118,7 +119,8 @@ class GroupCommit:
             self._queue.append(pending)
             pending.lead = not self._writing
             self._writing = True
-            self._queued.notify_all()
+            if self._watching:
+                self._queued.notify_all()
         if not pending.lead:
             # Until this save's batch is done, or this thread is to write.
             pending.wait()
@@ -134,7 +136,11 @@ class GroupCommit:
         Returns False if they were not, ``timeout`` seconds on.
         """
         with self._queued:
-            return self._queued.wait_for(lambda: len(self._queue) >= count, timeout)
+            self._watching += 1
+            try:
+                return self._queued.wait_for(lambda: len(self._queue) >= count, timeout)
+            finally:
+                self._watching -= 1
 
     def _write(self) -> None:
         """Commits what is queued, then hands the writer's role on."""
