@@ -168,6 +168,8 @@ class Store:
     def save(self, *aggregates: Any) -> list[Recording[uuid.UUID]]:
         """Saves the pending events of ``aggregates`` in one transaction.
 
+        The transaction may hold other sessions' saves too (group commit,
+        see turnlog.store.group_commit); this returns once it has committed.
         Raises ConcurrencyConflictError if another writer got there first,
         and LeaseLostError if the session is fenced (see :meth:`fence`) and
         its lease has passed to another process; in either case nothing of
