@@ -9,6 +9,8 @@ for another; they share only the store's single writer). The two loads
 alternate (A, B, A, B) so drift on a shared machine shows up as spread.
 
 Run: python bench/concurrent_sessions.py [--sessions 200] [--turns 5]
+[--store URL] (default: a fresh SQLite file in a temporary folder; a
+``postgresql://`` URL should name an empty schema, e.g. ``?schema=bench1``)
 """
 
 from __future__ import annotations
@@ -117,11 +119,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sessions", type=int, default=200)
     parser.add_argument("--turns", type=int, default=5)
+    parser.add_argument(
+        "--store", help="store URL (default: a new SQLite file in a temporary folder)"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
-        url = f"sqlite:///{Path(folder) / 'bench.sqlite3'}"
+        url = args.store or f"sqlite:///{Path(folder) / 'bench.sqlite3'}"
+        kind = "SQLite file" if url.startswith("sqlite") else url.split(":", 1)[0]
         with Runtime.open(url) as rt:
-            print(f"{args.sessions} sessions x {args.turns} turns, SQLite file store")
+            print(f"{args.sessions} sessions x {args.turns} turns, {kind} store")
             medians: dict[str, list[float]] = {"alone": [], "beside": []}
             for round_ in range(2):
                 elapsed, latencies = asyncio.run(

@@ -8,7 +8,6 @@ save's events, in decision order, just before they are written.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -39,7 +38,12 @@ def stamp(events: Sequence[Any], head: ChainHead) -> tuple[list[Any], ChainHead]
             get_topic(type(event)), str(originator_id), originator_version, state
         )
         digest = link(digest, encoded)
-        stamped.append(
-            dataclasses.replace(event, **{SEQ_FIELD: seq, CHAIN_FIELD: digest})
-        )
+        # A copy with two fields changed, as dataclasses.replace makes it but
+        # without running __init__ and its checks again on every field (the
+        # event passed them when it was made): a tenth of a save's CPU.
+        copy = object.__new__(type(event))
+        copy.__dict__.update(vars(event))
+        copy.__dict__[SEQ_FIELD] = seq
+        copy.__dict__[CHAIN_FIELD] = digest
+        stamped.append(copy)
     return stamped, ChainHead(seq, digest)

@@ -60,6 +60,7 @@ from turnlog.store.application import RECORDERS, TurnlogApplication
 from turnlog.store.backend import LogBackend
 from turnlog.store.chaining import stamp
 from turnlog.store.fencing import Fence, lease_lost
+from turnlog.store.group_commit import BatchRecorder, GroupCommit
 from turnlog.store.opening import (
     META_TABLE,
     as_store_error,
@@ -129,6 +130,10 @@ class Store:
         self._heads: dict[str, ChainHead] = {}
         self._fences: dict[str, Fence] = {}
         self._lost: set[str] = set()
+        self._mapper = self._app.mapper
+        # Every save of this Store, from every session, goes through one
+        # writer (see turnlog.store.group_commit).
+        self._writer = GroupCommit(cast(BatchRecorder, self._app.recorder))
 
     # -- what the views need ------------------------------------------------
 
@@ -163,6 +168,8 @@ class Store:
     def save(self, *aggregates: Any) -> list[Recording[uuid.UUID]]:
         """Saves the pending events of ``aggregates`` in one transaction.
 
+        The transaction may hold other sessions' saves too (group commit,
+        see turnlog.store.group_commit); this returns once it has committed.
         Raises ConcurrencyConflictError if another writer got there first,
         and LeaseLostError if the session is fenced (see :meth:`fence`) and
         its lease has passed to another process; in either case nothing of
@@ -178,9 +185,7 @@ class Store:
             start = self._heads.get(session_id) or self._load_head(session_id)
             events, head = stamp(events, start)
         try:
-            # EventStore.put, not Application.save: the latter checks every
-            # event against runtime Protocols, a quarter of a save's time.
-            recordings = self._app.events.put(events, fence=fence)
+            recordings = self._put(events, fence)
         except LeaseLostError:
             self._forget(session_id)
             self._lost.add(str(session_id))
@@ -198,6 +203,34 @@ class Store:
         for listener in self._app.listeners:
             listener(recordings)
         return recordings
+
+    def _put(
+        self, events: list[Any], fence: Fence | None
+    ) -> list[Recording[uuid.UUID]]:
+        """Writes ``events`` through the group commit; their recordings.
+
+        What eventsourcing's EventStore.put does, but the insert joins the
+        batch of every session saving at the same moment. Not
+        Application.save either: that checks every event against runtime
+        Protocols, a quarter of a save's time.
+        """
+        stored = [self._mapper.to_stored_event(event) for event in events]
+        ids = self._writer.save(stored, fence)
+        if not ids:
+            return []
+        return [
+            Recording(
+                event,
+                Notification(
+                    originator_id=s.originator_id,
+                    originator_version=s.originator_version,
+                    topic=s.topic,
+                    state=s.state,
+                    id=position,
+                ),
+            )
+            for event, s, position in zip(events, stored, ids, strict=True)
+        ]
 
     def _forget(self, session_id: str | None) -> None:
         """Drops what is cached of a session whose save failed.

@@ -12,14 +12,27 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from eventsourcing.persistence import DataError, IntegrityError, StoredEvent
-from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
-from psycopg import Cursor
+from eventsourcing.persistence import (
+    DataError,
+    IntegrityError,
+    InterfaceError,
+    OperationalError,
+    StoredEvent,
+)
+from eventsourcing.postgres import (
+    PostgresAggregateRecorder,
+    PostgresApplicationRecorder,
+    PostgresDatastore,
+)
+from eventsourcing.utils import retry
+from psycopg import Connection, Cursor
+from psycopg import IntegrityError as PsycopgIntegrityError
 from psycopg.errors import InvalidTextRepresentation
 from psycopg.rows import DictRow
 from psycopg.sql import SQL, Identifier
 
 from turnlog.store.fencing import LEASE_TABLE, Fence, lease_lost
+from turnlog.store.group_commit import PendingSave
 from turnlog.store.opening import prepare_postgres_schema
 
 _REFUSED = "turnlog fence: lease lost"
@@ -111,12 +124,7 @@ class PostgresLogRecorder(PostgresApplicationRecorder):
         try:
             ids: Sequence[int] | None = super().insert_events(stored_events, **kwargs)
         except DataError as error:
-            cause = error.__cause__
-            if (
-                fence is not None
-                and isinstance(cause, InvalidTextRepresentation)
-                and _REFUSED in str(cause)
-            ):
+            if fence is not None and _refused(error):
                 raise lease_lost(fence) from None
             raise
         except IntegrityError:
@@ -125,6 +133,105 @@ class PostgresLogRecorder(PostgresApplicationRecorder):
                 raise lease_lost(fence) from None
             raise
         return ids
+
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    def insert_together(self, saves: Sequence[PendingSave]) -> None:
+        """Inserts several sessions' saves in one transaction (group commit).
+
+        One lock of the events table, one NOTIFY, one INSERT of every event
+        and a fence check per fenced save, all in one pipeline. Raises,
+        recording none of them, if any one fails: LeaseLostError if a fence
+        failed (which one is found by :meth:`insert_each`).
+        """
+        events = [event for save in saves for event in save.events]
+        try:
+            ids = self._insert_all(saves, events)
+        except DataError as error:
+            fenced = [save.fence for save in saves if save.fence is not None]
+            if fenced and _refused(error):
+                raise lease_lost(fenced[0]) from None
+            raise
+        self._hand_out(saves, ids)
+
+    def _insert_all(
+        self, saves: Sequence[PendingSave], events: Sequence[StoredEvent]
+    ) -> Sequence[int] | None:
+        failure: Exception | None = None
+        ids: Sequence[int] | None = None
+        with self.datastore.get_connection() as conn:
+            with (
+                conn.pipeline() as pipeline,
+                conn.transaction(),
+                conn.cursor() as curs,
+            ):
+                try:
+                    # The lock, the NOTIFY and the insert (not this class's
+                    # override, which checks a single fence).
+                    PostgresApplicationRecorder._insert_stored_events(
+                        self, curs, events
+                    )
+                    self._check_fences(conn, saves)
+                    pipeline.sync()
+                    ids = self._fetch_ids_after_insert_events(curs, events)
+                except Exception as error:  # noqa: BLE001 - raised below
+                    # Raised after the pipeline has exited (as eventsourcing
+                    # does), to avoid psycopg's warning.
+                    failure = error
+            if failure is not None:
+                raise failure
+        return ids
+
+    def _check_fences(self, conn: Connection[DictRow], saves: Sequence[Any]) -> None:
+        with conn.cursor() as fence_cursor:
+            for save in saves:
+                if save.fence is not None:
+                    fence_cursor.execute(
+                        self.fence_statement, (_REFUSED, *save.fence), prepare=True
+                    )
+
+    @staticmethod
+    def _hand_out(saves: Sequence[PendingSave], ids: Sequence[int] | None) -> None:
+        """Gives each save its share of ``ids``, in insertion order."""
+        at = 0
+        for save in saves:
+            count = len(save.events)
+            save.ids = list(ids[at : at + count]) if ids is not None else None
+            at += count
+
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    def insert_each(self, saves: Sequence[PendingSave]) -> None:
+        """Inserts several saves in one transaction, each in a savepoint.
+
+        A save that conflicts or whose fence fails is rolled back to its
+        savepoint and given its error; the others commit. Not pipelined: a
+        round trip per save, for the rare batch where one save fails.
+        """
+        with self.datastore.get_connection() as conn, conn.transaction():
+            with conn.cursor() as curs:
+                self._lock_table(curs)
+                self._notify_channel(curs)
+            for save in saves:
+                save.ids, save.error = None, None
+                try:
+                    with conn.transaction(), conn.cursor() as curs:
+                        PostgresAggregateRecorder._insert_stored_events(
+                            self, curs, save.events
+                        )
+                        ids = self._fetch_ids_after_insert_events(curs, save.events)
+                        self._check_fences(conn, [save])
+                    save.ids = ids
+                except InvalidTextRepresentation as error:
+                    if save.fence is None or _REFUSED not in str(error):
+                        raise
+                    save.error = lease_lost(save.fence)
+                except PsycopgIntegrityError as error:
+                    fence = save.fence
+                    lost = fence is not None and not self._holds(fence)
+                    save.error = (
+                        lease_lost(fence)
+                        if lost and fence is not None
+                        else IntegrityError(str(error))
+                    )
 
     def _holds(self, fence: Fence) -> bool:
         with self.datastore.transaction(commit=False) as curs:
@@ -181,3 +288,9 @@ class PostgresLogRecorder(PostgresApplicationRecorder):
                         "epoch BIGINT NOT NULL DEFAULT 0"
                     ).format(self.lease_table)
                 )
+
+
+def _refused(error: DataError) -> bool:
+    """Whether ``error`` is the fence statement refusing a lost lease."""
+    cause = error.__cause__
+    return isinstance(cause, InvalidTextRepresentation) and _REFUSED in str(cause)

@@ -14,14 +14,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from eventsourcing.persistence import OperationalError, StoredEvent
+from eventsourcing.persistence import IntegrityError, OperationalError, StoredEvent
 from eventsourcing.sqlite import (
     SQLiteApplicationRecorder,
     SQLiteCursor,
     SQLiteDatastore,
 )
 
+from turnlog.domain.errors import LeaseLostError
 from turnlog.store.fencing import LEASE_TABLE, Fence, lease_lost
+from turnlog.store.group_commit import PendingSave
 from turnlog.store.opening import memory_copy, prepare_sqlite_file
 
 
@@ -119,6 +121,36 @@ class SQLiteLogRecorder(SQLiteApplicationRecorder):
             raise
         self._check(c, fence)
         return ids
+
+    def insert_together(self, saves: Sequence[PendingSave]) -> None:
+        """Inserts several sessions' saves in one transaction (group commit).
+
+        Raises, recording none of them, if any one fails.
+        """
+        with self.datastore.transaction(commit=True) as c:
+            ids = [self._insert_events(c, s.events, fence=s.fence) for s in saves]
+        for save, save_ids in zip(saves, ids, strict=True):
+            save.ids = save_ids
+
+    def insert_each(self, saves: Sequence[PendingSave]) -> None:
+        """Inserts several saves in one transaction, each in a savepoint.
+
+        A save that conflicts or whose fence fails is rolled back to its
+        savepoint and given its error; the others commit.
+        """
+        with self.datastore.transaction(commit=True) as c:
+            for save in saves:
+                c.execute("SAVEPOINT turnlog_save")
+                try:
+                    save.ids = self._insert_events(c, save.events, fence=save.fence)
+                except (sqlite3.IntegrityError, LeaseLostError) as error:
+                    c.execute("ROLLBACK TO turnlog_save")
+                    save.error = (
+                        IntegrityError(error)
+                        if isinstance(error, sqlite3.IntegrityError)
+                        else error
+                    )
+                c.execute("RELEASE turnlog_save")
 
     def _check(self, c: SQLiteCursor, fence: Fence) -> None:
         c.execute(self.fence_statement, fence)
