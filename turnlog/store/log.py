@@ -59,6 +59,7 @@ from turnlog.domain.session import Session, SessionSnapshot
 from turnlog.store.application import RECORDERS, TurnlogApplication
 from turnlog.store.backend import LogBackend
 from turnlog.store.chaining import stamp
+from turnlog.store.commits import CommitWatch
 from turnlog.store.fencing import Fence, lease_lost
 from turnlog.store.opening import (
     META_TABLE,
@@ -129,6 +130,7 @@ class Store:
         self._heads: dict[str, ChainHead] = {}
         self._fences: dict[str, Fence] = {}
         self._lost: set[str] = set()
+        self._commits: CommitWatch | None = None
 
     # -- what the views need ------------------------------------------------
 
@@ -157,6 +159,15 @@ class Store:
     ) -> None:
         """Calls ``listener`` after every save in this process."""
         self._app.listeners.append(listener)
+
+    @property
+    def commits(self) -> CommitWatch:
+        """What wakes readers that follow the log live (see turnlog.store.commits)."""
+        with self._close_lock:
+            if self._commits is None:
+                self._commits = CommitWatch(self.backend)
+                self.add_listener(self._commits.bump)
+            return self._commits
 
     # -- writing --------------------------------------------------------------
 
@@ -420,6 +431,9 @@ class Store:
             if self._closed:
                 return
             self._closed = True
+            commits = self._commits
+        if commits is not None:
+            commits.close()
         self._app.close()
         if self._snapshot is not None:
             self._snapshot.close()  # the last link to the memory copy
