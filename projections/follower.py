@@ -29,7 +29,7 @@ from typing import Any
 from turnlog.domain import session as s
 from turnlog.domain import turn as t
 from turnlog.domain.chain import event_seq
-from turnlog.domain.errors import InvalidInputError
+from turnlog.domain.errors import InvalidInputError, TurnlogError
 from turnlog.domain.ids import check_session_id, session_uuid, turn_uuid
 from turnlog.domain.protocol import Event, EventTranslator, SessionClosed
 from turnlog.store.log import Store
@@ -38,7 +38,7 @@ READ_BATCH = 500
 """Log entries read per query while following."""
 
 
-class FollowClosedError(Exception):
+class FollowClosedError(TurnlogError):
     """The follower was closed while a reader waited on it."""
 
 
