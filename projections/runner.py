@@ -19,7 +19,8 @@ from typing import Any, NoReturn
 
 from eventsourcing.persistence import Notification
 
-from turnlog.domain.errors import ReplayError, StoreError
+from turnlog.domain.errors import ReplayError
+from turnlog.projections.leader import ViewLeader
 from turnlog.projections.rows import Projection, session_of
 from turnlog.projections.tables import TrackingMovedError, ViewTables
 from turnlog.store.log import Store
@@ -113,10 +114,7 @@ class ProjectionRunner:
         self._caches: dict[str, dict[tuple[str, int], Any]] = {
             projection.name: {} for projection in projections
         }
-        self._wake = threading.Event()
-        self._stopping = threading.Event()
-        self._thread: threading.Thread | None = None
-        self.follow_interval = FOLLOW_INTERVAL
+        self._leader = ViewLeader(self, FOLLOW_INTERVAL)
         self.batch_size = BATCH_SIZE
         """Log entries folded per transaction."""
         self.failure: ReplayError | None = None
@@ -138,6 +136,10 @@ class ProjectionRunner:
     def position(self, name: str) -> int:
         """The last log position folded into view ``name``."""
         return self._positions[name]
+
+    def position_folded(self) -> int:
+        """The log position every view has folded up to."""
+        return min(self._positions.values(), default=0)
 
     def catch_up(self, until: int | None = None) -> int:
         """Folds what the log holds now (up to ``until``); returns the position.
@@ -326,35 +328,21 @@ class ProjectionRunner:
 
     def notify(self, *_: object) -> None:
         """Wakes the follower (called after every save in this process)."""
-        self._wake.set()
+        self._leader.wake()
 
     def start(self) -> None:
-        """Starts the background follower thread."""
-        self._thread = threading.Thread(
-            target=self._follow, name="turnlog-projections", daemon=True
-        )
-        self._thread.start()
+        """Starts the background follower (it follows once elected)."""
+        self._leader.start()
 
-    def _follow(self) -> None:
-        while not self._stopping.is_set():
-            self._wake.wait()
-            self._wake.clear()
-            if self._stopping.is_set():
-                return
-            try:
-                self.catch_up()
-            except (ReplayError, StoreError):
-                logger.exception("projection follower stopped")
-                return
-            # Views commit in batches: on SQLite every commit waits for the
-            # disk and holds the one write lock the sessions need, so the
-            # follower gathers what arrives for a moment. Reads never wait
-            # for it: they catch up themselves.
-            self._stopping.wait(self.follow_interval)
+    @property
+    def leading(self) -> bool:
+        """Whether this process's follower keeps the views current now."""
+        return self._leader.leading
+
+    def wait_leading(self, timeout: float | None = None) -> bool:
+        """Waits until this process's follower is the elected one."""
+        return self._leader.wait_leading(timeout)
 
     def stop(self) -> None:
         """Stops the follower after its current batch."""
-        self._stopping.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout=30)
+        self._leader.stop()

@@ -50,6 +50,7 @@ from turnlog.domain.ids import check_session_id, new_submission_id, session_uuid
 from turnlog.domain.inputs import check_json_data
 from turnlog.domain.protocol import Event
 from turnlog.domain.session import Session
+from turnlog.projections.follower import SessionFollower
 from turnlog.projections.readers import (
     Checkpoints,
     Executions,
@@ -374,6 +375,23 @@ class Runtime:
         """The session's durable EventMsg stream, regenerated from the log."""
         self._check_open()
         return replay_session(self.transcript, session_id)
+
+    def follow(self, session_id: str, *, after: int = 0) -> SessionFollower:
+        """Follows a session from the log, wherever it runs.
+
+        Unlike ``session.subscribe()``, which sees a session running in
+        this runtime, this reads the log: it follows a session run by
+        another process on the same PostgreSQL (woken by LISTEN/NOTIFY
+        after each commit; on SQLite, by saves here and a poll), and one
+        taken over by another process after a crash. It yields the
+        durable Events ``replay_events`` gives, each once and in order,
+        those whose ``sequence`` is above ``after`` (pass the last one
+        read to resume). It takes no lease: any number may follow.
+        """
+        self._check_open()
+        return SessionFollower(
+            self.store, session_id, after=after, check_open=self._check_open
+        )
 
     def _lease_lost(self, session_id: str, error: LeaseLostError) -> None:
         """Stops a session whose lease another process took over."""

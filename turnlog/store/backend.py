@@ -8,8 +8,9 @@ which backend they have.
 
 from __future__ import annotations
 
+import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 
@@ -60,4 +61,31 @@ class LogBackend(Protocol):
 
     def lock_out_saves(self, cursor: Any) -> None:
         """In a transaction that moves a lease: no fenced save commits across it."""
+        ...
+
+    def listen_for_commits(
+        self, wake: Callable[[], None], stopping: threading.Event
+    ) -> bool:
+        """Calls ``wake`` after other processes' commits until ``stopping``;
+        False at once if the backend cannot hear of them."""
+        ...
+
+    def runner_lock(self) -> RunnerLock:
+        """The lock whose holder keeps the log's views current."""
+        ...
+
+
+class RunnerLock(Protocol):
+    """Elects the one view runner of a log (turnlog.projections.election)."""
+
+    def acquire(self, stopping: threading.Event) -> bool:
+        """Waits until held; False once ``stopping`` is set."""
+        ...
+
+    def held(self) -> bool:
+        """Whether this process still holds it."""
+        ...
+
+    def release(self) -> None:
+        """Gives it up."""
         ...

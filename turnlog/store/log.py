@@ -59,6 +59,7 @@ from turnlog.domain.session import Session, SessionSnapshot
 from turnlog.store.application import RECORDERS, TurnlogApplication
 from turnlog.store.backend import LogBackend
 from turnlog.store.chaining import stamp
+from turnlog.store.commits import CommitWatch
 from turnlog.store.fencing import Fence, lease_lost
 from turnlog.store.group_commit import BatchRecorder, GroupCommit
 from turnlog.store.opening import (
@@ -134,6 +135,7 @@ class Store:
         # Every save of this Store, from every session, goes through one
         # writer (see turnlog.store.group_commit).
         self._writer = GroupCommit(cast(BatchRecorder, self._app.recorder))
+        self._commits: CommitWatch | None = None
 
     # -- what the views need ------------------------------------------------
 
@@ -162,6 +164,15 @@ class Store:
     ) -> None:
         """Calls ``listener`` after every save in this process."""
         self._app.listeners.append(listener)
+
+    @property
+    def commits(self) -> CommitWatch:
+        """What wakes readers that follow the log live (see turnlog.store.commits)."""
+        with self._close_lock:
+            if self._commits is None:
+                self._commits = CommitWatch(self.backend)
+                self.add_listener(self._commits.bump)
+            return self._commits
 
     # -- writing --------------------------------------------------------------
 
@@ -453,6 +464,9 @@ class Store:
             if self._closed:
                 return
             self._closed = True
+            commits = self._commits
+        if commits is not None:
+            commits.close()
         self._app.close()
         if self._snapshot is not None:
             self._snapshot.close()  # the last link to the memory copy

@@ -8,10 +8,13 @@ the SQLite one so that only PostgreSQL users load psycopg.
 
 from __future__ import annotations
 
+import hashlib
+import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
+import psycopg
 from eventsourcing.persistence import (
     DataError,
     IntegrityError,
@@ -27,7 +30,7 @@ from eventsourcing.postgres import (
 from eventsourcing.utils import retry
 from psycopg import Connection, Cursor
 from psycopg import IntegrityError as PsycopgIntegrityError
-from psycopg.errors import InvalidTextRepresentation
+from psycopg.errors import InvalidTextRepresentation, LockNotAvailable
 from psycopg.rows import DictRow
 from psycopg.sql import SQL, Identifier
 
@@ -256,6 +259,33 @@ class PostgresLogRecorder(PostgresApplicationRecorder):
                     self.fence_statement, (_REFUSED, *fence), prepare=True
                 )
 
+    def _connect(self) -> psycopg.Connection[DictRow]:
+        """A connection of its own, outside the pool, for as long as needed."""
+        kwargs = self.datastore.pool.kwargs
+        assert isinstance(kwargs, dict)  # eventsourcing passes a dict
+        return psycopg.connect(**kwargs, autocommit=True)
+
+    def listen_for_commits(
+        self, wake: Callable[[], None], stopping: threading.Event
+    ) -> bool:
+        """LISTENs to the channel every insert NOTIFYs, until ``stopping``.
+
+        The server delivers a NOTIFY only after its transaction committed,
+        so each wake-up finds the new events readable.
+        """
+        with self._connect() as conn:
+            conn.execute(SQL("LISTEN {0}").format(Identifier(self.channel_name)))
+            wake()  # whatever committed before the LISTEN took effect
+            while not stopping.is_set():
+                # Bounded, so that ``stopping`` is seen without a commit.
+                for _ in conn.notifies(timeout=0.5, stop_after=1):
+                    wake()
+        return True
+
+    def runner_lock(self) -> PostgresRunnerLock:
+        """The advisory lock whose holder keeps this schema's views current."""
+        return PostgresRunnerLock(self._connect, self.datastore.schema)
+
     def lock_out_saves(self, cursor: Cursor[DictRow]) -> None:
         """Waits for saves in flight and holds off new ones until commit.
 
@@ -294,3 +324,55 @@ def _refused(error: DataError) -> bool:
     """Whether ``error`` is the fence statement refusing a lost lease."""
     cause = error.__cause__
     return isinstance(cause, InvalidTextRepresentation) and _REFUSED in str(cause)
+
+
+class PostgresRunnerLock:
+    """A session-level advisory lock on a connection of its own.
+
+    The server releases it when that connection ends, which a killed
+    process's connection does at once (the kernel closes its socket), so
+    a waiting standby takes it over within milliseconds.
+    """
+
+    WAIT_SECONDS = 1
+    """How long one wait for the lock lasts before ``stopping`` is checked."""
+
+    def __init__(
+        self, connect: Callable[[], psycopg.Connection[DictRow]], schema: str
+    ) -> None:
+        self._connect = connect
+        # Per schema: each schema is a log of its own, with its own views.
+        digest = hashlib.sha256(f"turnlog projections {schema}".encode()).digest()
+        self.key = int.from_bytes(digest[:8], "big", signed=True)
+        self._conn: psycopg.Connection[DictRow] | None = None
+
+    def acquire(self, stopping: threading.Event) -> bool:
+        """Waits until this process holds the lock; False once ``stopping``."""
+        while not stopping.is_set():
+            conn = self._conn
+            if conn is None or conn.closed:
+                conn = self._conn = self._connect()
+                conn.execute(f"SET lock_timeout = '{self.WAIT_SECONDS}s'")
+            try:
+                conn.execute("SELECT pg_advisory_lock(%s)", (self.key,))
+            except LockNotAvailable:
+                continue
+            return True
+        return False
+
+    def held(self) -> bool:
+        """Whether the lock is still this process's (its connection lives)."""
+        conn = self._conn
+        if conn is None or conn.closed:
+            return False
+        try:
+            conn.execute("SELECT 1")
+        except psycopg.Error:
+            return False
+        return True
+
+    def release(self) -> None:
+        """Gives the lock up (by closing its connection)."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()

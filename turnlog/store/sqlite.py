@@ -9,8 +9,9 @@ outside this module and turnlog.store.postgres asks which backend it has.
 from __future__ import annotations
 
 import sqlite3
+import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -157,6 +158,17 @@ class SQLiteLogRecorder(SQLiteApplicationRecorder):
         if c.fetchone() is None:
             raise lease_lost(fence)
 
+    def listen_for_commits(
+        self, wake: Callable[[], None], stopping: threading.Event
+    ) -> bool:
+        """SQLite cannot tell of other processes' commits: followers poll."""
+        del wake, stopping
+        return False
+
+    def runner_lock(self) -> SQLiteRunnerLock:
+        """Every runner on an SQLite log follows (see SQLiteRunnerLock)."""
+        return SQLiteRunnerLock()
+
     def lock_out_saves(self, cursor: SQLiteCursor) -> None:
         """Nothing to do: a takeover's write transaction already excludes saves."""
 
@@ -182,3 +194,24 @@ class SQLiteLogRecorder(SQLiteApplicationRecorder):
             # Another process added it between the check and here.
             if "duplicate column" not in str(error):
                 raise
+
+
+class SQLiteRunnerLock:
+    """The runner lock of an SQLite log: always held.
+
+    An SQLite log is written by one process as a rule; should several
+    follow it, each view's compare-and-set tracking still folds every
+    event exactly once (turnlog.projections.tables), at the price of
+    duplicated work.
+    """
+
+    def acquire(self, stopping: threading.Event) -> bool:
+        """Held at once (False only once ``stopping``)."""
+        return not stopping.is_set()
+
+    def held(self) -> bool:
+        """Always."""
+        return True
+
+    def release(self) -> None:
+        """Nothing to give up."""

@@ -1,0 +1,300 @@
+"""Several processes on one PostgreSQL: throughput, and failover after SIGKILL.
+
+400 sessions of 5 turns (a tool call that is not idempotent, then an
+answer) run on one PostgreSQL schema, first in 1 process, then split over
+2. Printed: sessions per second for each. Then 2 processes again, and one
+is SIGKILLed mid-run: the survivor takes each of its sessions over and
+finishes them. Printed: the failover time (from the kill until the
+survivor holds the first, and the last, of the dead process's sessions),
+and the checks: every session has its 5 completed turns, no tool call ran
+twice, ``turnlog audit --verify --all`` is clean.
+
+Run: python bench/cluster.py [--sessions 400] [--turns 5]
+     (TURNLOG_BENCH_POSTGRES_URL, default postgresql://postgres@127.0.0.1:5432/test)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import os
+import queue
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import psycopg
+from psycopg import sql
+
+from turnlog import (
+    Agent,
+    Runtime,
+    ScriptedModel,
+    ToolContext,
+    calls,
+    function_tool,
+    tool_call,
+)
+from turnlog.domain.protocol import TurnComplete
+
+WAIT = 600.0
+LEDGER = Path(os.devnull)
+"""Where ``charge`` notes each call it runs (set in each worker)."""
+
+
+@function_tool
+def charge(amount: int, context: ToolContext) -> str:
+    """Charges an amount: not safe to run twice."""
+    fd = os.open(LEDGER, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    try:
+        os.write(fd, f"{context.session_id} {context.call_id}\n".encode())
+    finally:
+        os.close(fd)
+    return f"charged {amount}"
+
+
+# -- a worker process ----------------------------------------------------------
+
+
+def worker(url: str, ledger: str) -> None:
+    """Runs ``run|resume S1,S2,... TURNS`` from stdin; prints TAKEN/DONE."""
+    global LEDGER  # noqa: PLW0603 - the tool is module level (type hints)
+    LEDGER = Path(ledger)
+    lock = threading.Lock()
+
+    def say(line: str) -> None:
+        with lock:
+            print(line, flush=True)
+
+    async def run(rt: Runtime, session_id: str, turns: int, resume: bool) -> None:
+        model = ScriptedModel()
+        for _ in range(turns + 1):
+            model.add(calls(tool_call("charge", {"amount": 5})), "charged")
+        agent = Agent("cashier", model=model, tools=[charge])
+        session = await asyncio.to_thread(
+            rt.create_session, agent, session_id=session_id
+        )
+        say(f"TAKEN {session_id}")
+        done = 0
+        if resume:
+            events = await asyncio.to_thread(rt.replay_events, session_id)
+            done = sum(isinstance(e.msg, TurnComplete) for e in events)
+        while done < turns:
+            result = await session.prompt_async(f"charge me ({done})")
+            done += result.status == "completed"
+        say(f"DONE {session_id}")
+
+    async def guarded(rt: Runtime, session_id: str, turns: int, resume: bool) -> None:
+        try:
+            await run(rt, session_id, turns, resume)
+        except Exception as error:  # noqa: BLE001 - reported to the parent
+            say(f"ERROR {session_id} {error!r}")
+
+    async def serve(rt: Runtime) -> None:
+        tasks = set()
+        lines: asyncio.Queue[str] = asyncio.Queue()
+        loop = asyncio.get_running_loop()
+        threading.Thread(
+            target=lambda: (
+                [loop.call_soon_threadsafe(lines.put_nowait, x) for x in sys.stdin]
+                + [loop.call_soon_threadsafe(lines.put_nowait, "exit")]
+            ),
+            daemon=True,
+        ).start()
+        say("READY")
+        while (line := await lines.get()).strip() != "exit":
+            command, ids, turns = line.split()
+            for session_id in ids.split(","):
+                task = asyncio.create_task(
+                    guarded(rt, session_id, int(turns), command == "resume")
+                )
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+
+    with Runtime.open(url) as rt:
+        asyncio.run(serve(rt))
+
+
+# -- the parent ---------------------------------------------------------------
+
+
+class Worker:
+    def __init__(self, url: str, ledger: Path) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, __file__, "--worker", url, str(ledger)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self.lines: queue.Queue[tuple[float, str]] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+        assert self.next()[1] == "READY"
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.put((time.perf_counter(), line.strip()))
+
+    def next(self) -> tuple[float, str]:
+        at, line = self.lines.get(timeout=WAIT)
+        if line.startswith("ERROR"):
+            raise SystemExit(line)
+        return at, line
+
+    def send(self, line: str) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(line + "\n")
+        self.process.stdin.flush()
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.send("exit")
+            self.process.wait(timeout=WAIT)
+
+
+def fresh_schema(base: str) -> str:
+    return f"{base}?schema=bench_{uuid.uuid4().hex[:10]}"
+
+
+def drop(url: str) -> None:
+    base, _, query = url.partition("?schema=")
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(query))
+        )
+
+
+def prepare(url: str) -> None:
+    # Tables made once, before the workers start (concurrent CREATEs race).
+    Runtime.open(url).close()
+
+
+def throughput(
+    base: str, processes: int, sessions: int, turns: int, ledger: Path
+) -> float:
+    url = fresh_schema(base)
+    prepare(url)
+    workers = [Worker(url, ledger) for _ in range(processes)]
+    ids = [f"s{n}" for n in range(sessions)]
+    started = time.perf_counter()
+    for index, w in enumerate(workers):
+        w.send(f"run {','.join(ids[index::processes])} {turns}")
+    for index, w in enumerate(workers):
+        left = len(ids[index::processes])
+        while left:
+            left -= w.next()[1].startswith("DONE")
+    elapsed = time.perf_counter() - started
+    for w in workers:
+        w.close()
+    drop(url)
+    return sessions / elapsed
+
+
+def failover(base: str, sessions: int, turns: int, ledger: Path) -> None:
+    url = fresh_schema(base)
+    prepare(url)
+    doomed, survivor = Worker(url, ledger), Worker(url, ledger)
+    ids = [f"s{n}" for n in range(sessions)]
+    mine, theirs = ids[0::2], ids[1::2]
+    doomed.send(f"run {','.join(mine)} {turns}")
+    survivor.send(f"run {','.join(theirs)} {turns}")
+    finished: set[str] = set()
+    while len(finished) < len(mine) // 3:  # kill it a third of the way in
+        line = doomed.next()[1]
+        if line.startswith("DONE"):
+            finished.add(line.split()[1])
+    doomed.process.send_signal(signal.SIGKILL)
+    killed = time.perf_counter()
+    doomed.process.wait()
+    while not doomed.lines.empty():
+        line = doomed.lines.get()[1]
+        if line.startswith("DONE"):
+            finished.add(line.split()[1])
+    orphans = [s for s in mine if s not in finished]
+    survivor.send(f"resume {','.join(orphans)} {turns}")
+    taken: list[float] = []
+    done = 0
+    while done < len(orphans) + len(theirs):
+        at, line = survivor.next()
+        if line.startswith("TAKEN") and line.split()[1] in orphans:
+            taken.append(at - killed)
+        done += line.startswith("DONE")
+    completed_at = time.perf_counter() - killed
+    survivor.close()
+    check(url, ids, turns, ledger)
+    print(
+        f"failover: {len(orphans)} sessions of the killed process taken over; "
+        f"first in {taken[0] * 1000:.0f} ms, last in {taken[-1] * 1000:.0f} ms, "
+        f"all complete {completed_at:.1f} s after the kill"
+    )
+    drop(url)
+
+
+def check(url: str, ids: list[str], turns: int, ledger: Path) -> None:
+    ran = collections.Counter(
+        line.split()[1] for line in ledger.read_text().splitlines()
+    )
+    twice = [call for call, count in ran.items() if count > 1]
+    with Runtime.open(url) as rt:
+        short = [
+            s
+            for s in ids
+            if sum(isinstance(e.msg, TurnComplete) for e in rt.replay_events(s))
+            != turns
+        ]
+    audit = subprocess.run(
+        [
+            str(Path(sys.executable).with_name("turnlog")),
+            "--store",
+            url,
+            "audit",
+            "--verify",
+            "--all",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    print(
+        f"checks: sessions short of {turns} turns: {len(short)}; tool calls run twice: "
+        f"{len(twice)}; audit --verify --all exit {audit.returncode}"
+    )
+    if short or twice or audit.returncode:
+        print(audit.stdout[-2000:], audit.stderr[-2000:])
+        raise SystemExit(1)
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--worker":
+        worker(sys.argv[2], sys.argv[3])
+        return
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sessions", type=int, default=400)
+    parser.add_argument("--turns", type=int, default=5)
+    args = parser.parse_args()
+    base = os.environ.get(
+        "TURNLOG_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        rates = {}
+        for processes in (1, 2):
+            ledger = Path(tmp) / f"ledger-{processes}"
+            rates[processes] = throughput(
+                base, processes, args.sessions, args.turns, ledger
+            )
+            print(
+                f"{processes} process(es): {rates[processes]:.1f} sessions/s",
+                flush=True,
+            )
+        print(f"2 processes / 1 process: {rates[2] / rates[1]:.2f}x")
+        failover(base, args.sessions, args.turns, Path(tmp) / "ledger-failover")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,157 @@
+"""The live view follower: one per database, elected, and never silently dead.
+
+Every runtime can fold the log into the views (reads catch up first, for
+read-your-writes), but only one process at a time keeps them current in
+the background: the holder of the backend's runner lock (a PostgreSQL
+advisory lock, released by the server the moment its holder's connection
+ends, so a standby takes over within milliseconds of a SIGKILL; on SQLite
+every follower holds it). The others wait for the lock on a thread of
+their own.
+
+The leader folds whenever the log moves: after saves of this process, and
+after other processes' commits (turnlog.store.commits). A store error (a
+connection dropped, a pool exhausted, a lock timeout) is logged and
+retried with backoff; an entry no view can fold stops the views (every
+read then raises the ReplayError naming it), logged as an error.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import TYPE_CHECKING
+
+from turnlog.domain.errors import ReplayError
+from turnlog.store.backend import RunnerLock
+
+if TYPE_CHECKING:
+    from turnlog.projections.runner import ProjectionRunner
+
+logger = logging.getLogger(__name__)
+
+CHECK_INTERVAL = 1.0
+"""Seconds between checks that the lock is still held, when nothing moves."""
+FIRST_RETRY = 0.1
+"""Seconds before the first retry of a failed catch-up."""
+RETRY_LIMIT = 5.0
+"""The longest pause between retries."""
+
+
+class ViewLeader:
+    """Runs ``runner.catch_up`` in the background while holding the runner lock.
+
+    Args:
+        runner: The runner whose views to keep current.
+        interval: Seconds to gather new events after each catch-up (views
+            commit in batches; on SQLite every commit holds the one write
+            lock the sessions need).
+    """
+
+    def __init__(self, runner: ProjectionRunner, interval: float) -> None:
+        self.runner = runner
+        self.interval = interval
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._leading = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.retries = 0
+        """Catch-ups that failed and were retried (for tests and monitoring)."""
+
+    def start(self) -> None:
+        """Starts the thread that waits for the lock and then follows."""
+        self._thread = threading.Thread(
+            target=self._run, name="turnlog-projections", daemon=True
+        )
+        self._thread.start()
+
+    def wake(self) -> None:
+        """Asks for a catch-up soon (the log moved)."""
+        self._wake.set()
+
+    @property
+    def leading(self) -> bool:
+        """Whether this process keeps the views current now."""
+        return self._leading.is_set()
+
+    def wait_leading(self, timeout: float | None = None) -> bool:
+        """Waits until this process leads; False if ``timeout`` passed first."""
+        return self._leading.wait(timeout)
+
+    def stop(self) -> None:
+        """Stops following after the current batch and gives the lock up."""
+        self._stopping.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+
+    def _run(self) -> None:
+        lock = self.runner.store.backend.runner_lock()
+        try:
+            self._elect_and_lead(lock)
+        finally:
+            lock.release()  # a standby's connection too
+
+    def _elect_and_lead(self, lock: RunnerLock) -> None:
+        pause = FIRST_RETRY
+        while not self._stopping.is_set():
+            try:
+                if not lock.acquire(self._stopping):
+                    return
+            except Exception:
+                logger.warning(
+                    "could not wait for the view runner lock; retrying in %.1f s",
+                    pause,
+                    exc_info=True,
+                )
+                lock.release()
+                self._stopping.wait(pause)
+                pause = min(pause * 2, RETRY_LIMIT)
+                continue
+            pause = FIRST_RETRY
+            logger.info("this process now keeps the views current")
+            self._leading.set()
+            try:
+                if not self._lead(lock):
+                    return
+            finally:
+                self._leading.clear()
+                lock.release()
+
+    def _lead(self, lock: RunnerLock) -> bool:
+        """Follows the log until stopped (False) or the lock is lost (True)."""
+        watch = self.runner.store.commits
+        watch.add_waker(self._wake.set)
+        pause = FIRST_RETRY
+        try:
+            self._wake.set()  # what the previous leader left undone
+            while not self._stopping.is_set():
+                self._wake.wait(CHECK_INTERVAL)
+                self._wake.clear()
+                if self._stopping.is_set():
+                    break
+                if not lock.held():
+                    logger.warning("lost the view runner lock; standing by")
+                    return True
+                try:
+                    before = self.runner.position_folded()
+                    moved = self.runner.catch_up() != before
+                except ReplayError:
+                    logger.exception("the views stopped at an entry they cannot fold")
+                    return False
+                except Exception:
+                    self.retries += 1
+                    logger.warning(
+                        "could not bring the views up to date; retrying in %.1f s",
+                        pause,
+                        exc_info=True,
+                    )
+                    self._stopping.wait(pause)
+                    pause = min(pause * 2, RETRY_LIMIT)
+                    self._wake.set()
+                    continue
+                pause = FIRST_RETRY
+                if moved:
+                    self._stopping.wait(self.interval)
+            return False
+        finally:
+            watch.remove_waker(self._wake.set)
