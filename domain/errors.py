@@ -19,6 +19,7 @@ Developer mistakes are kept apart from failures at run time::
     ├── SessionFailedError          a session's actor failed and was stopped
     ├── ProviderError               a model provider failed
     ├── ToolError                   a tool failed (reported to the model)
+    │   └── McpServerError          an MCP server did not start or answer
     ├── ReplayError                 the log cannot be replayed
     ├── TraceExportError            an OTLP endpoint refused or missed a trace
     └── DomainError                 an aggregate refused a command
@@ -116,6 +117,14 @@ class ProviderError(TurnlogError):
 
 class ToolError(TurnlogError):
     """A tool failed; the failure is reported to the model as an output."""
+
+
+class McpServerError(ToolError):
+    """An MCP server did not start, or did not list its tools in time.
+
+    Raised when a session starts (its tools are read then); a call that
+    fails becomes an error output instead.
+    """
 
 
 class ReplayError(TurnlogError):

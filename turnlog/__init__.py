@@ -12,6 +12,7 @@ from turnlog.domain.errors import (
     InvalidInputError,
     InvariantViolation,
     LeaseLostError,
+    McpServerError,
     NotATurnlogStoreError,
     ProviderError,
     ReplayError,
@@ -57,6 +58,7 @@ from turnlog.domain.run import (
     RunStarted,
     SessionEvent,
 )
+from turnlog.mcp_tools import McpServer, McpTool
 from turnlog.middleware import Compaction, Middleware
 from turnlog.projections.executions import Execution
 from turnlog.projections.readers import (
@@ -100,6 +102,9 @@ __all__ = [
     "InvalidInputError",
     "InvariantViolation",
     "LeaseLostError",
+    "McpServer",
+    "McpServerError",
+    "McpTool",
     "Message",
     "Middleware",
     "ModelProvider",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -10,6 +11,7 @@ import msgspec
 
 from turnlog.domain.errors import InvalidInputError
 from turnlog.domain.model import ModelProvider, is_provider
+from turnlog.mcp_tools import McpServer, McpTool, session_tools
 from turnlog.middleware import Middleware
 from turnlog.routing import ModelRouter
 from turnlog.tools import FunctionTool
@@ -39,6 +41,9 @@ class Agent:
             ``turnlog.middleware``), including ``Compaction``.
         usage_observer: called with (route, usage) after each model call,
             before the usage is recorded; if it raises, the turn fails.
+        mcp_servers: MCP servers whose tools the model may call too; each
+            session reads their tool lists when it starts (see
+            ``turnlog.McpServer``).
     """
 
     def __init__(
@@ -52,6 +57,7 @@ class Agent:
         max_steps: int = DEFAULT_MAX_STEPS,
         middleware: Sequence[Middleware] = (),
         usage_observer: UsageObserver | None = None,
+        mcp_servers: Sequence[McpServer] = (),
     ) -> None:
         if not isinstance(name, str) or not name:
             msg = "an agent needs a non-empty name"
@@ -100,6 +106,8 @@ class Agent:
         self._max_steps = max_steps
         self._middleware = tuple(middleware)
         self._usage_observer = usage_observer
+        self._mcp_servers = _checked_servers(mcp_servers)
+        self._all_tools: Mapping[str, FunctionTool | McpTool] = by_name
 
     @property
     def name(self) -> str:
@@ -154,6 +162,7 @@ class Agent:
             "max_steps": self._max_steps,
             "middleware": self._middleware,
             "usage_observer": self._usage_observer,
+            "mcp_servers": self._mcp_servers,
         }
         unknown = set(changes) - set(arguments) - {"name"}
         if unknown:
@@ -164,9 +173,34 @@ class Agent:
         return Agent(name, **arguments)
 
     @property
-    def tools_by_name(self) -> Mapping[str, FunctionTool]:
-        """The tools, by name."""
-        return self._tools
+    def tools_by_name(self) -> Mapping[str, FunctionTool | McpTool]:
+        """The tools, by name (with a session's MCP tools, once it started)."""
+        return self._all_tools
+
+    @property
+    def mcp_servers(self) -> tuple[McpServer, ...]:
+        """The MCP servers whose tools the model may call."""
+        return self._mcp_servers
+
+    def with_mcp_tools(self) -> Agent:
+        """This agent as one session sees it: with its servers' tools now.
+
+        The servers' tool lists are read (each server starts on first use),
+        so a session started after a server's list changed (after
+        ``McpServer.refresh()`` or a restart) sees the new list. The digest
+        is the agent's own: it names the servers, not their tools.
+
+        Raises:
+            McpServerError: a server did not start, or a tool name clashes.
+        """
+        if not self._mcp_servers:
+            return self
+        bound = copy.copy(self)
+        bound._all_tools = {
+            **self._tools,
+            **session_tools(self._mcp_servers, self._tools),
+        }
+        return bound
 
     @property
     def max_steps(self) -> int:
@@ -184,8 +218,23 @@ class Agent:
             "middleware": [layer.name for layer in self._middleware],
             "routes": sorted(self._router.routes),
         }
+        if self._mcp_servers:  # absent otherwise: older digests stay as they were
+            described["mcp_servers"] = [s.describe() for s in self._mcp_servers]
         encoded = msgspec.json.encode(described, order="sorted")
         return hashlib.sha256(encoded).hexdigest()[:16]
 
     def __repr__(self) -> str:
         return f"Agent({self._name!r}, tools={sorted(self._tools)})"
+
+
+def _checked_servers(servers: Sequence[McpServer]) -> tuple[McpServer, ...]:
+    named: dict[str, McpServer] = {}
+    for server in servers:
+        if not isinstance(server, McpServer):
+            msg = f"mcp_servers must be turnlog.McpServer objects, not {server!r}"
+            raise InvalidInputError(msg)
+        if server.name in named:
+            msg = f"two MCP servers are named {server.name!r}: give each a name="
+            raise InvalidInputError(msg)
+        named[server.name] = server
+    return tuple(named.values())

@@ -296,6 +296,9 @@ class Runtime:
         settings: SessionSettings,
         host: Activation,
     ) -> pykka.ActorRef[Any]:
+        # MCP tool lists are read before anything is taken or written: a
+        # server that does not start leaves no trace of the session.
+        agent = agent.with_mcp_tools()
         self.ownership.acquire(session_id)
         session: Session | None = self.store.get(session_uuid(session_id))
         if session is None:
@@ -429,6 +432,7 @@ class Runtime:
         for activation in activations:
             activation.close()
         self._close_providers()
+        self._close_mcp_servers()
         self._stop_services()
         self.store.close()
 
@@ -447,6 +451,19 @@ class Runtime:
                     Exception
                 ):  # a provider that will not close must not stop close()
                     logger.warning("could not close %r", provider, exc_info=True)
+
+    def _close_mcp_servers(self) -> None:
+        """Stops the MCP servers of the agents this runtime ran."""
+        seen: set[int] = set()
+        for agent in self._agents.values():
+            for server in agent.mcp_servers:
+                if id(server) in seen:
+                    continue
+                seen.add(id(server))
+                try:
+                    server.close()
+                except Exception:  # one server that will not stop must not stop close()
+                    logger.warning("could not stop %r", server, exc_info=True)
 
     def __enter__(self) -> Runtime:
         return self

@@ -1,0 +1,130 @@
+"""Real MCP servers for the MCP tests: one over stdio, one over HTTP.
+
+Both run ``mcp_server.py`` (the SDK's MCPServer) in a subprocess. Every
+fixture stops what it started: servers are closed, HTTP server processes
+are killed and reaped.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from turnlog import McpServer
+
+SERVER = Path(__file__).with_name("mcp_server.py")
+
+
+class ServerFiles:
+    """The files a test server reads and writes."""
+
+    def __init__(self, folder: Path) -> None:
+        self.calls = folder / "calls.log"
+        self.extra = folder / "extra-tools"
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {
+            "MCP_TEST_MARK": str(self.calls),
+            "MCP_TEST_EXTRA_TOOLS": str(self.extra),
+        }
+
+    def called(self) -> list[str]:
+        """The tools called so far, in order."""
+        if not self.calls.exists():
+            return []
+        return self.calls.read_text(encoding="utf-8").split()
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> ServerFiles:
+    return ServerFiles(tmp_path)
+
+
+def over_stdio(files: ServerFiles, **options: Any) -> McpServer:
+    return McpServer.stdio(
+        sys.executable, [str(SERVER), "stdio"], name="srv", env=files.env, **options
+    )
+
+
+@pytest.fixture
+def stdio_server(files: ServerFiles) -> Iterator[Callable[..., McpServer]]:
+    """Builds the test server over stdio; closes each one it built."""
+    made: list[McpServer] = []
+
+    def make(**options: Any) -> McpServer:
+        made.append(over_stdio(files, **options))
+        return made[-1]
+
+    yield make
+    for server in made:
+        server.close()
+
+
+class HttpServerProcess:
+    """``mcp_server.py http`` in a subprocess, on a free port of 127.0.0.1."""
+
+    def __init__(self, files: ServerFiles) -> None:
+        self._files = files
+        self.proc: subprocess.Popen[str] | None = None
+        self.url = ""
+
+    def start(self) -> str:
+        import os
+
+        self.stop()
+        self.proc = subprocess.Popen(
+            [sys.executable, str(SERVER), "http"],
+            stdout=subprocess.PIPE,
+            text=True,
+            env={**os.environ, **self._files.env},
+        )
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()  # the socket listens once this comes
+        if not line.startswith("PORT "):
+            self.stop()
+            pytest.fail(f"the MCP HTTP server did not start: {line!r}")
+        self.url = f"http://127.0.0.1:{int(line.split()[1])}/mcp"
+        return self.url
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait(timeout=30)
+            if self.proc.stdout is not None:
+                self.proc.stdout.close()
+            self.proc = None
+
+
+@pytest.fixture
+def http_process(files: ServerFiles) -> Iterator[HttpServerProcess]:
+    process = HttpServerProcess(files)
+    yield process
+    process.stop()
+
+
+@pytest.fixture(params=["stdio", "http"])
+def make_server(
+    request: pytest.FixtureRequest, files: ServerFiles
+) -> Iterator[Callable[..., McpServer]]:
+    """Builds the test server over each transport in turn; closes them all."""
+    made: list[McpServer] = []
+
+    def make(**options: Any) -> McpServer:
+        if request.param == "stdio":
+            server = over_stdio(files, **options)
+        else:
+            process = request.getfixturevalue("http_process")
+            url = process.url or process.start()
+            server = McpServer.http(url, name="srv", **options)
+        made.append(server)
+        return server
+
+    yield make
+    for server in made:
+        server.close()

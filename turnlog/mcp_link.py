@@ -1,0 +1,265 @@
+"""One live link to an MCP server, held on a loop thread of its own.
+
+The MCP SDK is async and its sessions are bound to the event loop (and to
+the task) that opened them: the transport's task groups must be left by
+the task that entered them. So each link has one owner task that opens
+the connection, holds it, and closes it when told to; calls are made from
+other tasks on the same loop, which the SDK allows.
+
+The loop is the link's own, not the runtime's: an ``McpServer`` belongs to
+an ``Agent``, which several runtimes may share, and its tool list is read
+from a caller's thread when a session starts. Calls cross from the
+runtime's I/O loop with ``asyncio.wrap_future``, so cancelling the call
+there (a timeout, an interrupt) cancels the request here.
+
+A link that broke (the process exited, the HTTP server went away) is
+dropped: the call that saw it becomes an error output, and the next call
+or tool listing opens a new link (for stdio, a new process).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import json
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import httpx2
+from mcp import Client, MCPError
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.types import CONNECTION_CLOSED, CallToolResult, Tool
+
+from turnlog.actors.io_loop import IoLoop
+from turnlog.domain.errors import McpServerError
+
+if TYPE_CHECKING:
+    from turnlog.mcp_tools import Target
+
+T = TypeVar("T")
+
+CLOSE_TIMEOUT = 10.0
+"""Seconds ``close`` waits for a server to shut down (the SDK bounds its
+own process shutdown well within this)."""
+
+MAX_LIST_PAGES = 100
+"""A server whose tools/list pages never end cannot hang a session start."""
+
+
+def _open_transport(target: Target) -> AbstractAsyncContextManager[Any]:
+    if target.kind == "stdio":
+        parameters = StdioServerParameters(
+            command=target.command,
+            args=list(target.args),
+            env=dict(target.env) if target.env is not None else None,
+            cwd=target.cwd,
+        )
+        return stdio_client(parameters)
+    return _http_transport(target.url, dict(target.headers))
+
+
+@contextlib.asynccontextmanager
+async def _http_transport(url: str, headers: dict[str, str]) -> AsyncIterator[Any]:
+    # The SDK's own defaults: a response stream may stay open a long time.
+    timeout = httpx2.Timeout(30.0, read=300.0)
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=timeout) as http,
+        streamable_http_client(url, http_client=http) as streams,
+    ):
+        yield streams
+
+
+class _Open:
+    """One open connection: its client and how to close it."""
+
+    def __init__(self, client: Client, stop: asyncio.Event, owner: Any) -> None:
+        self.client = client
+        self.stop = stop
+        self.owner = owner
+
+
+class McpLink:
+    """The connection to one MCP server, opened on first use."""
+
+    def __init__(self, label: str, target: Target) -> None:
+        self._label = label
+        self._target = target
+        self._guard = threading.Lock()
+        self._loop: IoLoop | None = None
+        self._lock: asyncio.Lock | None = None
+        self._open: _Open | None = None
+
+    def list_tools(self) -> concurrent.futures.Future[list[Tool]]:
+        """Every tool the server offers (connecting first if need be)."""
+        return self._run(_list_all_tools)
+
+    def call_tool(
+        self, name: str, arguments: dict[str, Any]
+    ) -> concurrent.futures.Future[tuple[str, bool]]:
+        """Calls a tool; the future holds (output, is_error).
+
+        Cancelling the future cancels the request. A failure of the server
+        or of the connection is an McpServerError naming it.
+        """
+
+        async def call(client: Client) -> tuple[str, bool]:
+            return _render_result(await client.call_tool(name, arguments))
+
+        return self._run(call)
+
+    def _run(
+        self, work: Callable[[Client], Awaitable[T]]
+    ) -> concurrent.futures.Future[T]:
+        """Schedules ``work`` with a connected client on the link's loop."""
+        with self._guard:
+            if self._loop is None:
+                self._loop = IoLoop(name=f"turnlog-mcp-{self._label}")
+            loop = self._loop
+        return loop.submit(self._with_client(work))
+
+    async def _with_client(self, work: Callable[[Client], Awaitable[T]]) -> T:
+        opened = await self._connected()
+        try:
+            return await work(opened.client)
+        except McpServerError:
+            raise
+        except Exception as error:
+            if _broken(error):
+                self._drop(opened)
+            msg = f"MCP server {self._label!r} failed: {_describe(error)}"
+            raise McpServerError(msg) from error
+
+    async def _connected(self) -> _Open:
+        if self._lock is None:  # made on the loop it will be used on
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            if self._open is not None and not self._open.owner.done():
+                return self._open
+            self._open = None
+            ready: asyncio.Future[_Open] = asyncio.get_running_loop().create_future()
+            owner = asyncio.create_task(self._hold(ready))
+            try:
+                self._open = await ready
+            except BaseException:
+                owner.cancel()
+                raise
+            return self._open
+
+    async def _hold(self, ready: asyncio.Future[_Open]) -> None:
+        """Opens the connection, holds it until told to stop, then closes it."""
+        stop = asyncio.Event()
+        try:
+            async with AsyncExitStack() as stack:
+                transport = _open_transport(self._target)
+                # The link keeps its own tool list; the SDK's response cache
+                # would serve a stale one after a refresh.
+                client = Client(transport, cache=None)
+                await stack.enter_async_context(client)
+                ready.set_result(_Open(client, stop, asyncio.current_task()))
+                await stop.wait()
+        except Exception as error:  # noqa: BLE001 - any failure to start is reported
+            if not ready.done():
+                failure = McpServerError(
+                    f"MCP server {self._label!r} did not start: {_describe(error)}"
+                )
+                ready.set_exception(failure)
+
+    def _drop(self, opened: _Open) -> None:
+        # The owner closes the broken link (and reaps its process); the
+        # next call opens a new one.
+        if self._open is opened:
+            self._open = None
+        opened.stop.set()
+
+    def restart(self) -> None:
+        """Closes the current connection; the next use opens a new one."""
+        future = self._submit_if_running(self._close_open())
+        if future is not None:
+            with contextlib.suppress(concurrent.futures.TimeoutError, RuntimeError):
+                future.result(timeout=CLOSE_TIMEOUT)
+
+    async def _close_open(self) -> None:
+        opened, self._open = self._open, None
+        if opened is not None:
+            opened.stop.set()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(opened.owner), CLOSE_TIMEOUT)
+
+    def close(self) -> None:
+        """Closes the connection and stops the loop thread; reusable after."""
+        self.restart()
+        with self._guard:
+            loop, self._loop = self._loop, None
+            self._lock = None
+        if loop is not None:
+            loop.close()
+
+    def _submit_if_running(
+        self, coroutine: Awaitable[None]
+    ) -> concurrent.futures.Future[None] | None:
+        with self._guard:
+            loop = self._loop
+        if loop is None:
+            coroutine.close()  # type: ignore[attr-defined]
+            return None
+        return loop.submit(coroutine)  # type: ignore[arg-type]
+
+
+async def _list_all_tools(client: Client) -> list[Tool]:
+    """Every tool the server offers, across pages."""
+    tools: list[Tool] = []
+    cursor: str | None = None
+    for _ in range(MAX_LIST_PAGES):
+        page = await client.list_tools(cursor=cursor)
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if not cursor:
+            return tools
+    msg = f"the server's tool list has more than {MAX_LIST_PAGES} pages"
+    raise McpServerError(msg)
+
+
+def _render_result(result: CallToolResult) -> tuple[str, bool]:
+    """The output the model sees: the content blocks, else the structured content.
+
+    Text blocks are joined by newlines. By the MCP spec a structured result
+    comes with its JSON as text too, for clients that read only text; a
+    result with structured content and no blocks is recorded as its JSON.
+    """
+    if not result.content and result.structured_content is not None:
+        output = json.dumps(result.structured_content, ensure_ascii=False)
+    else:
+        output = "\n".join(_render_block(block) for block in result.content)
+    return output, bool(result.is_error)
+
+
+def _render_block(block: Any) -> str:
+    kind = getattr(block, "type", "")
+    if kind == "text":
+        return str(block.text)
+    if kind in ("image", "audio"):
+        return f"[{kind} content: {getattr(block, 'mime_type', 'unknown type')}]"
+    if kind == "resource_link":
+        return f"[resource: {block.uri}]"
+    if kind == "resource":
+        text = getattr(block.resource, "text", None)
+        return str(text) if text is not None else f"[resource: {block.resource.uri}]"
+    return f"[{kind or 'unknown'} content]"
+
+
+def _broken(error: BaseException) -> bool:
+    """Whether an error means the connection itself is gone."""
+    if isinstance(error, MCPError):
+        return error.code == CONNECTION_CLOSED
+    return True  # a transport or OS error: do not trust the connection again
+
+
+def _describe(error: BaseException) -> str:
+    """One line naming what went wrong."""
+    if isinstance(error, BaseExceptionGroup):
+        return "; ".join(_describe(e) for e in error.exceptions)
+    return f"{type(error).__name__}: {error}"

@@ -1,0 +1,435 @@
+"""MCP servers as tool sources: their tools become turnlog tools.
+
+``McpServer.stdio(...)`` starts a server as a subprocess;
+``McpServer.http(...)`` reaches one over streamable HTTP. Give servers to
+``Agent(..., mcp_servers=[...])``: each session reads the servers' tool
+lists when it starts, and their calls go through the ToolExecutor like any
+tool's (approvals, timeouts, the concurrency limit, crash semantics).
+
+Needs the ``mcp`` extra (``pip install 'turnlog[mcp]'``); the SDK is
+imported only when a server is first used.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import re
+import threading
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import urlsplit
+
+from turnlog.domain.errors import InvalidInputError, McpServerError
+from turnlog.domain.model import ToolSpec
+from turnlog.tools import ToolResult
+
+if TYPE_CHECKING:
+    from mcp.types import Tool
+
+    from turnlog.mcp_link import McpLink
+
+DEFAULT_TIMEOUT = 60.0
+"""Seconds an MCP call may take by default: a hung server must not hang a turn."""
+
+LIST_TIMEOUT = 30.0
+"""Seconds starting a server and reading its tool list may take."""
+
+ToolSelection = bool | Collection[str]
+"""True or False for every tool of a server, or the names (as the server
+calls them) of the tools it applies to."""
+
+_NAME = re.compile(r"[A-Za-z0-9_-]+")
+
+
+@dataclass(frozen=True)
+class StdioTarget:
+    """A server started as a subprocess, spoken to over stdin and stdout."""
+
+    command: str
+    args: tuple[str, ...]
+    env: Mapping[str, str] | None
+    cwd: str | None
+    kind: Literal["stdio"] = "stdio"
+
+
+@dataclass(frozen=True)
+class HttpTarget:
+    """A server reached over streamable HTTP."""
+
+    url: str
+    headers: Mapping[str, str]
+    kind: Literal["http"] = "http"
+
+
+Target = StdioTarget | HttpTarget
+
+
+class McpServer:
+    """An MCP server whose tools an agent may call.
+
+    Build with :meth:`stdio` or :meth:`http`. The server starts on first
+    use (the first session that reads its tools) and stops with
+    ``Runtime.close()`` or :meth:`close`; a server that died is started
+    again by the next call or session start.
+
+    Tools are named ``<name>_<tool>`` so two servers (or a server and a
+    function tool) cannot clash; ``tool_prefix=""`` keeps the server's own
+    names. Characters a model API refuses in a tool name become ``_``.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        target: Target,
+        *,
+        needs_approval: ToolSelection = True,
+        timeout: float | None = DEFAULT_TIMEOUT,
+        idempotent: ToolSelection = False,
+        tool_prefix: str | None = None,
+    ) -> None:
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
+            msg = f"MCP server name {name!r} may hold only letters, digits, _ and -"
+            raise InvalidInputError(msg)
+        if timeout is not None and (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, int | float)
+            or timeout <= 0
+        ):
+            msg = f"MCP timeout must be a positive number of seconds, not {timeout!r}"
+            raise InvalidInputError(msg)
+        prefix = f"{name}_" if tool_prefix is None else tool_prefix
+        if not isinstance(prefix, str) or (prefix and not _NAME.fullmatch(prefix)):
+            msg = f"tool_prefix {tool_prefix!r} may hold only letters, digits, _ and -"
+            raise InvalidInputError(msg)
+        self._name = name
+        self._target = target
+        self._approval = _selection(needs_approval, "needs_approval")
+        self._idempotent = _selection(idempotent, "idempotent")
+        self._timeout = float(timeout) if timeout is not None else None
+        self._prefix = prefix
+        self._link: McpLink | None = None
+        self._guard = threading.Lock()
+        self._tools: list[McpTool] | None = None
+
+    @classmethod
+    def stdio(
+        cls,
+        command: str,
+        args: Sequence[str] = (),
+        *,
+        name: str | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        needs_approval: ToolSelection = True,
+        timeout: float | None = DEFAULT_TIMEOUT,
+        idempotent: ToolSelection = False,
+        tool_prefix: str | None = None,
+    ) -> McpServer:
+        """A server run as ``command args...``, spoken to over stdin/stdout.
+
+        Args:
+            command: the program to run.
+            args: its arguments.
+            name: the server's name (default: the command's file name).
+            env: variables added to a minimal default environment (the SDK
+                passes on only HOME, PATH and the like, not secrets).
+            cwd: the working directory of the process.
+            needs_approval: which tools need a decision before each call
+                (default: all; the run config's approval policy decides).
+            timeout: seconds a call may take before it is an error output.
+            idempotent: which tools may run again after a crash.
+            tool_prefix: put before each tool name (default ``<name>_``).
+        """
+        if not isinstance(command, str) or not command:
+            msg = "an MCP stdio server needs a command"
+            raise InvalidInputError(msg)
+        if isinstance(args, str) or not all(isinstance(a, str) for a in args):
+            msg = "MCP server args must be a sequence of str"
+            raise InvalidInputError(msg)
+        _check_strings(env, "env")
+        default = re.sub(r"[^A-Za-z0-9_-]", "_", command.rsplit("/", 1)[-1])
+        target = StdioTarget(command, tuple(args), env, cwd)
+        return cls(
+            name or default.removesuffix("_py") or "mcp",
+            target,
+            needs_approval=needs_approval,
+            timeout=timeout,
+            idempotent=idempotent,
+            tool_prefix=tool_prefix,
+        )
+
+    @classmethod
+    def http(
+        cls,
+        url: str,
+        *,
+        name: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        needs_approval: ToolSelection = True,
+        timeout: float | None = DEFAULT_TIMEOUT,
+        idempotent: ToolSelection = False,
+        tool_prefix: str | None = None,
+    ) -> McpServer:
+        """A server reached over streamable HTTP at ``url``.
+
+        Args:
+            url: the server's MCP endpoint (``http://host:port/mcp``).
+            name: the server's name (default: the URL's host name).
+            headers: sent with every request (e.g. an Authorization header).
+            needs_approval: which tools need a decision before each call.
+            timeout: seconds a call may take before it is an error output.
+            idempotent: which tools may run again after a crash.
+            tool_prefix: put before each tool name (default ``<name>_``).
+        """
+        parts = urlsplit(url) if isinstance(url, str) else None
+        if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
+            msg = f"an MCP HTTP server needs an http(s) URL, not {url!r}"
+            raise InvalidInputError(msg)
+        _check_strings(headers, "headers")
+        default = re.sub(r"[^A-Za-z0-9_-]", "_", parts.hostname or "mcp")
+        return cls(
+            name or default,
+            HttpTarget(url, dict(headers or {})),
+            needs_approval=needs_approval,
+            timeout=timeout,
+            idempotent=idempotent,
+            tool_prefix=tool_prefix,
+        )
+
+    @property
+    def name(self) -> str:
+        """The server's name (the default tool prefix)."""
+        return self._name
+
+    def describe(self) -> dict[str, Any]:
+        """What of the server shapes an agent (no command, URL or secrets)."""
+        return {"name": self._name, "transport": self._target.kind}
+
+    def tools(self) -> list[McpTool]:
+        """The server's tools, starting it and reading the list if needed.
+
+        The list is read once and kept: sessions started later get the
+        same list until :meth:`refresh` or a restart of the server.
+
+        Raises:
+            McpServerError: the server did not start or answer in time.
+        """
+        with self._guard:
+            if self._tools is not None:
+                return list(self._tools)
+        return self.refresh()
+
+    def refresh(self) -> list[McpTool]:
+        """Reads the tool list again; sessions started from now on get it.
+
+        Raises:
+            McpServerError: the server did not start or answer in time.
+        """
+        future = self._connection().list_tools()
+        try:
+            listed = future.result(timeout=LIST_TIMEOUT)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            msg = f"MCP server {self._name!r} did not list its tools in time"
+            raise McpServerError(msg) from None
+        tools = [self._tool(tool) for tool in listed]
+        _check_unique(tools, self._name)
+        with self._guard:
+            self._tools = tools
+        return list(tools)
+
+    def restart(self) -> None:
+        """Stops the server (the next use starts it) and forgets its tools."""
+        with self._guard:
+            self._tools = None
+            link = self._link
+        if link is not None:
+            link.restart()
+
+    def close(self) -> None:
+        """Stops the server and its loop thread; the next use starts them."""
+        with self._guard:
+            self._tools = None
+            link = self._link
+        if link is not None:
+            link.close()
+
+    def _connection(self) -> McpLink:
+        with self._guard:
+            if self._link is None:
+                try:
+                    # Imported here: the SDK is an optional extra.
+                    from turnlog.mcp_link import McpLink  # noqa: PLC0415
+                except ImportError as error:
+                    msg = "MCP servers need the mcp extra: pip install 'turnlog[mcp]'"
+                    raise McpServerError(msg) from error
+                self._link = McpLink(self._name, self._target)
+            return self._link
+
+    def __enter__(self) -> McpServer:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def _tool(self, tool: Tool) -> McpTool:
+        name = self._prefix + re.sub(r"[^A-Za-z0-9_-]", "_", tool.name)
+        schema = dict(tool.input_schema or {})
+        schema.setdefault("type", "object")
+        schema.pop("title", None)
+        spec = ToolSpec(name, tool.description or tool.title or "", schema)
+        return McpTool(
+            self,
+            spec,
+            tool.name,
+            needs_approval=_selected(self._approval, tool.name),
+            idempotent=_selected(self._idempotent, tool.name),
+        )
+
+    async def _call(self, remote_name: str, arguments: dict[str, Any]) -> ToolResult:
+        # A timeout or an interrupt cancels this wait, which cancels the
+        # request on the server's loop.
+        future = self._connection().call_tool(remote_name, arguments)
+        output, is_error = await asyncio.wrap_future(future)
+        return ToolResult(output, is_error)
+
+    def __repr__(self) -> str:
+        return f"McpServer({self._name!r}, {self._target.kind})"
+
+
+class McpTool:
+    """One tool of an MCP server, as the ToolExecutor runs it."""
+
+    def __init__(
+        self,
+        server: McpServer,
+        spec: ToolSpec,
+        remote_name: str,
+        *,
+        needs_approval: bool,
+        idempotent: bool,
+    ) -> None:
+        self._server = server
+        self._spec = spec
+        self._remote = remote_name
+        self._needs_approval = needs_approval
+        self._idempotent = idempotent
+
+    @property
+    def name(self) -> str:
+        """The name the model calls the tool by."""
+        return self._spec.name
+
+    @property
+    def remote_name(self) -> str:
+        """The name the server calls the tool by."""
+        return self._remote
+
+    @property
+    def server(self) -> McpServer:
+        """The server that runs the tool."""
+        return self._server
+
+    @property
+    def spec(self) -> ToolSpec:
+        """The tool as the model sees it (the server's input schema)."""
+        return self._spec
+
+    @property
+    def timeout(self) -> float | None:
+        """Seconds a call may take before it becomes an error output."""
+        return self._server._timeout
+
+    @property
+    def idempotent(self) -> bool:
+        """Whether a call may run again after a crash."""
+        return self._idempotent
+
+    @property
+    def is_async(self) -> bool:
+        """Always: calls are awaited on the I/O loop."""
+        return True
+
+    def requires_approval(self, arguments: str) -> bool:
+        """Whether a call needs a decision first (the server's setting)."""
+        return self._needs_approval
+
+    def run_sync(self, arguments: str, context: Mapping[str, Any]) -> ToolResult:
+        """Not used: MCP tools are async."""
+        msg = "MCP tools run on the I/O loop"
+        raise NotImplementedError(msg)
+
+    async def run_async(self, arguments: str, context: Mapping[str, Any]) -> ToolResult:
+        """Calls the tool on its server; never raises (but when cancelled)."""
+        try:
+            parsed = json.loads(arguments or "{}")
+        except json.JSONDecodeError as error:
+            return ToolResult(f"arguments are not valid JSON: {error}", is_error=True)
+        if not isinstance(parsed, dict):
+            return ToolResult("arguments must be a JSON object", is_error=True)
+        try:
+            return await self._server._call(self._remote, parsed)
+        except McpServerError as error:
+            return ToolResult(str(error), is_error=True)
+
+    def __repr__(self) -> str:
+        return f"McpTool({self.name!r})"
+
+
+def _selection(value: ToolSelection, what: str) -> bool | frozenset[str]:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) or not all(isinstance(v, str) for v in value):
+        msg = f"{what} must be a bool or a collection of tool names"
+        raise InvalidInputError(msg)
+    return frozenset(value)
+
+
+def _selected(selection: bool | frozenset[str], name: str) -> bool:
+    return selection if isinstance(selection, bool) else name in selection
+
+
+def _check_strings(mapping: Mapping[str, str] | None, what: str) -> None:
+    if mapping is None:
+        return
+    if not isinstance(mapping, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in mapping.items()
+    ):
+        msg = f"MCP server {what} must map str to str"
+        raise InvalidInputError(msg)
+
+
+def _check_unique(tools: Sequence[McpTool], server: str) -> None:
+    seen: dict[str, str] = {}
+    for tool in tools:
+        if tool.name in seen:
+            msg = (
+                f"MCP server {server!r} offers tools {seen[tool.name]!r} and "
+                f"{tool.remote_name!r}, both named {tool.name!r} here"
+            )
+            raise McpServerError(msg)
+        seen[tool.name] = tool.remote_name
+
+
+def session_tools(
+    servers: Sequence[McpServer], taken: Collection[str]
+) -> dict[str, McpTool]:
+    """The tools of ``servers`` for a session starting now, by name.
+
+    Raises:
+        McpServerError: a server did not start, or two tools share a name.
+    """
+    tools: dict[str, McpTool] = {}
+    for server in servers:
+        for tool in server.tools():
+            if tool.name in taken or tool.name in tools:
+                msg = (
+                    f"MCP tool {tool.name!r} of server {server.name!r} clashes "
+                    "with another tool: give the server a tool_prefix"
+                )
+                raise McpServerError(msg)
+            tools[tool.name] = tool
+    return tools
