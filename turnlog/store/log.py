@@ -158,6 +158,13 @@ class Store:
         """Calls ``listener`` after every save in this process."""
         self._app.listeners.append(listener)
 
+    def remove_listener(
+        self, listener: Callable[[Sequence[Recording[uuid.UUID]]], None]
+    ) -> None:
+        """Stops calling ``listener`` (added with :meth:`add_listener`)."""
+        with contextlib.suppress(ValueError):
+            self._app.listeners.remove(listener)
+
     # -- writing --------------------------------------------------------------
 
     def save(self, *aggregates: Any) -> list[Recording[uuid.UUID]]:
