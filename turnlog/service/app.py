@@ -24,6 +24,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from turnlog.domain.errors import TurnlogError
 from turnlog.runtime import Runtime
 from turnlog.service.auth import ServiceTokens
 from turnlog.service.context import AgentSource, ServiceContext
@@ -108,7 +109,10 @@ def create_app(
         routes=routes,
         middleware=middleware,
         exception_handlers={
+            # turnlog's own errors are answers (404, 409, 422...), not
+            # crashes: handled here, they are not logged as server errors.
             Problem: handle_error,
+            TurnlogError: handle_error,
             HTTPException: _http_problem,
             Exception: handle_error,
         },

@@ -178,16 +178,22 @@ class SessionFeed:
 class Feeds:
     """The feeds of sessions with open streams, one per session."""
 
-    def __init__(self, transcripts: Transcripts, signal: CommitSignal) -> None:
+    def __init__(
+        self, transcripts: Transcripts, signal: CommitSignal, buffer: int = BUFFER
+    ) -> None:
         self._transcripts = transcripts
         self.signal = signal
+        self.buffer = buffer
+        """Entries each feed keeps (a stream further behind reads the log)."""
         self._feeds: dict[str, SessionFeed] = {}
 
     def open(self, session_id: str) -> tuple[SessionFeed, Listener]:
         """The session's feed (started if needed) and a new listener on it."""
         feed = self._feeds.get(session_id)
         if feed is None:
-            feed = SessionFeed(session_id, self._transcripts, self.signal)
+            feed = SessionFeed(
+                session_id, self._transcripts, self.signal, self.buffer
+            )
             self._feeds[session_id] = feed
             feed.start()
         listener = Listener()

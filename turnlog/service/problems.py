@@ -9,6 +9,7 @@ body says only that, while the log of the server keeps the traceback.
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 import msgspec
@@ -116,14 +117,19 @@ async def handle_error(_: Request, error: Exception) -> Response:
 def invalid_body(error: msgspec.ValidationError) -> Problem:
     """A 422 naming the field a decoded body got wrong.
 
-    msgspec ends its message with `` - at `$.path` ``; that path is the field.
+    msgspec ends its message with `` - at `$.path` `` (the object at fault)
+    and names a missing or unknown field in backquotes; together they are
+    the field.
     """
     message = str(error)
-    field = None
+    path = "$"
     if " - at `" in message:
-        message, _, path = message.rpartition(" - at `")
-        field = path.rstrip("`")
-    return Problem(422, message, field=field)
+        message, _, at = message.rpartition(" - at `")
+        path = at.rstrip("`")
+    named = re.search(r"(?:unknown|required) field `([^`]*)`", message)
+    if named is not None:
+        path = f"{path}.{named.group(1)}"
+    return Problem(422, message, field=None if path == "$" else path)
 
 
 __all__ = ["PROBLEM_JSON", "Problem", "handle_error", "invalid_body", "problem_of"]
