@@ -130,7 +130,9 @@ class SSEReader:
         for line in self._lines:
             if line == "":
                 if data or fields:
-                    return SSEEvent(fields.get("id"), "\n".join(data), fields.get("event"))
+                    return SSEEvent(
+                        fields.get("id"), "\n".join(data), fields.get("event")
+                    )
                 continue
             if line.startswith(":"):
                 self.comments.append(line[1:].strip())

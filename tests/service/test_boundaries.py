@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from conftest import TOKEN_B
 
-from turnlog.service import PROBLEM_JSON
+from turnlog.service.problems import PROBLEM_JSON
 
 
 def problem(response, status: int) -> dict:
@@ -30,7 +30,11 @@ def test_no_token_or_a_wrong_one_is_401(session) -> None:
     served, session_id = session
     for token in (None, "not-a-token"):
         with served.client(token=token) as client:
-            for path in ("/sessions", f"/sessions/{session_id}", f"/sessions/{session_id}/events"):
+            for path in (
+                "/sessions",
+                f"/sessions/{session_id}",
+                f"/sessions/{session_id}/events",
+            ):
                 response = client.get(path)
                 problem(response, 401)
                 assert response.headers["www-authenticate"] == "Bearer"
@@ -59,7 +63,9 @@ def test_another_tenants_session_is_404_like_one_that_does_not_exist(session) ->
         (b"x" * 2000, 413, None),
     ],
 )
-def test_bad_bodies_get_their_status_and_record_nothing(session, body, status, field) -> None:
+def test_bad_bodies_get_their_status_and_record_nothing(
+    session, body, status, field
+) -> None:
     served, session_id = session
     before = served.runtime.store.max_position()
     with served.client() as client:
@@ -97,26 +103,41 @@ def test_unknown_ids_and_bad_values_name_what_is_wrong(session) -> None:
     with served.client() as client:
         problem(client.post("/sessions/nope/prompts", json={"text": "hi"}), 404)
         problem(
-            client.post(f"/sessions/{session_id}/approvals/nope", json={"decision": "allow"}),
+            client.post(
+                f"/sessions/{session_id}/approvals/nope", json={"decision": "allow"}
+            ),
             404,
         )
         body = problem(
-            client.post(f"/sessions/{session_id}/approvals/x", json={"decision": "maybe"}),
+            client.post(
+                f"/sessions/{session_id}/approvals/x", json={"decision": "maybe"}
+            ),
             422,
         )
         assert body["field"] == "$.decision"
-        assert problem(client.post("/sessions", json={"agent": "nobody"}), 422)["field"] == "$.agent"
-        assert problem(client.get(f"/sessions/{session_id}/transcript?limit=x"), 422)["field"] == "limit"
+        assert (
+            problem(client.post("/sessions", json={"agent": "nobody"}), 422)["field"]
+            == "$.agent"
+        )
+        assert (
+            problem(client.get(f"/sessions/{session_id}/transcript?limit=x"), 422)[
+                "field"
+            ]
+            == "limit"
+        )
         assert (
             problem(
-                client.get(f"/sessions/{session_id}/events", headers={"Last-Event-ID": "x"}),
+                client.get(
+                    f"/sessions/{session_id}/events", headers={"Last-Event-ID": "x"}
+                ),
                 422,
             )["field"]
             == "Last-Event-ID"
         )
         problem(client.post(f"/sessions/{session_id}/interrupt", json={}), 409)
         problem(client.get("/no/such/route"), 404)
-        problem(client.post(
+        problem(
+            client.post(
                 f"/sessions/{session_id}/prompts",
                 content=b"hi",
                 headers={"content-type": "text/plain"},
@@ -127,7 +148,7 @@ def test_unknown_ids_and_bad_values_name_what_is_wrong(session) -> None:
 
 
 def test_a_failure_inside_is_a_500_without_a_traceback(session, monkeypatch) -> None:
-    served, session_id = session
+    served, _ = session
     context = served.app.state.turnlog
 
     def broken(*_args, **_kwargs):
@@ -143,7 +164,10 @@ def test_cors_is_off_unless_configured(serve) -> None:
     origin = {"Origin": "https://app.example"}
     plain = serve()
     with plain.client() as client:
-        assert "access-control-allow-origin" not in client.get("/sessions", headers=origin).headers
+        assert (
+            "access-control-allow-origin"
+            not in client.get("/sessions", headers=origin).headers
+        )
     allowed = serve(cors_origins=["https://app.example"])
     with allowed.client() as client:
         response = client.get("/sessions", headers=origin)

@@ -14,7 +14,9 @@ def test_sessions_are_created_listed_and_read(serve) -> None:
         session_id = created.json()["session_id"]
         assert created.json()["shared_state"]["plan"] == "x"
         listed = client.get("/sessions").json()["sessions"]
-        assert [(s["session_id"], s["agent"]) for s in listed] == [(session_id, "publisher")]
+        assert [(s["session_id"], s["agent"]) for s in listed] == [
+            (session_id, "publisher")
+        ]
         read = client.get(f"/sessions/{session_id}").json()
         assert read["agent_name"] == "publisher"
         assert read["turn_count"] == 0
@@ -33,11 +35,16 @@ def test_prompt_steer_follow_up_approvals_and_interrupt(serve) -> None:
         steer = client.post(f"{base}/steer", json={"text": "be brief"})
         follow = client.post(f"{base}/follow-ups", json={"text": "and then"})
         assert steer.status_code == follow.status_code == 202
-        (pending,) = wait_until(lambda: client.get(f"{base}/approvals").json()["approvals"])
+        (pending,) = wait_until(
+            lambda: client.get(f"{base}/approvals").json()["approvals"]
+        )
         assert pending["tool_name"] == "publish"
-        assert client.post(
-            f"{base}/approvals/{pending['request_id']}", json={"decision": "deny"}
-        ).status_code == 200
+        assert (
+            client.post(
+                f"{base}/approvals/{pending['request_id']}", json={"decision": "deny"}
+            ).status_code
+            == 200
+        )
         # The follow-up runs next in the same run and waits for its own approval.
         again = wait_until(
             lambda: [
@@ -46,7 +53,10 @@ def test_prompt_steer_follow_up_approvals_and_interrupt(serve) -> None:
                 if a["request_id"] != pending["request_id"]
             ]
         )
-        assert client.post(f"{base}/interrupt", json={"clear_queue": True}).status_code == 202
+        assert (
+            client.post(f"{base}/interrupt", json={"clear_queue": True}).status_code
+            == 202
+        )
         wait_until(lambda: not client.get(base).json()["running_turn"])
         assert again
         texts = [m["content"] for m in client.get(base).json()["messages"]]
@@ -58,7 +68,9 @@ def test_a_prompt_with_wait_true_answers_with_the_finished_run(serve) -> None:
 
     served = serve(agents={"demo": demo_agent})
     with served.client() as client:
-        session_id = client.post("/sessions", json={"agent": "demo"}).json()["session_id"]
+        session_id = client.post("/sessions", json={"agent": "demo"}).json()[
+            "session_id"
+        ]
         result = client.post(
             f"/sessions/{session_id}/prompts",
             params={"wait": "true"},
@@ -75,8 +87,12 @@ def test_the_transcript_pages_back_and_the_audit_verifies(serve) -> None:
         session_id = client.post("/sessions", json={}).json()["session_id"]
         base = f"/sessions/{session_id}"
         client.post(f"{base}/prompts", json={"text": "go"})
-        (pending,) = wait_until(lambda: client.get(f"{base}/approvals").json()["approvals"])
-        client.post(f"{base}/approvals/{pending['request_id']}", json={"decision": "allow"})
+        (pending,) = wait_until(
+            lambda: client.get(f"{base}/approvals").json()["approvals"]
+        )
+        client.post(
+            f"{base}/approvals/{pending['request_id']}", json={"decision": "allow"}
+        )
         wait_until(lambda: not client.get(base).json()["running_turn"])
         positions: list[int] = []
         page = client.get(f"{base}/transcript", params={"limit": 5}).json()

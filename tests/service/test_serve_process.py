@@ -40,8 +40,17 @@ def start_server(
     errors = logs / f"server-{port}.err"
     with errors.open("wb") as stderr:
         proc = subprocess.Popen(
-            [TURNLOG, "--store", store, "serve", "--port", str(port),
-             "--heartbeat", "0.5", *args],
+            [
+                TURNLOG,
+                "--store",
+                store,
+                "serve",
+                "--port",
+                str(port),
+                "--heartbeat",
+                "0.5",
+                *args,
+            ],
             env=env,
             cwd=logs,
             stdout=subprocess.DEVNULL,
@@ -71,8 +80,15 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
             proc.wait()
 
 
+def _read_to_the_end(reader: SSEReader) -> None:
+    while True:
+        reader.next()
+
+
 def client(url: str) -> httpx.Client:
-    return httpx.Client(base_url=url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=20)
+    return httpx.Client(
+        base_url=url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=20
+    )
 
 
 def test_serve_demo_starts_and_answers(tmp_path: Path) -> None:
@@ -112,12 +128,13 @@ def test_a_killed_server_is_resumed_from_another_with_nothing_lost_or_repeated(
                         break
                 # The run goes on to its approval while this client is away.
                 wait_until(
-                    lambda: http.get(f"/sessions/{session_id}/approvals").json()["approvals"]
+                    lambda: http.get(f"/sessions/{session_id}/approvals").json()[
+                        "approvals"
+                    ]
                 )
                 os.kill(first.pid, signal.SIGKILL)  # mid-stream
                 with pytest.raises(httpx.HTTPError):
-                    while True:
-                        reader.next()
+                    _read_to_the_end(reader)
     finally:
         first.kill()
         first.wait()
@@ -126,10 +143,14 @@ def test_a_killed_server_is_resumed_from_another_with_nothing_lost_or_repeated(
         with client(url) as http:
             last_id = [e.id for e in received if e.id][-1]
             with http.stream(
-                "GET", f"/sessions/{session_id}/events", headers={"Last-Event-ID": last_id}
+                "GET",
+                f"/sessions/{session_id}/events",
+                headers={"Last-Event-ID": last_id},
             ) as response:
                 reader = SSEReader(response)
-                (pending,) = http.get(f"/sessions/{session_id}/approvals").json()["approvals"]
+                (pending,) = http.get(f"/sessions/{session_id}/approvals").json()[
+                    "approvals"
+                ]
                 decided = http.post(
                     f"/sessions/{session_id}/approvals/{pending['request_id']}",
                     json={"decision": "allow"},
@@ -145,7 +166,9 @@ def test_a_killed_server_is_resumed_from_another_with_nothing_lost_or_repeated(
     ids = [e.id for e in received if e.id]
     assert len(ids) == len(set(ids))
     with Runtime.open(postgres_schema_url) as runtime:
-        entries = read_entries(runtime.transcript, session_id, EventTranslator(session_id))
+        entries = read_entries(
+            runtime.transcript, session_id, EventTranslator(session_id)
+        )
     assert ids == [entry.event_id for entry in entries]
     assert json.loads(received[-1].data)["msg"]["last_agent_message"] == (
         "All done: counted and published."

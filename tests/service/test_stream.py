@@ -3,6 +3,7 @@ deltas are live only, heartbeats flow, a slow client holds nothing up."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 
@@ -32,14 +33,19 @@ def read_until(reader: SSEReader, kind: str, limit: int = 500) -> list:
 def run_to_approval(client: httpx.Client) -> tuple[str, str]:
     """A new session whose prompt waits for an approval; (session, request)."""
     session_id = client.post("/sessions", json={}).json()["session_id"]
-    assert client.post(f"/sessions/{session_id}/prompts", json={"text": "go"}).status_code == 202
+    assert (
+        client.post(f"/sessions/{session_id}/prompts", json={"text": "go"}).status_code
+        == 202
+    )
     pending = wait_until(
         lambda: client.get(f"/sessions/{session_id}/approvals").json()["approvals"]
     )
     return session_id, pending[0]["request_id"]
 
 
-def test_resuming_with_last_event_id_gives_the_rest_with_no_gap_or_duplicate(serve) -> None:
+def test_resuming_with_last_event_id_gives_the_rest_with_no_gap_or_duplicate(
+    serve,
+) -> None:
     served = serve()
     with served.client() as client:
         session_id, request_id = run_to_approval(client)
@@ -51,7 +57,9 @@ def test_resuming_with_last_event_id_gives_the_rest_with_no_gap_or_duplicate(ser
             f"/sessions/{session_id}/approvals/{request_id}", json={"decision": "allow"}
         )
         headers = {"Last-Event-ID": last_id}
-        with client.stream("GET", f"/sessions/{session_id}/events", headers=headers) as response:
+        with client.stream(
+            "GET", f"/sessions/{session_id}/events", headers=headers
+        ) as response:
             rest = read_until(SSEReader(response), "turn_complete")
     durable = [e.id for e in first + rest if e.id is not None]
     assert len(durable) == len(set(durable))
@@ -65,15 +73,20 @@ def test_a_resume_between_messages_of_one_log_entry_is_exact(serve) -> None:
         client.post(
             f"/sessions/{session_id}/approvals/{request_id}", json={"decision": "allow"}
         )
-        wait_until(lambda: not client.get(f"/sessions/{session_id}").json()["running_turn"])
+        wait_until(
+            lambda: not client.get(f"/sessions/{session_id}").json()["running_turn"]
+        )
     ids = log_ids(served.runtime, session_id)
     # The answering step yields agent_message and model_step_completed at one
     # position: resuming after the first gets the second, and not the first.
     second = next(i for i in ids if ":" in i)
     position = second.split(":")[0]
-    with served.client() as client, client.stream(
-        "GET", f"/sessions/{session_id}/events", params={"last_event_id": position}
-    ) as response:
+    with (
+        served.client() as client,
+        client.stream(
+            "GET", f"/sessions/{session_id}/events", params={"last_event_id": position}
+        ) as response,
+    ):
         after = read_until(SSEReader(response), "turn_complete")
     assert [e.id for e in after] == ids[ids.index(position) + 1 :]
     assert after[0].id == second
@@ -87,10 +100,13 @@ def test_deltas_are_sent_live_without_an_id(serve) -> None:
             reader = SSEReader(response)
             read_until(reader, "approval_request")
             client.post(
-                f"/sessions/{session_id}/approvals/{request_id}", json={"decision": "allow"}
+                f"/sessions/{session_id}/approvals/{request_id}",
+                json={"decision": "allow"},
             )
             rest = read_until(reader, "turn_complete")
-    deltas = [e for e in rest if json.loads(e.data)["msg"]["type"] == "agent_message_delta"]
+    deltas = [
+        e for e in rest if json.loads(e.data)["msg"]["type"] == "agent_message_delta"
+    ]
     assert "".join(json.loads(e.data)["msg"]["delta"] for e in deltas) == (
         "All done: counted and published."
     )
@@ -116,10 +132,8 @@ def test_an_idle_stream_gets_heartbeats(serve) -> None:
 
 
 def _swallow(reader: SSEReader) -> None:
-    try:
+    with contextlib.suppress(EOFError, httpx.HTTPError):
         reader.next()
-    except (EOFError, httpx.HTTPError):
-        pass
 
 
 def test_a_client_that_does_not_read_holds_up_neither_the_run_nor_others(serve) -> None:
@@ -134,13 +148,18 @@ def test_a_client_that_does_not_read_holds_up_neither_the_run_nor_others(serve) 
                 ).json()
                 assert started["status"] == "running"
                 request = wait_until(
-                    lambda: client.get(f"/sessions/{session_id}/approvals").json()["approvals"]
+                    lambda: client.get(f"/sessions/{session_id}/approvals").json()[
+                        "approvals"
+                    ]
                 )[0]["request_id"]
                 client.post(
-                    f"/sessions/{session_id}/approvals/{request}", json={"decision": "allow"}
+                    f"/sessions/{session_id}/approvals/{request}",
+                    json={"decision": "allow"},
                 )
                 wait_until(
-                    lambda: not client.get(f"/sessions/{session_id}").json()["running_turn"]
+                    lambda: (
+                        not client.get(f"/sessions/{session_id}").json()["running_turn"]
+                    )
                 )
             # Another client meanwhile reads the whole stream at once.
             with client.stream("GET", f"/sessions/{session_id}/events") as fast:
@@ -170,12 +189,15 @@ def test_a_stream_behind_the_feed_buffer_reads_the_gap_from_the_log(serve) -> No
         client.post(
             f"/sessions/{session_id}/approvals/{request_id}", json={"decision": "allow"}
         )
-        wait_until(lambda: not client.get(f"/sessions/{session_id}").json()["running_turn"])
+        wait_until(
+            lambda: not client.get(f"/sessions/{session_id}").json()["running_turn"]
+        )
         expected = log_ids(served.runtime, session_id)
         # A first stream makes the feed; a second one from the start is behind it.
-        with client.stream("GET", f"/sessions/{session_id}/events") as first, client.stream(
-            "GET", f"/sessions/{session_id}/events"
-        ) as second:
+        with (
+            client.stream("GET", f"/sessions/{session_id}/events") as first,
+            client.stream("GET", f"/sessions/{session_id}/events") as second,
+        ):
             ids = [e.id for e in read_until(SSEReader(first), "turn_complete")]
             assert served.app.state.turnlog.feeds._feeds[session_id].floor > (0, 0)
             later = [e.id for e in read_until(SSEReader(second), "turn_complete")]

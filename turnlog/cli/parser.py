@@ -254,7 +254,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _add_serve_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def _add_serve_parser(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> None:
     """Adds ``turnlog serve`` and its options."""
     serve = commands.add_parser(
         "serve",
@@ -267,7 +269,9 @@ def _add_serve_parser(commands: argparse._SubParsersAction[argparse.ArgumentPars
             "token is made for this run and printed."
         ),
     )
-    serve.add_argument("--demo", action="store_true", help="serve the offline demo agent")
+    serve.add_argument(
+        "--demo", action="store_true", help="serve the offline demo agent"
+    )
     serve.add_argument(
         "--agent",
         metavar="MODULE:ATTRIBUTE",
@@ -275,11 +279,16 @@ def _add_serve_parser(commands: argparse._SubParsersAction[argparse.ArgumentPars
         default=[],
         help="an Agent (or a function returning one) to serve; repeatable",
     )
-    serve.add_argument("--config", metavar="FILE", type=Path, help="route file, as for run")
+    serve.add_argument(
+        "--config", metavar="FILE", type=Path, help="route file, as for run"
+    )
     serve.add_argument("--host", default="127.0.0.1", help="default: 127.0.0.1")
     serve.add_argument("--port", type=int, default=8000, help="default: 8000")
     serve.add_argument(
-        "--tokens", metavar="FILE", type=Path, help='TOML: [tokens] tenant = "sha256:HEX"'
+        "--tokens",
+        metavar="FILE",
+        type=Path,
+        help='TOML: [tokens] tenant = "sha256:HEX"',
     )
     serve.add_argument(
         "--cors-origin",

@@ -15,11 +15,16 @@ from turnlog.domain.errors import UsageError
 def command_serve(args: argparse.Namespace) -> int:
     """Runs ``turnlog serve`` until stopped."""
     try:
-        from turnlog.service.context import AgentSource
-        from turnlog.service.demo import DEMO_AGENT, demo_agent
-        from turnlog.service.serving import load_agent, serve
+        # The service is an optional extra: the rest of the command line
+        # must work without it.
+        from turnlog.service.context import AgentSource  # noqa: PLC0415
+        from turnlog.service.demo import DEMO_AGENT, demo_agent  # noqa: PLC0415
+        from turnlog.service.serving import load_agent, serve  # noqa: PLC0415
     except ImportError as error:
-        msg = f'turnlog serve needs the service extra: pip install "turnlog[service]" ({error})'
+        msg = (
+            'turnlog serve needs the service extra: pip install "turnlog[service]" '
+            f"({error})"
+        )
         raise UsageError(msg) from None
     agents: dict[str, AgentSource] = {}
     if args.demo:
@@ -29,7 +34,9 @@ def command_serve(args: argparse.Namespace) -> int:
         agents[name] = source
     if not agents:
         router = build_router(load_settings(config=args.config))
-        agent = build_agent(router, RunOptions(store=store_url(args), workspace=Path.cwd()))
+        agent = build_agent(
+            router, RunOptions(store=store_url(args), workspace=Path.cwd())
+        )
         agents[agent.name] = agent
     if not 0 < args.port < 65536:
         msg = f"--port must be 1-65535, not {args.port}"

@@ -8,25 +8,22 @@ from the log in any process. Needs the ``service`` extra
 (``pip install "turnlog[service]"``).
 """
 
-from turnlog.service.app import OPENAPI_PATH, create_app
-from turnlog.service.auth import TOKENS_ENV, ServiceTokens, token_digest
+from turnlog.service.app import create_app
+from turnlog.service.auth import ServiceTokens, token_digest
 from turnlog.service.context import AgentSource, ServiceContext
 from turnlog.service.demo import demo_agent
 from turnlog.service.feed import StreamEntry, parse_event_id
 from turnlog.service.log_tail import CommitSignal, LocalCommitSignal
-from turnlog.service.problems import PROBLEM_JSON, Problem
+from turnlog.service.problems import Problem
 
 __all__ = [
     "AgentSource",
     "CommitSignal",
     "LocalCommitSignal",
-    "OPENAPI_PATH",
-    "PROBLEM_JSON",
     "Problem",
     "ServiceContext",
     "ServiceTokens",
     "StreamEntry",
-    "TOKENS_ENV",
     "create_app",
     "demo_agent",
     "parse_event_id",

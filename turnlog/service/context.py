@@ -105,7 +105,9 @@ class ServiceContext:
         source = self.agents.get(name)
         if source is None:
             raise Problem(
-                422, f"no agent {name!r}; agents: {sorted(self.agents)}", field="$.agent"
+                422,
+                f"no agent {name!r}; agents: {sorted(self.agents)}",
+                field="$.agent",
             )
         return source if isinstance(source, Agent) else source()
 
@@ -163,7 +165,11 @@ class ServiceContext:
         """Hands a session's streamed deltas to the loop (its own thread)."""
         for item in subscription:
             loop = self._loop
-            if loop is None or not isinstance(item, RunEvent) or not item.event.transient:
+            if (
+                loop is None
+                or not isinstance(item, RunEvent)
+                or not item.event.transient
+            ):
                 continue
             with contextlib.suppress(RuntimeError):  # the loop has closed
                 loop.call_soon_threadsafe(self.feeds.publish_delta, item.event)

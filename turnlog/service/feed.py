@@ -50,18 +50,19 @@ class StreamEntry(NamedTuple):
     """One durable message of a session, with its place in the log."""
 
     position: int
-    index: int
+    nth: int
+    """Which message of those from the stored event at ``position`` (0 on)."""
     event: Event
 
     @property
     def key(self) -> Key:
         """Where the entry is: (log position, index)."""
-        return (self.position, self.index)
+        return (self.position, self.nth)
 
     @property
     def event_id(self) -> str:
         """The SSE id: ``POSITION``, or ``POSITION:INDEX`` past the first."""
-        return str(self.position) if self.index == 0 else f"{self.position}:{self.index}"
+        return str(self.position) if self.nth == 0 else f"{self.position}:{self.nth}"
 
 
 def parse_event_id(text: str) -> Key:
@@ -138,10 +139,16 @@ class SessionFeed:
         while True:
             try:
                 new = await asyncio.to_thread(
-                    read_entries, self._transcripts, self.session_id, translator, last + 1
+                    read_entries,
+                    self._transcripts,
+                    self.session_id,
+                    translator,
+                    last + 1,
                 )
             except Exception:  # a closed runtime, a lost database: try again
-                logger.warning("stream of %s cannot read the log", self.session_id, exc_info=True)
+                logger.warning(
+                    "stream of %s cannot read the log", self.session_id, exc_info=True
+                )
                 new = []
             if new:
                 self._append(new)
@@ -191,9 +198,7 @@ class Feeds:
         """The session's feed (started if needed) and a new listener on it."""
         feed = self._feeds.get(session_id)
         if feed is None:
-            feed = SessionFeed(
-                session_id, self._transcripts, self.signal, self.buffer
-            )
+            feed = SessionFeed(session_id, self._transcripts, self.signal, self.buffer)
             self._feeds[session_id] = feed
             feed.start()
         listener = Listener()

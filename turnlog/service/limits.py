@@ -32,10 +32,11 @@ class BodyLimit:
             return
         too_large = Problem(413, f"the body may have at most {self.max_body} bytes")
         for name, value in scope.get("headers", []):
-            if name == b"content-length":
-                if not value.isdigit() or int(value) > self.max_body:
-                    await too_large.response()(scope, receive, send)
-                    return
+            if name == b"content-length" and (
+                not value.isdigit() or int(value) > self.max_body
+            ):
+                await too_large.response()(scope, receive, send)
+                return
         received = 0
         started = False
 

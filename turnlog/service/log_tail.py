@@ -20,6 +20,9 @@ import threading
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from eventsourcing.persistence import PersistenceError
+
+from turnlog.domain.errors import TurnlogError
 from turnlog.store.log import Store
 
 POLL_INTERVAL = 0.25
@@ -73,7 +76,8 @@ class LocalCommitSignal:
         if not recordings:
             return
         sessions = {
-            str(getattr(recording.domain_event, "session_id", "")) for recording in recordings
+            str(getattr(recording.domain_event, "session_id", ""))
+            for recording in recordings
         }
         with self._lock:
             self._local_max = max(
@@ -102,7 +106,7 @@ class LocalCommitSignal:
         while not self._closed:
             try:
                 newest = await asyncio.to_thread(self._store.max_position)
-            except Exception:  # a closed store, a lost connection: try again later
+            except (TurnlogError, PersistenceError):  # closed, or a lost connection
                 newest = None
             if newest is not None:
                 with self._lock:

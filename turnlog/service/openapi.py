@@ -12,7 +12,12 @@ from typing import Any
 from turnlog import __version__
 
 _PROBLEM = {"$ref": "#/components/responses/Problem"}
-_SESSION = {"name": "session_id", "in": "path", "required": True, "schema": {"type": "string"}}
+_SESSION = {
+    "name": "session_id",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "string"},
+}
 _TEXT = {
     "required": True,
     "content": {
@@ -118,8 +123,12 @@ def openapi_document() -> dict[str, Any]:
                 "summary": "Decide an approval request",
                 "parameters": [
                     _SESSION,
-                    {"name": "request_id", "in": "path", "required": True,
-                     "schema": {"type": "string"}},
+                    {
+                        "name": "request_id",
+                        "in": "path",
+                        "required": True,
+                        "schema": {"type": "string"},
+                    },
                 ],
                 "requestBody": {
                     "required": True,
@@ -130,7 +139,12 @@ def openapi_document() -> dict[str, Any]:
                                 "required": ["decision"],
                                 "properties": {
                                     "decision": {
-                                        "enum": ["allow", "allow_session", "deny", "abort"]
+                                        "enum": [
+                                            "allow",
+                                            "allow_session",
+                                            "deny",
+                                            "abort",
+                                        ]
                                     }
                                 },
                             }
@@ -168,8 +182,16 @@ def openapi_document() -> dict[str, Any]:
                 ),
                 "parameters": [
                     _SESSION,
-                    {"name": "Last-Event-ID", "in": "header", "schema": {"type": "string"}},
-                    {"name": "last_event_id", "in": "query", "schema": {"type": "string"}},
+                    {
+                        "name": "Last-Event-ID",
+                        "in": "header",
+                        "schema": {"type": "string"},
+                    },
+                    {
+                        "name": "last_event_id",
+                        "in": "query",
+                        "schema": {"type": "string"},
+                    },
                 ],
                 "responses": _ok("the stream"),
             }

@@ -21,7 +21,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from turnlog.domain.chain import SEQ_FIELD
-from turnlog.domain.errors import SessionBusyError
+from turnlog.domain.errors import SessionBusyError, TurnlogError
 from turnlog.domain.run import RunResult, RunStarted
 from turnlog.projections.anchors import expected_heads
 from turnlog.projections.readers import TranscriptItem
@@ -132,7 +132,9 @@ class SessionResources:
             Route("/sessions", self.create_session, methods=["POST"]),
             Route("/sessions/{session_id}", self.read_session, methods=["GET"]),
             Route("/sessions/{session_id}/prompts", self.prompt, methods=["POST"]),
-            Route("/sessions/{session_id}/follow-ups", self.follow_up, methods=["POST"]),
+            Route(
+                "/sessions/{session_id}/follow-ups", self.follow_up, methods=["POST"]
+            ),
             Route("/sessions/{session_id}/steer", self.steer, methods=["POST"]),
             Route("/sessions/{session_id}/interrupt", self.interrupt, methods=["POST"]),
             Route("/sessions/{session_id}/approvals", self.approvals, methods=["GET"]),
@@ -141,7 +143,9 @@ class SessionResources:
                 self.decide,
                 methods=["POST"],
             ),
-            Route("/sessions/{session_id}/transcript", self.transcript, methods=["GET"]),
+            Route(
+                "/sessions/{session_id}/transcript", self.transcript, methods=["GET"]
+            ),
             Route("/sessions/{session_id}/audit", self.audit, methods=["GET"]),
         ]
 
@@ -208,7 +212,8 @@ class SessionResources:
                     asyncio.to_thread(_run_started, subscription)
                 )
                 await asyncio.wait(
-                    {run, started}, timeout=START_TIMEOUT,
+                    {run, started},
+                    timeout=START_TIMEOUT,
                     return_when=asyncio.FIRST_COMPLETED,
                 )
             finally:
@@ -248,9 +253,7 @@ class SessionResources:
         owned = await self._owned(request)
         body = await decode_body(request, InterruptInput)
         session = await asyncio.to_thread(self.context.session, owned)
-        await asyncio.to_thread(
-            lambda: session.interrupt(clear_queue=body.clear_queue)
-        )
+        await asyncio.to_thread(lambda: session.interrupt(clear_queue=body.clear_queue))
         return json_response({"interrupted": True}, 202)
 
     async def approvals(self, request: Request) -> Response:
@@ -340,7 +343,9 @@ class SessionResources:
                 "problem": None
                 if report.problem is None
                 else msgspec.to_builtins(report.problem),
-                "head": None if report.head is None else msgspec.to_builtins(report.head),
+                "head": None
+                if report.head is None
+                else msgspec.to_builtins(report.head),
             },
         }
 
@@ -350,7 +355,7 @@ def _run_started(subscription: Any) -> str | None:
     while True:
         try:
             item = subscription.get(START_TIMEOUT)
-        except Exception:  # closed (the run ended first) or timed out
+        except (TimeoutError, TurnlogError):  # closed (the run ended) or timed out
             return None
         if isinstance(item, RunStarted):
             return item.submission_id

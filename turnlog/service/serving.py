@@ -76,7 +76,7 @@ def serve(
     heartbeat: float = 15.0,
 ) -> None:
     """Serves ``agents`` over the log at ``store`` until stopped."""
-    import uvicorn  # the optional extra: imported only when serving
+    import uvicorn  # noqa: PLC0415 - the optional extra, needed only to serve
 
     tokens, made = load_tokens(tokens_file)
     with Runtime.open(store) as runtime:

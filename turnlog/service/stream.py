@@ -60,7 +60,9 @@ class EventStream:
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
         )
 
-    async def _events(self, session_id: str, cursor: Key) -> AsyncIterator[ServerSentEvent]:
+    async def _events(
+        self, session_id: str, cursor: Key
+    ) -> AsyncIterator[ServerSentEvent]:
         feeds = self.context.feeds
         transcripts = self.context.runtime.transcript
         feed, listener = feeds.open(session_id)
