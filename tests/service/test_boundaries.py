@@ -4,7 +4,7 @@ problem+json body naming the field, no traceback, and records nothing."""
 from __future__ import annotations
 
 import pytest
-from conftest import TOKEN_B
+from service_support import TOKEN_B
 
 from turnlog.service.problems import PROBLEM_JSON
 

@@ -3,7 +3,7 @@ approvals, transcript pages, the audit with its chain verdict, OpenAPI."""
 
 from __future__ import annotations
 
-from conftest import wait_until
+from service_support import wait_until
 
 
 def test_sessions_are_created_listed_and_read(serve) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import HERE, SSEReader, free_socket, wait_until
+from service_support import HERE, SSEReader, free_socket, wait_until
 
 from turnlog import Runtime
 from turnlog.domain.translation import EventTranslator

@@ -8,7 +8,7 @@ import json
 import threading
 
 import httpx
-from conftest import SSEReader, wait_until
+from service_support import SSEReader, wait_until
 
 from turnlog.domain.translation import EventTranslator
 from turnlog.service.feed import read_entries

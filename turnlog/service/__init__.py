@@ -10,14 +10,13 @@ from the log in any process. Needs the ``service`` extra
 
 from turnlog.service.app import create_app
 from turnlog.service.auth import ServiceTokens, token_digest
-from turnlog.service.context import AgentSource, ServiceContext
+from turnlog.service.context import ServiceContext
 from turnlog.service.demo import demo_agent
 from turnlog.service.feed import StreamEntry, parse_event_id
 from turnlog.service.log_tail import CommitSignal, LocalCommitSignal
 from turnlog.service.problems import Problem
 
 __all__ = [
-    "AgentSource",
     "CommitSignal",
     "LocalCommitSignal",
     "Problem",
