@@ -201,6 +201,10 @@ class SessionResources:
         if wait not in ("true", "false", "1", "0"):
             raise Problem(422, "wait must be true or false", field="wait")
         session = await asyncio.to_thread(self.context.session, owned)
+        if wait in ("true", "1"):
+            # No run id to report early: the run's own result says it all,
+            # and a busy session refuses it (SessionBusyError, a 409).
+            return json_response(_run_json(await session.prompt_async(body.text)))
         lock = self.context.prompt_locks.setdefault(owned.session_id, asyncio.Lock())
         async with lock:  # one prompt at a time from here: its run is the next
             if await asyncio.to_thread(session.running):
@@ -222,8 +226,6 @@ class SessionResources:
                 result = run.result()  # raises what refused the prompt
                 return json_response(_run_json(result))
         submission = started.result() if started.done() else None
-        if wait in ("true", "1"):
-            return json_response(_run_json(await run))
         self.context.running_tasks.add(run)
         run.add_done_callback(_forget_run(self.context))
         return json_response(
