@@ -28,9 +28,9 @@ import json
 import os
 import resource
 import socket
+import statistics
 import subprocess
 import sys
-import statistics
 import tempfile
 import threading
 import time
@@ -177,92 +177,103 @@ def main() -> None:
 
         runtime.store.add_listener(saved)
         app = create_app(runtime, {"demo": demo_agent}, ServiceTokens([("b", TOKEN)]))
-        server, thread, url = start_server(app)
         try:
-            child = subprocess.Popen(
-                [
-                    sys.executable,
-                    __file__,
-                    "--url",
-                    url,
-                    "--clients",
-                    str(args.clients),
-                    "--sessions",
-                    str(args.sessions),
-                    "--turns",
-                    str(args.turns),
-                ],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                text=True,
-            )
-            assert child.stdin is not None and child.stdout is not None
-            before = rss_kib()
-            baseline = max(committed, default=0)
-            assert child.stdout.readline().strip() == "OPEN"
-            growth = rss_kib() - before
-            child.stdin.write("go\n")
-            child.stdin.flush()
-            arrivals = json.loads(child.stdout.readline())
-            child.wait()
-            delays = sorted(
-                at - committed[position]
-                for position, at in arrivals
-                if position > baseline and position in committed
-            )
-            print(
-                f"{args.clients} streams on {args.sessions} sessions, "
-                f"{args.turns} turns each: {len(delays)} durable events delivered"
-            )
-            print(
-                f"  commit-to-client delay p50 {statistics.median(delays) * 1000:.1f} ms, "
-                f"p99 {delays[int(len(delays) * 0.99)] * 1000:.1f} ms"
-            )
-            print(
-                f"  server RSS growth per open stream {growth / args.clients:.1f} KiB"
-            )
+            measure_streams(app, committed, args)
+            measure_prompts(runtime, folder, args)
         finally:
-            server.should_exit = True
-            thread.join(timeout=30)
-        # The prompt rates: HTTP against a server process of its own.
-        env = {**os.environ, "TURNLOG_SERVICE_TOKENS": f"b={TOKEN}"}
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-        sock.close()
-        served = subprocess.Popen(
-            [
-                str(Path(sys.executable).with_name("turnlog")),
-                "--store",
-                f"sqlite:///{folder}/http.sqlite3",
-                "serve",
-                "--demo",
-                "--port",
-                str(port),
-            ],
-            env=env,
-            stderr=subprocess.DEVNULL,
-            cwd=folder,
-        )
-        try:
-            http_url = f"http://127.0.0.1:{port}"
-            while True:
-                try:
-                    httpx.get(f"{http_url}/healthz")
-                    break
-                except httpx.TransportError:
-                    time.sleep(0.05)
-            for attempt in range(2):
-                http_rate = prompts_http(http_url, args.prompts)
-                python_rate = prompts_python(runtime, args.prompts)
-                print(
-                    f"prompts/s, pass {attempt + 1}: HTTP {http_rate:.1f}, "
-                    f"Python API {python_rate:.1f}, cost {python_rate / http_rate:.2f}x"
-                )
-        finally:
-            served.terminate()
-            served.wait()
             runtime.close()
+
+
+def measure_streams(
+    app: object, committed: dict[int, float], args: argparse.Namespace
+) -> None:
+    """Part 1: streams open in a child process while prompts run."""
+    server, thread, url = start_server(app)
+    try:
+        child = subprocess.Popen(
+            [
+                sys.executable,
+                __file__,
+                "--url",
+                url,
+                "--clients",
+                str(args.clients),
+                "--sessions",
+                str(args.sessions),
+                "--turns",
+                str(args.turns),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert child.stdin is not None
+        assert child.stdout is not None
+        before = rss_kib()
+        baseline = max(committed, default=0)
+        assert child.stdout.readline().strip() == "OPEN"
+        growth = rss_kib() - before
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        arrivals = json.loads(child.stdout.readline())
+        child.wait()
+        delays = sorted(
+            at - committed[position]
+            for position, at in arrivals
+            if position > baseline and position in committed
+        )
+        print(
+            f"{args.clients} streams on {args.sessions} sessions, "
+            f"{args.turns} turns each: {len(delays)} durable events delivered"
+        )
+        p50 = statistics.median(delays) * 1000
+        p99 = delays[int(len(delays) * 0.99)] * 1000
+        print(f"  commit-to-client delay p50 {p50:.1f} ms, p99 {p99:.1f} ms")
+        print(f"  server RSS growth per open stream {growth / args.clients:.1f} KiB")
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+
+
+def measure_prompts(runtime: Runtime, folder: str, args: argparse.Namespace) -> None:
+    """Part 2: prompts/s over HTTP (a server process) and the Python API."""
+    env = {**os.environ, "TURNLOG_SERVICE_TOKENS": f"b={TOKEN}"}
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    served = subprocess.Popen(
+        [
+            str(Path(sys.executable).with_name("turnlog")),
+            "--store",
+            f"sqlite:///{folder}/http.sqlite3",
+            "serve",
+            "--demo",
+            "--port",
+            str(port),
+        ],
+        env=env,
+        stderr=subprocess.DEVNULL,
+        cwd=folder,
+    )
+    try:
+        http_url = f"http://127.0.0.1:{port}"
+        while True:
+            try:
+                httpx.get(f"{http_url}/healthz")
+                break
+            except httpx.TransportError:
+                time.sleep(0.05)
+        for attempt in range(2):
+            http_rate = prompts_http(http_url, args.prompts)
+            python_rate = prompts_python(runtime, args.prompts)
+            print(
+                f"prompts/s, pass {attempt + 1}: HTTP {http_rate:.1f}, "
+                f"Python API {python_rate:.1f}, cost {python_rate / http_rate:.2f}x"
+            )
+    finally:
+        served.terminate()
+        served.wait()
 
 
 if __name__ == "__main__":
