@@ -73,6 +73,7 @@ PACKAGES = [
     "turnlog.domain",
     "turnlog.projections",
     "turnlog.providers",
+    "turnlog.service",
     "turnlog.store",
 ]
 

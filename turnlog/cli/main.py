@@ -19,6 +19,8 @@
     turnlog [--store URL] import FILE|-             events exported elsewhere
     turnlog [--store URL] rebuild [VIEW...] [--verify]  views rebuilt offline
     turnlog [--store URL] project [--follow]        keep the views up to date
+    turnlog [--store URL] serve [--demo] [--agent MODULE:ATTR] [--port N]
+                                                    the HTTP service (SSE stream)
 
 The log is the one ``--store`` names, else the ``TURNLOG_STORE`` environment
 variable, else ``.turnlog/turnlog.sqlite3`` under the working directory (see
@@ -63,6 +65,7 @@ from turnlog.cli.reading import open_for_reading, runtime_for_reading
 from turnlog.cli.run.command import HOW_TO_CONFIGURE, RunOptions, run_interactive
 from turnlog.cli.run.settings import NoModelConfiguredError, load_settings
 from turnlog.cli.run.terminal import StdioTerminal
+from turnlog.cli.serve import command_serve
 from turnlog.cli.timeline import (
     format_time,
     one_line,
@@ -290,6 +293,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "import": command_import,
     "rebuild": _command_rebuild,
     "project": _command_project,
+    "serve": command_serve,
 }
 
 

@@ -269,4 +269,57 @@ def build_parser() -> argparse.ArgumentParser:
         default=FOLLOW_INTERVAL,
         help=f"with --follow: seconds between looks (default: {FOLLOW_INTERVAL:g})",
     )
+    _add_serve_parser(commands)
     return parser
+
+
+def _add_serve_parser(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> None:
+    """Adds ``turnlog serve`` and its options."""
+    serve = commands.add_parser(
+        "serve",
+        help="serve sessions over HTTP: JSON resources and a resumable SSE stream",
+        description=(
+            "Runs the turnlog service on uvicorn. Agents come from --agent "
+            "module:attribute, --demo (offline, scripted), or else the model "
+            "settings turnlog run uses. Bearer tokens come from --tokens FILE "
+            "or TURNLOG_SERVICE_TOKENS (TENANT=SECRET,...); with neither, a "
+            "token is made for this run and printed."
+        ),
+    )
+    serve.add_argument(
+        "--demo", action="store_true", help="serve the offline demo agent"
+    )
+    serve.add_argument(
+        "--agent",
+        metavar="MODULE:ATTRIBUTE",
+        action="append",
+        default=[],
+        help="an Agent (or a function returning one) to serve; repeatable",
+    )
+    serve.add_argument(
+        "--config", metavar="FILE", type=Path, help="route file, as for run"
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="default: 127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000, help="default: 8000")
+    serve.add_argument(
+        "--tokens",
+        metavar="FILE",
+        type=Path,
+        help='TOML: [tokens] tenant = "sha256:HEX"',
+    )
+    serve.add_argument(
+        "--cors-origin",
+        metavar="ORIGIN",
+        action="append",
+        default=[],
+        help="allow this origin by CORS (off unless given); repeatable",
+    )
+    serve.add_argument(
+        "--heartbeat",
+        metavar="SECONDS",
+        type=float,
+        default=15.0,
+        help="seconds between keep-alive comments on idle streams (default: 15)",
+    )

@@ -174,6 +174,13 @@ class Store:
                 self.add_listener(self._commits.bump)
             return self._commits
 
+    def remove_listener(
+        self, listener: Callable[[Sequence[Recording[uuid.UUID]]], None]
+    ) -> None:
+        """Stops calling ``listener`` (added with :meth:`add_listener`)."""
+        with contextlib.suppress(ValueError):
+            self._app.listeners.remove(listener)
+
     # -- writing --------------------------------------------------------------
 
     def save(self, *aggregates: Any) -> list[Recording[uuid.UUID]]:

@@ -1,0 +1,188 @@
+"""What every face of the service shares: runtime, agents, tenants, feeds.
+
+A :class:`ServiceContext` is made by ``create_app`` and kept in
+``app.state.turnlog``; each face (the JSON resources, the event stream,
+and faces added later) reads it from there. It opens sessions for the
+tenant that owns them, and only for that tenant: another tenant's
+session is reported exactly like one that does not exist.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from collections.abc import Callable, Mapping
+
+from starlette.requests import HTTPConnection
+
+from turnlog.agent import Agent
+from turnlog.domain.errors import InvalidInputError, SessionClosedError
+from turnlog.domain.ids import new_submission_id
+from turnlog.domain.run import RunEvent
+from turnlog.runtime import Runtime
+from turnlog.service.auth import ServiceTokens
+from turnlog.service.feed import Feeds
+from turnlog.service.log_tail import CommitSignal, LocalCommitSignal
+from turnlog.service.problems import Problem
+from turnlog.service.tenancy import OwnedSession, SessionOwners
+from turnlog.session import AgentSession, Subscription
+
+logger = logging.getLogger(__name__)
+
+AgentSource = Agent | Callable[[], Agent]
+"""An agent, or a function making one per session (for stateful models)."""
+
+
+class ServiceContext:
+    """The state behind one service app.
+
+    Args:
+        runtime: the runtime whose sessions the service serves (the caller
+            owns it: closing the service does not close it).
+        agents: the agents a client may start sessions with, by name.
+        tokens: the tenants' bearer tokens.
+        default_agent: the agent of a session created without one (default:
+            the only agent, if there is one).
+        heartbeat: seconds between keep-alive comments on an idle stream.
+        signal: when streams look at the log again (default: in-process
+            commits at once, other processes' by polling).
+    """
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        agents: Mapping[str, AgentSource],
+        tokens: ServiceTokens,
+        *,
+        default_agent: str | None = None,
+        heartbeat: float = 15.0,
+        signal: CommitSignal | None = None,
+    ) -> None:
+        if not agents:
+            msg = "the service needs at least one agent"
+            raise InvalidInputError(msg)
+        if default_agent is None and len(agents) == 1:
+            default_agent = next(iter(agents))
+        if default_agent is not None and default_agent not in agents:
+            msg = f"default_agent {default_agent!r} is not one of {sorted(agents)}"
+            raise InvalidInputError(msg)
+        self.runtime = runtime
+        self.agents = dict(agents)
+        self.default_agent = default_agent
+        self.tokens = tokens
+        self.heartbeat = heartbeat
+        self.owners = SessionOwners(runtime.store)
+        self.signal = signal or LocalCommitSignal(runtime.store)
+        self.feeds = Feeds(runtime.transcript, self.signal)
+        self._lock = threading.Lock()
+        self._handles: dict[str, AgentSession] = {}
+        self._pumps: list[Subscription] = []
+        self.prompt_locks: dict[str, asyncio.Lock] = {}
+        self.running_tasks: set[asyncio.Task[object]] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def bind_loop(self) -> None:
+        """Notes the event loop that serves (deltas are handed to it)."""
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
+
+    def tenant(self, connection: HTTPConnection) -> str:
+        """The tenant of a request, or a 401 problem."""
+        self.bind_loop()
+        return self.tokens.authenticate(connection)
+
+    def owned(self, tenant: str, session_id: str) -> OwnedSession:
+        """The tenant's session; a 404 for any other (even one that exists)."""
+        owned = self.owners.get(tenant, session_id)
+        if owned is None:
+            raise Problem(404, f"no session {session_id!r}")
+        return owned
+
+    def agent(self, name: str) -> Agent:
+        """A (new, for a factory) agent of the service by its name."""
+        source = self.agents.get(name)
+        if source is None:
+            raise Problem(
+                422,
+                f"no agent {name!r}; agents: {sorted(self.agents)}",
+                field="$.agent",
+            )
+        return source if isinstance(source, Agent) else source()
+
+    def create(
+        self, tenant: str, agent_name: str, shared_state: dict[str, object] | None
+    ) -> tuple[OwnedSession, AgentSession]:
+        """A new session of ``tenant`` (blocking: call it off the loop)."""
+        agent = self.agent(agent_name)
+        session_id = f"session-{new_submission_id()[:16]}"
+        # The owner first: a crash before the session exists leaves a row
+        # naming nothing, never a session that no tenant owns.
+        owned = self.owners.claim(session_id, tenant, agent_name)
+        session = self.runtime.create_session(
+            agent, session_id=session_id, shared_state=shared_state
+        )
+        self._keep(session)
+        return owned, session
+
+    def session(self, owned: OwnedSession) -> AgentSession:
+        """The live session (opened here if needed; blocking)."""
+        with self._lock:
+            handle = self._handles.get(owned.session_id)
+        if handle is not None:
+            try:
+                handle.running()
+            except SessionClosedError:
+                handle = None
+            else:
+                return handle
+        handle = self.runtime.create_session(
+            self.agent(owned.agent), session_id=owned.session_id
+        )
+        self._keep(handle)
+        return handle
+
+    def live(self, session_id: str) -> AgentSession | None:
+        """The session if it was opened in this process, else None."""
+        with self._lock:
+            return self._handles.get(session_id)
+
+    def _keep(self, session: AgentSession) -> None:
+        """Remembers an opened session and passes its deltas to the streams."""
+        with self._lock:
+            self._handles[session.session_id] = session
+        subscription = session.subscribe()
+        self._pumps.append(subscription)
+        threading.Thread(
+            target=self._pump_deltas,
+            args=(subscription,),
+            name=f"turnlog-service-deltas-{session.session_id}",
+            daemon=True,
+        ).start()
+
+    def _pump_deltas(self, subscription: Subscription) -> None:
+        """Hands a session's streamed deltas to the loop (its own thread)."""
+        for item in subscription:
+            loop = self._loop
+            if (
+                loop is None
+                or not isinstance(item, RunEvent)
+                or not item.event.transient
+            ):
+                continue
+            with contextlib.suppress(RuntimeError):  # the loop has closed
+                loop.call_soon_threadsafe(self.feeds.publish_delta, item.event)
+
+    def close(self) -> None:
+        """Stops the streams' feeds and delta pumps (not the runtime)."""
+        self.feeds.stop_all()
+        self.signal.close()
+        for subscription in self._pumps:
+            subscription.close()
+        self._pumps.clear()
+        for task in self.running_tasks:
+            task.cancel()
+
+
+__all__ = ["AgentSource", "ServiceContext"]

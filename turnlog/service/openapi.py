@@ -1,0 +1,230 @@
+"""The OpenAPI document of the service, served at ``/openapi.json``.
+
+Written out rather than generated: the resources are few, and their
+contract (status codes, the problem body, the stream's ids) is the part a
+generator would not know.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from turnlog import __version__
+
+_PROBLEM = {"$ref": "#/components/responses/Problem"}
+_SESSION = {
+    "name": "session_id",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "string"},
+}
+_TEXT = {
+    "required": True,
+    "content": {
+        "application/json": {
+            "schema": {
+                "type": "object",
+                "required": ["text"],
+                "properties": {"text": {"type": "string"}},
+                "additionalProperties": False,
+            }
+        }
+    },
+}
+
+
+def _ok(description: str, status: str = "200") -> dict[str, Any]:
+    return {
+        status: {"description": description},
+        "401": _PROBLEM,
+        "404": _PROBLEM,
+        "422": _PROBLEM,
+    }
+
+
+def openapi_document() -> dict[str, Any]:
+    """The service's OpenAPI 3.1 document."""
+    session_paths: dict[str, Any] = {
+        "/sessions": {
+            "get": {"summary": "The tenant's sessions", "responses": _ok("sessions")},
+            "post": {
+                "summary": "Create a session",
+                "requestBody": {
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "type": "object",
+                                "properties": {
+                                    "agent": {"type": "string"},
+                                    "shared_state": {"type": "object"},
+                                },
+                                "additionalProperties": False,
+                            }
+                        }
+                    }
+                },
+                "responses": _ok("the new session's checkpoint", "201"),
+            },
+        },
+        "/sessions/{session_id}": {
+            "get": {
+                "summary": "The session's checkpoint (state, usage, messages)",
+                "parameters": [_SESSION],
+                "responses": _ok("the checkpoint"),
+            }
+        },
+        "/sessions/{session_id}/prompts": {
+            "post": {
+                "summary": "Send a prompt; returns the run (?wait=true: when it ends)",
+                "parameters": [
+                    _SESSION,
+                    {"name": "wait", "in": "query", "schema": {"type": "boolean"}},
+                ],
+                "requestBody": _TEXT,
+                "responses": {
+                    **_ok("the finished run (wait=true)"),
+                    "202": {"description": "the run started"},
+                    "409": _PROBLEM,
+                },
+            }
+        },
+        "/sessions/{session_id}/follow-ups": {
+            "post": {
+                "summary": "Queue input behind the running turn",
+                "parameters": [_SESSION],
+                "requestBody": _TEXT,
+                "responses": _ok("queued", "202"),
+            }
+        },
+        "/sessions/{session_id}/steer": {
+            "post": {
+                "summary": "Add input to the running turn before its next model call",
+                "parameters": [_SESSION],
+                "requestBody": _TEXT,
+                "responses": _ok("accepted", "202"),
+            }
+        },
+        "/sessions/{session_id}/interrupt": {
+            "post": {
+                "summary": "Abort the running turn",
+                "parameters": [_SESSION],
+                "responses": {**_ok("interrupted", "202"), "409": _PROBLEM},
+            }
+        },
+        "/sessions/{session_id}/approvals": {
+            "get": {
+                "summary": "Pending approval requests",
+                "parameters": [_SESSION],
+                "responses": _ok("the pending requests"),
+            }
+        },
+        "/sessions/{session_id}/approvals/{request_id}": {
+            "post": {
+                "summary": "Decide an approval request",
+                "parameters": [
+                    _SESSION,
+                    {
+                        "name": "request_id",
+                        "in": "path",
+                        "required": True,
+                        "schema": {"type": "string"},
+                    },
+                ],
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "type": "object",
+                                "required": ["decision"],
+                                "properties": {
+                                    "decision": {
+                                        "enum": [
+                                            "allow",
+                                            "allow_session",
+                                            "deny",
+                                            "abort",
+                                        ]
+                                    }
+                                },
+                            }
+                        }
+                    },
+                },
+                "responses": _ok("decided"),
+            }
+        },
+        "/sessions/{session_id}/transcript": {
+            "get": {
+                "summary": "A page of the transcript, oldest first",
+                "parameters": [
+                    _SESSION,
+                    {"name": "before", "in": "query", "schema": {"type": "integer"}},
+                    {"name": "limit", "in": "query", "schema": {"type": "integer"}},
+                ],
+                "responses": _ok("the page; next_before pages further back"),
+            }
+        },
+        "/sessions/{session_id}/audit": {
+            "get": {
+                "summary": "The session's timeline and its chain verification",
+                "parameters": [_SESSION],
+                "responses": _ok("timeline and verification"),
+            }
+        },
+        "/sessions/{session_id}/events": {
+            "get": {
+                "summary": (
+                    "The session's event stream (text/event-stream). Each durable "
+                    "event's id is its log position (POSITION or POSITION:INDEX); "
+                    "reconnect with Last-Event-ID to resume with no gap and no "
+                    "duplicate. Text deltas carry no id and are not resumable."
+                ),
+                "parameters": [
+                    _SESSION,
+                    {
+                        "name": "Last-Event-ID",
+                        "in": "header",
+                        "schema": {"type": "string"},
+                    },
+                    {
+                        "name": "last_event_id",
+                        "in": "query",
+                        "schema": {"type": "string"},
+                    },
+                ],
+                "responses": _ok("the stream"),
+            }
+        },
+    }
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "turnlog service", "version": __version__},
+        "security": [{"bearer": []}],
+        "paths": session_paths,
+        "components": {
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+            "responses": {
+                "Problem": {
+                    "description": "an application/problem+json body (RFC 9457)",
+                    "content": {
+                        "application/problem+json": {
+                            "schema": {
+                                "type": "object",
+                                "properties": {
+                                    "type": {"type": "string"},
+                                    "title": {"type": "string"},
+                                    "status": {"type": "integer"},
+                                    "detail": {"type": "string"},
+                                    "field": {"type": "string"},
+                                },
+                            }
+                        }
+                    },
+                }
+            },
+        },
+    }
+
+
+__all__ = ["openapi_document"]

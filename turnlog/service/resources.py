@@ -1,0 +1,380 @@
+"""The JSON resources: sessions, prompts, input, approvals, transcript, audit.
+
+Each handler authenticates first, then finds the tenant's session (a 404
+for anyone else's), then decodes and checks its body completely before it
+calls turnlog, so a refused request records nothing. Calls that may block
+(a session's actor, the database) run on worker threads, never on the
+event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from datetime import datetime
+from typing import Any, Literal, TypeVar
+
+import msgspec
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from turnlog.domain.chain import SEQ_FIELD
+from turnlog.domain.errors import SessionBusyError, TurnlogError
+from turnlog.domain.run import RunResult, RunStarted
+from turnlog.projections.anchors import expected_heads
+from turnlog.projections.readers import TranscriptItem
+from turnlog.service.context import ServiceContext
+from turnlog.service.problems import Problem, invalid_body
+from turnlog.store.verify import verify_session
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+START_TIMEOUT = 30.0
+"""Seconds a prompt waits for its run to start before answering 202."""
+
+_ENVELOPE = frozenset(
+    {"originator_id", "originator_version", "timestamp", "session_id"}
+)
+
+
+class CreateSession(msgspec.Struct, forbid_unknown_fields=True):
+    """``POST /sessions``."""
+
+    agent: str | None = None
+    shared_state: dict[str, Any] | None = None
+
+
+class TextInput(msgspec.Struct, forbid_unknown_fields=True):
+    """``POST .../prompts``, ``.../follow-ups``, ``.../steer``."""
+
+    text: str
+
+
+class InterruptInput(msgspec.Struct, forbid_unknown_fields=True):
+    """``POST .../interrupt``."""
+
+    clear_queue: bool = False
+
+
+class DecisionInput(msgspec.Struct, forbid_unknown_fields=True):
+    """``POST .../approvals/{request_id}``."""
+
+    decision: Literal["allow", "allow_session", "deny", "abort"]
+
+
+def json_response(value: Any, status: int = 200) -> Response:
+    """``value`` as a JSON response (msgspec encodes structs and dates)."""
+    return Response(
+        msgspec.json.encode(value), status_code=status, media_type="application/json"
+    )
+
+
+async def decode_body(request: Request, kind: type[T]) -> T:
+    """The request's JSON body as ``kind``, or a 400/415/422 problem."""
+    content_type = request.headers.get("content-type", "application/json")
+    if content_type.split(";")[0].strip().lower() != "application/json":
+        raise Problem(415, "send the body as application/json")
+    body = await request.body()
+    try:
+        return msgspec.json.decode(body or b"{}", type=kind)
+    except msgspec.ValidationError as error:
+        raise invalid_body(error) from None
+    except msgspec.DecodeError as error:
+        raise Problem(400, f"the body is not valid JSON: {error}") from None
+
+
+def _int_query(request: Request, name: str, default: int | None) -> int | None:
+    text = request.query_params.get(name)
+    if text is None:
+        return default
+    if not text.isdigit() or int(text) < 1:
+        raise Problem(422, f"{name} must be a whole number above 0", field=name)
+    return int(text)
+
+
+def record(item: TranscriptItem) -> dict[str, Any]:
+    """A stored event as JSON: position, session seq, time, name, fields."""
+    event = item.event()
+    seq = getattr(event, SEQ_FIELD, None)
+    timestamp = getattr(event, "timestamp", None)
+    fields = (
+        {field.name: getattr(event, field.name) for field in dataclasses.fields(event)}
+        if dataclasses.is_dataclass(event)
+        else {}
+    )
+    return {
+        "position": item.sequence,
+        "session_seq": seq if isinstance(seq, int) else None,
+        "time": timestamp.isoformat() if isinstance(timestamp, datetime) else None,
+        "event": item.name,
+        "data": {
+            key: value
+            for key, value in fields.items()
+            if key not in _ENVELOPE and not key.startswith("_") and key != SEQ_FIELD
+        },
+    }
+
+
+class SessionResources:
+    """The handlers, over one :class:`ServiceContext`."""
+
+    def __init__(self, context: ServiceContext) -> None:
+        self.context = context
+
+    def routes(self) -> list[Route]:
+        """The resources' routes (relative to where the app is mounted)."""
+        return [
+            Route("/sessions", self.list_sessions, methods=["GET"]),
+            Route("/sessions", self.create_session, methods=["POST"]),
+            Route("/sessions/{session_id}", self.read_session, methods=["GET"]),
+            Route("/sessions/{session_id}/prompts", self.prompt, methods=["POST"]),
+            Route(
+                "/sessions/{session_id}/follow-ups", self.follow_up, methods=["POST"]
+            ),
+            Route("/sessions/{session_id}/steer", self.steer, methods=["POST"]),
+            Route("/sessions/{session_id}/interrupt", self.interrupt, methods=["POST"]),
+            Route("/sessions/{session_id}/approvals", self.approvals, methods=["GET"]),
+            Route(
+                "/sessions/{session_id}/approvals/{request_id}",
+                self.decide,
+                methods=["POST"],
+            ),
+            Route(
+                "/sessions/{session_id}/transcript", self.transcript, methods=["GET"]
+            ),
+            Route("/sessions/{session_id}/audit", self.audit, methods=["GET"]),
+        ]
+
+    async def _owned(self, request: Request) -> Any:
+        tenant = self.context.tenant(request)
+        session_id = request.path_params["session_id"]
+        return await asyncio.to_thread(self.context.owned, tenant, session_id)
+
+    async def list_sessions(self, request: Request) -> Response:
+        tenant = self.context.tenant(request)
+        owned = await asyncio.to_thread(self.context.owners.list, tenant)
+        return json_response(
+            {
+                "sessions": [
+                    {"session_id": o.session_id, "agent": o.agent, "created": o.created}
+                    for o in owned
+                ]
+            }
+        )
+
+    async def create_session(self, request: Request) -> Response:
+        tenant = self.context.tenant(request)
+        body = await decode_body(request, CreateSession)
+        name = body.agent or self.context.default_agent
+        if name is None:
+            raise Problem(422, "name the agent", field="$.agent")
+        self.context.agent(name)  # an unknown agent is refused before anything
+        owned, _ = await asyncio.to_thread(
+            self.context.create, tenant, name, body.shared_state
+        )
+        checkpoint = await asyncio.to_thread(self._checkpoint, owned.session_id)
+        return json_response(checkpoint, 201)
+
+    def _checkpoint(self, session_id: str) -> dict[str, Any]:
+        checkpoint = self.context.runtime.checkpoints.load(session_id)
+        if checkpoint is None:
+            raise Problem(404, f"no session {session_id!r}")
+        fields = msgspec.to_builtins(checkpoint)
+        del fields["context"]
+        fields["messages"] = msgspec.to_builtins(checkpoint.messages())
+        return dict(fields)
+
+    async def read_session(self, request: Request) -> Response:
+        owned = await self._owned(request)
+        return json_response(
+            await asyncio.to_thread(self._checkpoint, owned.session_id)
+        )
+
+    async def prompt(self, request: Request) -> Response:
+        owned = await self._owned(request)
+        body = await decode_body(request, TextInput)
+        wait = request.query_params.get("wait", "false").lower()
+        if wait not in ("true", "false", "1", "0"):
+            raise Problem(422, "wait must be true or false", field="wait")
+        session = await asyncio.to_thread(self.context.session, owned)
+        if wait in ("true", "1"):
+            # No run id to report early: the run's own result says it all,
+            # and a busy session refuses it (SessionBusyError, a 409).
+            return json_response(_run_json(await session.prompt_async(body.text)))
+        lock = self.context.prompt_locks.setdefault(owned.session_id, asyncio.Lock())
+        async with lock:  # one prompt at a time from here: its run is the next
+            if await asyncio.to_thread(session.running):
+                raise SessionBusyError(f"session {owned.session_id!r} is running")
+            subscription = await asyncio.to_thread(session.subscribe)
+            try:
+                run = asyncio.ensure_future(session.prompt_async(body.text))
+                started = asyncio.ensure_future(
+                    asyncio.to_thread(_run_started, subscription)
+                )
+                await asyncio.wait(
+                    {run, started},
+                    timeout=START_TIMEOUT,
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+            finally:
+                subscription.close()
+            if run.done():
+                result = run.result()  # raises what refused the prompt
+                return json_response(_run_json(result))
+        submission = started.result() if started.done() else None
+        self.context.running_tasks.add(run)
+        run.add_done_callback(_forget_run(self.context))
+        return json_response(
+            {
+                "session_id": owned.session_id,
+                "submission_id": submission,
+                "status": "running",
+            },
+            202,
+        )
+
+    async def follow_up(self, request: Request) -> Response:
+        owned = await self._owned(request)
+        body = await decode_body(request, TextInput)
+        session = await asyncio.to_thread(self.context.session, owned)
+        submission = await asyncio.to_thread(session.follow_up, body.text)
+        return json_response({"submission_id": submission}, 202)
+
+    async def steer(self, request: Request) -> Response:
+        owned = await self._owned(request)
+        body = await decode_body(request, TextInput)
+        session = await asyncio.to_thread(self.context.session, owned)
+        submission = await asyncio.to_thread(session.steer, body.text)
+        return json_response({"submission_id": submission}, 202)
+
+    async def interrupt(self, request: Request) -> Response:
+        owned = await self._owned(request)
+        body = await decode_body(request, InterruptInput)
+        session = await asyncio.to_thread(self.context.session, owned)
+        await asyncio.to_thread(lambda: session.interrupt(clear_queue=body.clear_queue))
+        return json_response({"interrupted": True}, 202)
+
+    async def approvals(self, request: Request) -> Response:
+        owned = await self._owned(request)
+        return json_response(
+            {"approvals": await asyncio.to_thread(self._pending, owned.session_id)}
+        )
+
+    def _pending(self, session_id: str) -> list[dict[str, Any]]:
+        live = self.context.live(session_id)
+        if live is not None:
+            return [
+                {
+                    "request_id": r.request_id,
+                    "call_id": r.call_id,
+                    "tool_name": r.tool_name,
+                    "arguments": r.arguments,
+                    "turn_id": r.turn_id,
+                }
+                for r in live.pending_approvals()
+            ]
+        checkpoint = self.context.runtime.checkpoints.load(session_id, context=False)
+        pending = None if checkpoint is None else checkpoint.pending_approval
+        if pending is None:
+            return []
+        return [
+            {
+                "request_id": pending["request_id"],
+                "call_id": pending["call_id"],
+                "tool_name": pending["name"],
+                "arguments": pending["arguments"],
+                "turn_id": pending["turn_id"],
+            }
+        ]
+
+    async def decide(self, request: Request) -> Response:
+        owned = await self._owned(request)
+        body = await decode_body(request, DecisionInput)
+        request_id = request.path_params["request_id"]
+        session = await asyncio.to_thread(self.context.session, owned)
+
+        def decide() -> None:
+            pending = {r.request_id for r in session.pending_approvals()}
+            if request_id not in pending:
+                raise Problem(404, f"no pending approval {request_id!r}")
+            session.approve(request_id, body.decision)
+
+        await asyncio.to_thread(decide)
+        return json_response({"request_id": request_id, "decision": body.decision})
+
+    async def transcript(self, request: Request) -> Response:
+        owned = await self._owned(request)
+        before = _int_query(request, "before", None)
+        limit = _int_query(request, "limit", 100)
+        assert limit is not None
+        page = await asyncio.to_thread(
+            self.context.runtime.transcript.page,
+            owned.session_id,
+            before_sequence=before,
+            max_batches=min(limit, 1000),
+        )
+        return json_response(
+            {
+                "items": [record(item) for item in page.items],
+                "has_more": page.has_more,
+                "next_before": page.next_before,
+            }
+        )
+
+    async def audit(self, request: Request) -> Response:
+        owned = await self._owned(request)
+        return json_response(await asyncio.to_thread(self._audit, owned.session_id))
+
+    def _audit(self, session_id: str) -> dict[str, Any]:
+        runtime = self.context.runtime
+        items = runtime.transcript.all(session_id)
+        if not items:
+            raise Problem(404, f"no session {session_id!r}")
+        store = runtime.store
+        report = verify_session(store, session_id, expected_heads(store, session_id))
+        return {
+            "session_id": session_id,
+            "timeline": [record(item) for item in items],
+            "verification": {
+                "ok": report.ok,
+                "events": report.events,
+                "problem": None
+                if report.problem is None
+                else msgspec.to_builtins(report.problem),
+                "head": None
+                if report.head is None
+                else msgspec.to_builtins(report.head),
+            },
+        }
+
+
+def _run_started(subscription: Any) -> str | None:
+    """The submission id of the next run to start (a worker thread)."""
+    while True:
+        try:
+            item = subscription.get(START_TIMEOUT)
+        except (TimeoutError, TurnlogError):  # closed (the run ended) or timed out
+            return None
+        if isinstance(item, RunStarted):
+            return item.submission_id
+
+
+def _run_json(result: RunResult) -> dict[str, Any]:
+    fields: dict[str, Any] = msgspec.to_builtins(result)
+    return fields
+
+
+def _forget_run(context: ServiceContext) -> Any:
+    def forget(task: asyncio.Task[object]) -> None:
+        context.running_tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            logger.warning("run failed: %s", task.exception())
+
+    return forget
+
+
+__all__ = ["SessionResources", "decode_body", "json_response", "record"]

@@ -1,0 +1,90 @@
+"""``GET /sessions/{id}/events``: the session's event stream over SSE.
+
+Every durable event carries ``id:`` (its log position; see
+:mod:`turnlog.service.feed`). A client that reconnects with
+``Last-Event-ID`` (or ``?last_event_id=`` where it cannot set headers)
+gets every durable event after that id, read from the log, then the live
+tail, with no gap and no duplicate: the stream keeps one cursor and sends
+only what lies after it, in log order, whether it comes from the feed's
+buffer or from the log. That holds across processes on one PostgreSQL,
+since the id is a place in the shared log. Streamed text deltas
+(``agent_message_delta``) carry no id: they are sent live to streams
+open when they happen, and never again. A comment line goes out every
+``heartbeat`` seconds so that proxies keep an idle stream open. A stream
+ends after the session's ``session_closed`` event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+from sse_starlette.event import ServerSentEvent
+from sse_starlette.sse import EventSourceResponse
+from starlette.requests import Request
+from starlette.routing import Route
+
+from turnlog.domain.protocol import SessionClosed, encode_json
+from turnlog.service.context import ServiceContext
+from turnlog.service.feed import Key, entries_after, parse_event_id
+from turnlog.service.problems import Problem
+
+
+class EventStream:
+    """The SSE face of a :class:`ServiceContext`."""
+
+    def __init__(self, context: ServiceContext) -> None:
+        self.context = context
+
+    def routes(self) -> list[Route]:
+        """The stream's route."""
+        return [Route("/sessions/{session_id}/events", self.stream, methods=["GET"])]
+
+    async def stream(self, request: Request) -> EventSourceResponse:
+        tenant = self.context.tenant(request)
+        session_id = request.path_params["session_id"]
+        owned = await asyncio.to_thread(self.context.owned, tenant, session_id)
+        given = request.headers.get("last-event-id")
+        field = "Last-Event-ID"
+        if given is None:
+            given, field = request.query_params.get("last_event_id"), "last_event_id"
+        cursor: Key = (0, 0)
+        if given is not None and given.strip():
+            try:
+                cursor = parse_event_id(given)
+            except ValueError as error:
+                raise Problem(422, str(error), field=field) from None
+        return EventSourceResponse(
+            self._events(owned.session_id, cursor),
+            ping=self.context.heartbeat,
+            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+        )
+
+    async def _events(
+        self, session_id: str, cursor: Key
+    ) -> AsyncIterator[ServerSentEvent]:
+        feeds = self.context.feeds
+        transcripts = self.context.runtime.transcript
+        feed, listener = feeds.open(session_id)
+        try:
+            while True:
+                listener.wake.clear()
+                while listener.deltas:
+                    delta = listener.deltas.popleft()
+                    yield ServerSentEvent(encode_json(delta).decode())
+                entries = await entries_after(feed, transcripts, cursor)
+                for entry in entries:
+                    cursor = entry.key
+                    yield ServerSentEvent(
+                        encode_json(entry.event).decode(), id=entry.event_id
+                    )
+                    if isinstance(entry.event.msg, SessionClosed):
+                        return
+                if entries or cursor < feed.floor or listener.deltas:
+                    continue
+                await listener.wake.wait()
+        finally:
+            feeds.close(feed, listener)
+
+
+__all__ = ["EventStream"]

@@ -1,0 +1,91 @@
+"""Which tenant owns which session: a small table of the service.
+
+A session belongs to the tenant that created it through the service. That
+fact lives in ``turnlog_service_sessions``, in the log's own database
+(so it survives restarts and every process on one PostgreSQL sees it),
+and not in the session's shared state, which the agent and its tools can
+change: a tenant must not be able to move a session to another tenant.
+The row is written before the session's first event, so a crash between
+the two leaves a row naming no session (harmless: it is never listed, and
+reading it is a 404), never a session that no tenant owns.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, NamedTuple
+
+from turnlog.store.log import Store
+
+TABLE = "turnlog_service_sessions"
+
+
+class OwnedSession(NamedTuple):
+    """A session of a tenant, and the agent (by its service name) it runs."""
+
+    session_id: str
+    tenant: str
+    agent: str
+    created: float
+
+
+class SessionOwners:
+    """The tenant and agent of each session created through the service."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._table = store.backend.qualify(TABLE)
+        with store.transaction() as cursor:
+            cursor.execute(
+                f"CREATE TABLE IF NOT EXISTS {self._table} ("
+                "session_id TEXT PRIMARY KEY, tenant TEXT NOT NULL, "
+                "agent TEXT NOT NULL, created DOUBLE PRECISION NOT NULL)"
+            )
+
+    def claim(self, session_id: str, tenant: str, agent: str) -> OwnedSession:
+        """Records a new session of ``tenant``; raises if the id is taken."""
+        owned = OwnedSession(session_id, tenant, agent, time.time())
+        with self._store.transaction() as cursor:
+            cursor.execute(
+                self._store.sql(
+                    f"INSERT INTO {self._table} (session_id, tenant, agent, created) "
+                    "VALUES (?, ?, ?, ?)"
+                ),
+                tuple(owned),
+            )
+        return owned
+
+    def get(self, tenant: str, session_id: str) -> OwnedSession | None:
+        """The session if ``tenant`` owns it; None for any other session."""
+        with self._store.reading() as cursor:
+            cursor.execute(
+                self._store.sql(
+                    "SELECT session_id, tenant, agent, created FROM "
+                    f"{self._table} WHERE session_id = ? AND tenant = ?"
+                ),
+                (session_id, tenant),
+            )
+            row = cursor.fetchone()
+        return None if row is None else _owned(row)
+
+    def list(self, tenant: str) -> list[OwnedSession]:
+        """The tenant's sessions, oldest first."""
+        with self._store.reading() as cursor:
+            cursor.execute(
+                self._store.sql(
+                    "SELECT session_id, tenant, agent, created FROM "
+                    f"{self._table} WHERE tenant = ? ORDER BY created, session_id"
+                ),
+                (tenant,),
+            )
+            rows = cursor.fetchall()
+        return [_owned(row) for row in rows]
+
+
+def _owned(row: Any) -> OwnedSession:
+    values = tuple(row.values()) if isinstance(row, dict) else tuple(row)
+    session_id, tenant, agent, created = values
+    return OwnedSession(str(session_id), str(tenant), str(agent), float(created))
+
+
+__all__ = ["TABLE", "OwnedSession", "SessionOwners"]
