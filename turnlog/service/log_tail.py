@@ -4,12 +4,14 @@ A stream reads a session's events from the log by position; between reads
 it waits on a :class:`CommitSignal`, which says that the session may have
 new events. :class:`LocalCommitSignal` wakes a session's readers at once
 for commits made in this process (the store calls it after every save),
-and finds commits of other processes on the same database by polling the
-log's newest position every ``poll_interval`` seconds. Only a reader's
-wake-up depends on the signal, never what it reads, so a signal that
-wakes too often costs a query, and one that wakes late costs latency,
-never an event. A cross-process follower woken by PostgreSQL
-LISTEN/NOTIFY can take its place behind the same protocol.
+and finds commits of other processes on the same database by looking at
+the log's newest position: at once when the store hears of a commit
+(``Store.commits``: PostgreSQL's LISTEN/NOTIFY), and every
+``poll_interval`` seconds where it cannot hear of them (SQLite shared by
+processes), or every ``LISTENING_POLL`` seconds as a safety net where it
+can. Only a reader's wake-up depends on the signal, never what it reads,
+so a signal that wakes too often costs a query, and one that wakes late
+costs latency, never an event.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from turnlog.store.log import Store
 
 POLL_INTERVAL = 0.25
 """Seconds between looks at the log for commits of other processes."""
+LISTENING_POLL = 5.0
+"""The same, where the store hears of other processes' commits."""
 
 
 class CommitSignal(Protocol):
@@ -68,6 +72,7 @@ class LocalCommitSignal:
         """The newest position this process committed (seen by the listener)."""
         self._seen_max: int | None = None
         self._poller: asyncio.Task[None] | None = None
+        self._nudge: asyncio.Event | None = None
         self._closed = False
         store.add_listener(self._saved)
 
@@ -95,10 +100,20 @@ class LocalCommitSignal:
             if sessions is None or session_id in sessions:
                 event.set()
 
+    def _heard(self) -> None:
+        """A commit the store heard of (maybe another process's): look now."""
+        with self._lock:
+            loop, nudge = self._loop, self._nudge
+        if loop is not None and nudge is not None:
+            with contextlib.suppress(RuntimeError):  # the loop closed
+                loop.call_soon_threadsafe(nudge.set)
+
     def _start(self) -> None:
         if self._loop is None:
             with self._lock:
                 self._loop = asyncio.get_running_loop()
+                self._nudge = asyncio.Event()
+            self._store.commits.add_waker(self._heard)
         if self._poller is None or self._poller.done():
             self._poller = asyncio.get_running_loop().create_task(self._poll())
 
@@ -115,7 +130,13 @@ class LocalCommitSignal:
                 # Growth this process did not commit: another process's.
                 if previous is not None and newest > max(previous, local):
                     self._wake(None)
-            await asyncio.sleep(self.poll_interval)
+            listening = self._store.commits.hears_other_processes
+            interval = LISTENING_POLL if listening else self.poll_interval
+            nudge = self._nudge
+            assert nudge is not None  # set by _start, before this task
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(nudge.wait(), interval)
+            nudge.clear()
 
     def watch(self, session_id: str) -> None:
         """Starts watching the session (see CommitSignal)."""
@@ -145,6 +166,7 @@ class LocalCommitSignal:
             self._poller.cancel()
         self._wake(None)
         self._store.remove_listener(self._saved)
+        self._store.commits.remove_waker(self._heard)
 
 
-__all__ = ["POLL_INTERVAL", "CommitSignal", "LocalCommitSignal"]
+__all__ = ["LISTENING_POLL", "POLL_INTERVAL", "CommitSignal", "LocalCommitSignal"]
