@@ -39,6 +39,16 @@ def encodable_text(text: str) -> tuple[str, int]:
     return _SURROGATE.subn(REPLACEMENT, text)
 
 
+def _anything(_: Any) -> None:
+    return None
+
+
+# Encoding in C is the quick way to learn that nothing needs replacing:
+# msgspec refuses a lone surrogate in any string or key. Values it cannot
+# encode (live objects in a fact) are encoded as null: only text matters.
+_probe = msgspec.json.Encoder(enc_hook=_anything)
+
+
 def encodable_data(value: Any) -> tuple[Any, int]:
     """``value`` with every string in it made encodable (keys included).
 
@@ -47,14 +57,22 @@ def encodable_data(value: Any) -> tuple[Any, int]:
     Returns the value (the same object when nothing changed) and the number
     of code points replaced.
     """
+    try:
+        _probe.encode(value)
+    except (UnicodeEncodeError, TypeError, ValueError, OverflowError):
+        return _encodable(value)  # a surrogate somewhere, or keys to look at
+    return value, 0
+
+
+def _encodable(value: Any) -> tuple[Any, int]:
     if isinstance(value, str):
         return encodable_text(value)
     if isinstance(value, dict):
-        pairs = [(encodable_data(k), encodable_data(v)) for k, v in value.items()]
+        pairs = [(_encodable(k), _encodable(v)) for k, v in value.items()]
         total = sum(kc + vc for (_, kc), (_, vc) in pairs)
         return ({k: v for (k, _), (v, _) in pairs}, total) if total else (value, 0)
     if isinstance(value, list | tuple):
-        results = [encodable_data(item) for item in value]
+        results = [_encodable(item) for item in value]
         total = sum(count for _, count in results)
         if not total:
             return value, 0
@@ -64,7 +82,7 @@ def encodable_data(value: Any) -> tuple[Any, int]:
         changes = {}
         total = 0
         for field in value.__struct_fields__:
-            new, count = encodable_data(getattr(value, field))
+            new, count = _encodable(getattr(value, field))
             if count:
                 changes[field] = new
                 total += count
