@@ -18,7 +18,8 @@ from turnlog.domain.ids import session_uuid, turn_uuid
 from turnlog.domain.session import Session
 from turnlog.domain.turn import Turn
 from turnlog.store.backend import LogBackend
-from turnlog.store.log import SCHEMA_VERSION, Store
+from turnlog.store.log import Store
+from turnlog.store.marker import SCHEMA_VERSION
 
 
 def new_session(session_id: str = "s1", shared: dict | None = None) -> Session:

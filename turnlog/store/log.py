@@ -49,7 +49,6 @@ from turnlog.domain.chain import CHAIN_FIELD, SEQ_FIELD, ChainHead
 from turnlog.domain.errors import (
     ConcurrencyConflictError,
     LeaseLostError,
-    NotATurnlogStoreError,
     StoreError,
     StoreURLError,
 )
@@ -62,6 +61,7 @@ from turnlog.store.chaining import stamp
 from turnlog.store.commits import CommitWatch
 from turnlog.store.fencing import Fence, lease_lost
 from turnlog.store.group_commit import BatchRecorder, GroupCommit
+from turnlog.store.marker import check_marker
 from turnlog.store.opening import (
     META_TABLE,
     as_store_error,
@@ -76,15 +76,6 @@ _raw_decoder = msgspec.json.Decoder(dict[str, Any])
 
 SNAPSHOT_INTERVAL = 100
 """A Session is snapshotted every this many of its events."""
-
-SCHEMA_VERSION = 2
-"""Version of turnlog's storage layout; raised with every breaking change.
-
-2: view documents keyed by generation (``turnlog_view_docs``). A store of
-version 1 is marked 2 when opened (its views are rebuilt from the log the
-first time they are followed), so an older turnlog then refuses it rather
-than serving the views it can no longer see as complete.
-"""
 
 
 class Store:
@@ -485,39 +476,7 @@ class Store:
         return self.backend.sql(statement)
 
     def _check_meta(self) -> None:
-        create = (
-            f"CREATE TABLE IF NOT EXISTS {self._meta_table()} "
-            "(key TEXT PRIMARY KEY, value TEXT NOT NULL)"
-        )
-        with self.transaction() as cursor:
-            cursor.execute(create)
-            cursor.execute(
-                self.sql(f"SELECT value FROM {self._meta_table()} WHERE key = ?"),
-                ("schema_version",),
-            )
-            row = cursor.fetchone()
-            if row is None:
-                cursor.execute(
-                    self.sql(f"INSERT INTO {self._meta_table()} VALUES (?, ?)"),
-                    ("schema_version", str(SCHEMA_VERSION)),
-                )
-                return
-            version = int(row[0] if not isinstance(row, dict) else row["value"])
-            if version < SCHEMA_VERSION:
-                cursor.execute(
-                    self.sql(
-                        f"UPDATE {self._meta_table()} SET value = ? WHERE key = ?"
-                    ),
-                    (str(SCHEMA_VERSION), "schema_version"),
-                )
-                return
-        if version > SCHEMA_VERSION:
-            msg = (
-                f"the log at {self.location} was written by a newer turnlog "
-                f"(storage version {version}; this turnlog reads up to "
-                f"{SCHEMA_VERSION}); upgrade turnlog to open it"
-            )
-            raise NotATurnlogStoreError(msg)
+        check_marker(self)
 
     def _meta_table(self) -> str:
         return self.backend.qualify(META_TABLE)
