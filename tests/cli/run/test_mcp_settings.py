@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import http.server
 import json
+import re
 import sys
+import textwrap
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -274,3 +276,21 @@ def test_without_mcp_no_server_is_started(
     with pytest.raises(UsageError, match=r"passes \$UNSET_TOKEN, which is not set"):
         run_interactive(RunOptions(store="memory://"), settings, ScriptedTerminal())
     assert not marker.exists()
+
+
+def test_the_readmes_example_is_a_valid_route_file(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    readme = (Path(__file__).parents[3] / "README.md").read_text()
+    [block] = [
+        textwrap.dedent(block)
+        for block in re.findall(r"```toml\n(.*?)```", readme, flags=re.S)
+        if "[mcp_servers." in block
+    ]
+    config = workspace / "trusted.toml"
+    config.write_text(block)
+    monkeypatch.setenv("GITHUB_TOKEN", API_KEY)
+    monkeypatch.setenv("SEARCH_AUTH", f"Bearer {API_KEY}")
+    settings = load_settings(config=config)
+    built = build_mcp_servers(settings.file.mcp_servers, config)  # none started
+    assert [server.name for server in built] == ["fs", "search"]
