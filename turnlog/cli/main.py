@@ -5,6 +5,7 @@
     turnlog [--store URL] demo [--session ID]       an offline scripted session
     turnlog [--store URL] run [--session ID] [--model ROUTE] [--tools]
                               [--approval ask|allow|deny] [--config FILE]
+                              [--no-mcp]
                                                     talk to a real model
     turnlog [--store URL] sessions                  the sessions in the log
     turnlog [--store URL] audit SESSION [--json]    a session's timeline
@@ -145,6 +146,7 @@ def _command_run(args: argparse.Namespace) -> int:
         tools=args.tools,
         approval=args.approval,
         workspace=Path.cwd(),
+        mcp=not args.no_mcp,
     )
     try:
         session_id, location = run_interactive(

@@ -104,7 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
         help=(
             "the route file, trusted (default: $TURNLOG_CONFIG, else "
             "~/.config/turnlog/turnlog.toml, then a turnlog.toml here, which "
-            "may not set base_url or api_key_env)"
+            "may not set base_url or api_key_env or declare mcp_servers)"
         ),
     )
     run.add_argument(
@@ -124,6 +124,11 @@ def build_parser() -> argparse.ArgumentParser:
             "let the model list, read and write files under the working "
             "directory (writing asks for approval)"
         ),
+    )
+    run.add_argument(
+        "--no-mcp",
+        action="store_true",
+        help="run without the MCP servers of the route file ([mcp_servers])",
     )
     run.add_argument(
         "--approval",

@@ -1,8 +1,9 @@
 """Fixtures of the ``turnlog run`` tests: a clean environment, the fake server.
 
 The fake OpenAI-style server of the provider tests is reused: its folder
-goes on ``sys.path`` as the providers' conftest puts it there, and so does
-this folder, for ``run_support``.
+goes on ``sys.path`` as the providers' conftest puts it there, and so do
+the MCP tests' folder (for ``mcp_support``, the MCP test server) and this
+folder, for ``run_support``.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "providers"))
+sys.path.insert(0, str(Path(__file__).parents[2] / "mcp"))
 sys.path.insert(0, str(Path(__file__).parent))
 
 from fake_openai import FakeOpenAI

@@ -20,6 +20,7 @@ from typing import Any
 import pexpect
 import pytest
 from fake_openai import Call, Fail, FakeOpenAI, Reply, Trickle
+from mcp_support import SERVER, ServerFiles
 from run_support import API_KEY
 
 pytestmark = pytest.mark.subprocess
@@ -157,6 +158,39 @@ def test_a_tool_call_and_its_result_are_shown(
     child.expect(PROMPT)
     quits(child)
     assert tool_outputs(fake.requests[1].body) == ["the meeting is at noon\n"]
+
+
+def test_an_mcp_tool_of_the_trusted_file_runs_after_approval(
+    spawn: Spawn, fake: FakeOpenAI, tmp_path: Path
+) -> None:
+    files = ServerFiles(tmp_path)
+    config = tmp_path / "trusted.toml"
+    config.write_text(
+        f"[mcp_servers.srv]\ncommand = {json.dumps(sys.executable)}\n"
+        f'args = [{json.dumps(str(SERVER))}, "stdio"]\n'
+        'pass_env = ["MCP_TEST_MARK"]\n'
+    )
+    fake.script(
+        Reply(calls=(Call("c1", "srv_echo", '{"text": "from the model"}'),)),
+        Reply(text="The server echoed it."),
+    )
+    child = spawn("--config", str(config), env={"MCP_TEST_MARK": str(files.calls)})
+    child.expect(HEADER)
+    child.expect(r"mcp: srv: srv_echo, ")
+    child.expect(PROMPT)
+    child.sendline("echo something")
+    child.expect(r'approve srv_echo\(\{"text": "from the model"\}\)\? ')
+    child.expect(APPROVAL)
+    assert files.called() == []  # asked first, not yet run
+    child.sendline("y")
+    child.expect(r"  result  srv_echo: echo: from the model\r\n")
+    child.expect(r"assistant> The server echoed it\.")
+    child.expect(PROMPT)
+    quits(child)
+    assert files.called() == ["echo"]
+    assert tool_outputs(fake.requests[1].body) == ["echo: from the model"]
+    [tool] = [t for t in fake.requests[0].body["tools"] if t["name"] == "srv_echo"]
+    assert tool["parameters"]["properties"]["text"]["type"] == "string"
 
 
 def test_allowed_for_the_session_a_tool_is_not_asked_again(

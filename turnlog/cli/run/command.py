@@ -23,11 +23,13 @@ from __future__ import annotations
 import concurrent.futures
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from turnlog.agent import Agent
+from turnlog.cli.run.mcp_settings import build_mcp_servers, describe_tools
 from turnlog.cli.run.settings import Settings, build_router, close_router
 from turnlog.cli.run.terminal import CtrlC, Terminal
 from turnlog.cli.run.view import TurnView, approval_question, parse_approval
@@ -38,6 +40,7 @@ from turnlog.domain.errors import SessionClosedError, UsageError
 from turnlog.domain.ids import check_session_id
 from turnlog.domain.protocol import ApprovalRequested
 from turnlog.domain.run import RunEvent, RunFinished, RunResult
+from turnlog.mcp_tools import McpServer
 from turnlog.routing import ModelRouter
 from turnlog.runtime import Runtime
 from turnlog.session import AgentSession
@@ -266,6 +269,7 @@ class RunOptions:
         tools: whether the workspace tools are on.
         approval: the approval policy.
         workspace: the directory the tools work in.
+        mcp: whether the route file's MCP servers are used.
     """
 
     store: str | None
@@ -274,6 +278,7 @@ class RunOptions:
     tools: bool = False
     approval: ApprovalPolicy = "ask"
     workspace: Path = Path()
+    mcp: bool = True
 
 
 SQLITE_SIDECARS = ("-wal", "-shm", "-journal")
@@ -299,9 +304,13 @@ def protected_paths(options: RunOptions, config_path: Path | None) -> list[Path]
 
 
 def build_agent(
-    router: ModelRouter, options: RunOptions, config_path: Path | None = None
+    router: ModelRouter,
+    options: RunOptions,
+    config_path: Path | None = None,
+    mcp_servers: Sequence[McpServer] = (),
 ) -> Agent:
-    """The agent of ``turnlog run``: the routes, and the tools if asked.
+    """The agent of ``turnlog run``: the routes, the tools if asked, and
+    the MCP servers' tools.
 
     The tools refuse the log and ``config_path`` (the trusted route file).
     """
@@ -317,6 +326,7 @@ def build_agent(
         model=router,
         instructions=INSTRUCTIONS + (TOOL_INSTRUCTIONS if options.tools else ""),
         tools=tools,
+        mcp_servers=mcp_servers,
     )
 
 
@@ -361,23 +371,31 @@ def run_interactive(
     (and only then: while the log opens, Ctrl-C stops the command as usual).
 
     Raises NoModelConfiguredError (before the log is opened) if no model is
-    configured, and UsageError for a bad route, session id or session.
+    configured, UsageError for a bad route, session id or session (or an
+    MCP server's setting), and McpServerError if an MCP server did not
+    start. The MCP servers are stopped on the way out.
     """
     if options.session_id is not None:
         check_session_id(options.session_id)  # a bad id must change nothing
     router = build_router(settings, options.route)
     routes = settings.routes()
+    servers = (
+        build_mcp_servers(settings.file.mcp_servers, settings.config_path)
+        if options.mcp
+        else []
+    )
     config = RunConfig(approval_policy=options.approval)
     presses = ctrl_c if ctrl_c is not None else CtrlC()
     try:
         with Runtime.open(options.store, run_config=config) as runtime:
             try:
-                agent = build_agent(router, options, settings.config_path)
+                agent = build_agent(router, options, settings.config_path, servers)
                 session, which = open_session(runtime, agent, options)
                 route = routes[options.route or _route_of(runtime, session, agent)]
+                terminal.write(f"turnlog run: {which}\nmodel: {route.describe()}\n")
+                for line in describe_tools(servers):
+                    terminal.write(line + "\n")
                 terminal.write(
-                    f"turnlog run: {which}\n"
-                    f"model: {route.describe()}\n"
                     "Type a message and press Enter. Ctrl-C stops a running turn; "
                     "Ctrl-D, or Ctrl-C here, quits.\n"
                 )
@@ -395,6 +413,10 @@ def run_interactive(
                 # twice is harmless, and what this builds, this closes.)
                 close_router(router)
     finally:
+        # Runtime.close stopped the servers of the sessions it ran; one
+        # whose session did not start (its tool list failed) is stopped here.
+        for server in servers:
+            server.close()
         # Only now: a Ctrl-C while the runtime closes must not cut it short.
         presses.restore()
 

@@ -36,7 +36,9 @@ own ``$XDG_CONFIG_HOME/turnlog/turnlog.toml`` (default
 ``~/.config/turnlog/``). A ``turnlog.toml`` merely found in the working
 directory (a cloned repository's, say) is read on top of the user's file,
 but may only pick models, APIs and the default route; one that sets either
-key is refused, naming the key and how to trust the file.
+key, or declares ``[mcp_servers]`` (commands turnlog would run, see
+``turnlog.cli.run.mcp_settings``), is refused, naming the key and how to
+trust the file.
 """
 
 from __future__ import annotations
@@ -52,6 +54,8 @@ import pydantic
 import pydantic_settings
 
 from turnlog.agent import DEFAULT_ROUTE
+from turnlog.cli.run.mcp_settings import McpServerConfig, ServerName
+from turnlog.cli.run.trust import refuse_untrusted
 from turnlog.domain.errors import InvalidInputError, UsageError
 from turnlog.providers import (
     AnthropicMessagesProvider,
@@ -65,9 +69,6 @@ Api = Literal["responses", "chat", "anthropic"]
 
 CONFIG_FILE = "turnlog.toml"
 """The route file's name, in the user's config directory and the working one."""
-
-UNTRUSTED_KEYS = ("base_url", "api_key_env")
-"""Route settings that decide where a key goes: refused in an untrusted file."""
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
@@ -147,10 +148,13 @@ class RouteConfig(pydantic.BaseModel, frozen=True, extra="forbid"):
 
 
 class ConfigFile(pydantic.BaseModel, frozen=True, extra="forbid"):
-    """The route file: named routes and the one new sessions start on."""
+    """The route file: named routes, the one new sessions start on, MCP servers."""
 
     default_route: str | None = None
     routes: dict[str, RouteConfig] = pydantic.Field(default_factory=dict)
+    mcp_servers: dict[ServerName, McpServerConfig] = pydantic.Field(
+        default_factory=dict
+    )
 
 
 class Route(pydantic.BaseModel, frozen=True):
@@ -351,32 +355,13 @@ def load_settings(cwd: Path | None = None, config: Path | None = None) -> Settin
     if not project.is_file() or (trusted is not None and project.samefile(trusted)):
         return settings
     found = read_config(project)
-    _refuse_untrusted(project, found, user)
+    refuse_untrusted(project, found, user)
     return settings.model_copy(
         update={
             "file": _merged(settings.file, found, project, environment.api),
             "project_path": project,
         }
     )
-
-
-def _refuse_untrusted(path: Path, file: ConfigFile, user: Path | None) -> None:
-    """InvalidInputError if ``file``, found in the working directory, says
-    where a key goes."""
-    refused = [
-        f"routes.{name}.{key}"
-        for name, route in file.routes.items()
-        for key in UNTRUSTED_KEYS
-        if getattr(route, key) is not None
-    ]
-    if refused:
-        where = f"; or move the route to {user}" if user is not None else ""
-        msg = (
-            f"{path}: {', '.join(refused)} refused: a turnlog.toml found in the "
-            "working directory may not say where an API key is sent; if you "
-            f"trust this file, name it with --config or TURNLOG_CONFIG{where}"
-        )
-        raise InvalidInputError(msg)
 
 
 def _merged(
@@ -408,7 +393,9 @@ def _merged(
             )
         )
     return ConfigFile(
-        default_route=found.default_route or trusted.default_route, routes=routes
+        default_route=found.default_route or trusted.default_route,
+        routes=routes,
+        mcp_servers=trusted.mcp_servers,  # a found file may declare none
     )
 
 
