@@ -27,6 +27,18 @@ from turnlog.store.fencing import LEASE_TABLE, Fence, lease_lost
 from turnlog.store.group_commit import PendingSave
 from turnlog.store.opening import memory_copy, prepare_sqlite_file
 
+POOL_WAIT = 365 * 24 * 3600.0
+"""Seconds a thread may wait for one of the pool's connections: no limit.
+
+eventsourcing's pool gives up after 5 s ("Timed out waiting for return of
+writer"), which under a burst of sessions failed saves that were only
+queued behind this process's own writer. Every connection is held by a
+thread of this process for one transaction, so a wait ends when that
+transaction does; waits on other processes keep SQLite's own busy
+timeout (``SQLITE_LOCK_TIMEOUT``, turnlog.store.opening). Finite because
+the pool adds it to the clock and hands the sum to ``Lock.acquire``.
+"""
+
 
 class SQLiteLogRecorder(SQLiteApplicationRecorder):
     """The SQLite recorder: fenced saves, and SQLite's side of the dialect."""
@@ -94,6 +106,7 @@ class SQLiteLogRecorder(SQLiteApplicationRecorder):
         self, datastore: SQLiteDatastore, events_table_name: str = "stored_events"
     ):
         super().__init__(datastore, events_table_name)
+        datastore.pool.pool_timeout = POOL_WAIT
         self.fence_statement = (
             f"SELECT 1 FROM {LEASE_TABLE} "
             "WHERE session_id = ? AND owner = ? AND epoch = ?"
