@@ -26,6 +26,7 @@ from starlette.routing import BaseRoute, Route
 
 from turnlog.domain.errors import TurnlogError
 from turnlog.runtime import Runtime
+from turnlog.service.agui import AguiEndpoint
 from turnlog.service.auth import ServiceTokens
 from turnlog.service.context import AgentSource, ServiceContext
 from turnlog.service.limits import MAX_BODY, BodyLimit
@@ -84,6 +85,7 @@ def create_app(
         Route("/healthz", health, methods=["GET"]),
         *SessionResources(context).routes(),
         *EventStream(context).routes(),
+        *AguiEndpoint(context).routes(),
     ]
     middleware = [Middleware(BodyLimit, max_body=max_body)]
     if cors_origins:
