@@ -50,3 +50,20 @@ class TwoToolModel:
 def approval_agent() -> Agent:
     """An agent whose every turn waits for one approval."""
     return Agent("publisher", model=TwoToolModel(), tools=[count_words, publish])
+
+
+class ChatModel:
+    """Answers every prompt with streamed text and no tool call."""
+
+    async def respond(
+        self, request: ModelRequest, on_delta: DeltaSink = discard_deltas
+    ) -> ModelResponse:
+        text = "Hello there, this is a streamed answer."
+        for start in range(0, len(text), 6):
+            on_delta(text[start : start + 6])
+        return reply(text)
+
+
+def chat_agent() -> Agent:
+    """An agent that only talks."""
+    return Agent("chat", model=ChatModel())

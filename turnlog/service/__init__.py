@@ -4,7 +4,8 @@
 JSON resources (sessions, prompts, input, approvals, transcript, audit),
 an OpenAPI document at ``/openapi.json``, and each session's event stream
 over SSE at ``/sessions/{id}/events``, resumable with ``Last-Event-ID``
-from the log in any process. Needs the ``service`` extra
+from the log in any process; AG-UI clients drive sessions at ``/agui``,
+and a web console is served at ``/``. Needs the ``service`` extra
 (``pip install "turnlog[service]"``).
 """
 

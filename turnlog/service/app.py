@@ -3,8 +3,10 @@
 Each face is its own set of routes over one shared
 :class:`~turnlog.service.context.ServiceContext` (kept in
 ``app.state.turnlog``): the JSON resources
-(:mod:`turnlog.service.resources`) and the event stream
-(:mod:`turnlog.service.stream`); a new face adds its routes beside them.
+(:mod:`turnlog.service.resources`), the event stream
+(:mod:`turnlog.service.stream`), AG-UI (:mod:`turnlog.service.agui`) and
+the web console (:mod:`turnlog.service.console`); a new face adds its
+routes beside them.
 The app never needs its lifespan to run (Starlette does not run a mounted
 app's lifespan): what must be bound to the event loop is made on the first
 request. Its lifespan, when it runs, or ``app.state.turnlog.close()``,
@@ -26,7 +28,9 @@ from starlette.routing import BaseRoute, Route
 
 from turnlog.domain.errors import TurnlogError
 from turnlog.runtime import Runtime
+from turnlog.service.agui import AguiEndpoint
 from turnlog.service.auth import ServiceTokens
+from turnlog.service.console import Console
 from turnlog.service.context import AgentSource, ServiceContext
 from turnlog.service.limits import MAX_BODY, BodyLimit
 from turnlog.service.log_tail import CommitSignal
@@ -84,6 +88,8 @@ def create_app(
         Route("/healthz", health, methods=["GET"]),
         *SessionResources(context).routes(),
         *EventStream(context).routes(),
+        *AguiEndpoint(context).routes(),
+        *Console().routes(),
     ]
     middleware = [Middleware(BodyLimit, max_body=max_body)]
     if cors_origins:

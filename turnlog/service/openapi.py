@@ -196,6 +196,20 @@ def openapi_document() -> dict[str, Any]:
                 "responses": _ok("the stream"),
             }
         },
+        "/agui": {
+            "post": {
+                "summary": (
+                    "Runs a session as an AG-UI agent: the body is an AG-UI "
+                    "RunAgentInput (threadId = session id; resume entries decide "
+                    "pending approvals); the answer is AG-UI events over SSE."
+                ),
+                "requestBody": {
+                    "required": True,
+                    "content": {"application/json": {"schema": {"type": "object"}}},
+                },
+                "responses": _ok("the run's AG-UI events (text/event-stream)"),
+            }
+        },
     }
     return {
         "openapi": "3.1.0",
