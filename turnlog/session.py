@@ -391,6 +391,15 @@ class AgentSession:
         """Whether a run is in progress."""
         return self._actor.query(RunningQuery())
 
+    def reachable(self) -> bool:
+        """Whether this handle still reaches its session, without asking it.
+
+        False once the session's actor stopped for good here (the session
+        or the runtime was closed, its lease went to another process, or
+        it failed); a passivated session is reachable (it revives on use).
+        """
+        return self._actor.alive()
+
     def active_run_handle(self) -> RunHandle | None:
         """The run in progress, or None."""
         active = self._actor.query(ActiveRunQuery())

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from starlette.requests import HTTPConnection
 
 from turnlog.agent import Agent
-from turnlog.domain.errors import InvalidInputError, SessionClosedError
+from turnlog.domain.errors import InvalidInputError
 from turnlog.domain.ids import new_submission_id
 from turnlog.domain.run import RunEvent
 from turnlog.runtime import Runtime
@@ -130,13 +130,8 @@ class ServiceContext:
         """The live session (opened here if needed; blocking)."""
         with self._lock:
             handle = self._handles.get(owned.session_id)
-        if handle is not None:
-            try:
-                handle.running()
-            except SessionClosedError:
-                handle = None
-            else:
-                return handle
+        if handle is not None and handle.reachable():
+            return handle
         handle = self.runtime.create_session(
             self.agent(owned.agent), session_id=owned.session_id
         )

@@ -152,6 +152,9 @@ class SessionResources:
     async def _owned(self, request: Request) -> Any:
         tenant = self.context.tenant(request)
         session_id = request.path_params["session_id"]
+        known = self.context.owners.known(tenant, session_id)
+        if known is not None:  # most requests: no query, no thread
+            return known
         return await asyncio.to_thread(self.context.owned, tenant, session_id)
 
     async def list_sessions(self, request: Request) -> Response:
@@ -200,11 +203,14 @@ class SessionResources:
         wait = request.query_params.get("wait", "false").lower()
         if wait not in ("true", "false", "1", "0"):
             raise Problem(422, "wait must be true or false", field="wait")
-        session = await asyncio.to_thread(self.context.session, owned)
         if wait in ("true", "1"):
             # No run id to report early: the run's own result says it all,
             # and a busy session refuses it (SessionBusyError, a 409).
+            session = self.context.live(owned.session_id)
+            if session is None or not session.reachable():  # open it (blocking)
+                session = await asyncio.to_thread(self.context.session, owned)
             return json_response(_run_json(await session.prompt_async(body.text)))
+        session = await asyncio.to_thread(self.context.session, owned)
         lock = self.context.prompt_locks.setdefault(owned.session_id, asyncio.Lock())
         async with lock:  # one prompt at a time from here: its run is the next
             if await asyncio.to_thread(session.running):

@@ -12,12 +12,18 @@ reading it is a 404), never a session that no tenant owns.
 
 from __future__ import annotations
 
+import threading
 import time
+from collections import OrderedDict
 from typing import Any, NamedTuple
 
 from turnlog.store.log import Store
 
 TABLE = "turnlog_service_sessions"
+
+
+KNOWN_LIMIT = 100_000
+"""Owners remembered at most (about 100 bytes each)."""
 
 
 class OwnedSession(NamedTuple):
@@ -35,6 +41,11 @@ class SessionOwners:
     def __init__(self, store: Store) -> None:
         self._store = store
         self._table = store.backend.qualify(TABLE)
+        # A session's owner never changes and its row is never removed, so
+        # what was found once is kept (bounded): most requests then cost no
+        # query. Misses are not kept: another process may create the id.
+        self._known: OrderedDict[str, OwnedSession] = OrderedDict()
+        self._known_lock = threading.Lock()
         with store.transaction() as cursor:
             cursor.execute(
                 f"CREATE TABLE IF NOT EXISTS {self._table} ("
@@ -53,10 +64,27 @@ class SessionOwners:
                 ),
                 tuple(owned),
             )
+        self._remember(owned)
         return owned
+
+    def known(self, tenant: str, session_id: str) -> OwnedSession | None:
+        """The session if it is known here to be ``tenant``'s (no query)."""
+        with self._known_lock:
+            owned = self._known.get(session_id)
+        return owned if owned is not None and owned.tenant == tenant else None
+
+    def _remember(self, owned: OwnedSession) -> None:
+        with self._known_lock:
+            self._known[owned.session_id] = owned
+            self._known.move_to_end(owned.session_id)
+            while len(self._known) > KNOWN_LIMIT:
+                self._known.popitem(last=False)
 
     def get(self, tenant: str, session_id: str) -> OwnedSession | None:
         """The session if ``tenant`` owns it; None for any other session."""
+        known = self.known(tenant, session_id)
+        if known is not None:
+            return known
         with self._store.reading() as cursor:
             cursor.execute(
                 self._store.sql(
@@ -66,7 +94,11 @@ class SessionOwners:
                 (session_id, tenant),
             )
             row = cursor.fetchone()
-        return None if row is None else _owned(row)
+        if row is None:
+            return None
+        owned = _owned(row)
+        self._remember(owned)
+        return owned
 
     def list(self, tenant: str) -> list[OwnedSession]:
         """The tenant's sessions, oldest first."""
