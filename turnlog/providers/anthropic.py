@@ -42,10 +42,9 @@ from turnlog.providers.errors import (
 )
 from turnlog.providers.http import Attempt
 from turnlog.providers.settings import RetryPolicy, Timeouts
-from turnlog.providers.sse import ServerSentEvent
 from turnlog.providers.wire import (
+    EventStream,
     decode_body,
-    decode_event,
     failure_from,
     is_whole_answer,
     read_events,
@@ -175,28 +174,17 @@ class AnthropicMessagesProvider(HttpModelProvider):
         raise StreamCutError(msg)
 
 
-class _MessageStream:
+class _MessageStream(EventStream):
     """The state of one streamed message, fed one event at a time."""
 
     def __init__(
         self, attempt: Attempt, where: str, redact: Callable[[str], str]
     ) -> None:
-        self.attempt = attempt
-        self.where = where
-        self.redact = redact
-        self.number = 0
+        super().__init__(attempt, where, redact)
         self.blocks: dict[int, dict[str, Any]] = {}
         self.parts: dict[int, list[str]] = {}
         self.usage: dict[str, Any] = {}
         self.stop_reason: str | None = None
-
-    def take(self, events: list[ServerSentEvent]) -> bool:
-        """Takes the events of one chunk; True at ``message_stop``."""
-        for event in events:
-            self.number += 1
-            if self.handle(decode_event(event, self.number, self.where)):
-                return True
-        return False
 
     def handle(self, event: dict[str, Any]) -> bool:
         """Takes one event; True at ``message_stop``."""

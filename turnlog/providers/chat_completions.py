@@ -39,6 +39,7 @@ from turnlog.providers.http import DEFAULT_BASE_URL, Attempt
 from turnlog.providers.settings import RetryPolicy, Timeouts
 from turnlog.providers.sse import ServerSentEvent
 from turnlog.providers.wire import (
+    EventStream,
     decode_body,
     decode_event,
     failure_from,
@@ -168,16 +169,13 @@ class OpenAIChatCompletionsProvider(HttpModelProvider):
         raise StreamCutError(msg)
 
 
-class _ChatStream:
+class _ChatStream(EventStream):
     """The state of one streamed completion, fed one chunk at a time."""
 
     def __init__(
         self, attempt: Attempt, where: str, redact: Callable[[str], str]
     ) -> None:
-        self.attempt = attempt
-        self.where = where
-        self.redact = redact
-        self.number = 0
+        super().__init__(attempt, where, redact)
         self.text: list[str] = []
         self.calls: dict[int, dict[str, Any]] = {}
         self.finish_reason: str | None = None
@@ -192,8 +190,11 @@ class _ChatStream:
             self.handle(decode_event(event, self.number, self.where))
         return False
 
-    def handle(self, chunk: dict[str, Any]) -> None:
-        """Takes one chunk (or a whole non-streamed completion)."""
+    def handle(self, chunk: dict[str, Any]) -> bool:
+        """Takes one chunk (or a whole non-streamed completion).
+
+        False: a completion ends at ``[DONE]``, which :meth:`take` sees.
+        """
         error = chunk.get("error")
         if error is not None:
             raise failure_from(error, self.where, self.redact)
@@ -209,6 +210,7 @@ class _ChatStream:
         usage = chunk.get("usage")
         if isinstance(usage, dict):
             self.usage = chat_usage(usage)
+        return False
 
     def _choice(self, choice: dict[str, Any]) -> None:
         delta = choice.get("delta") or choice.get("message")

@@ -38,11 +38,10 @@ from turnlog.providers.responses_items import (
     responses_usage,
 )
 from turnlog.providers.settings import RetryPolicy, Timeouts
-from turnlog.providers.sse import ServerSentEvent
 from turnlog.providers.wire import (
+    EventStream,
     cache_key,
     decode_body,
-    decode_event,
     failure_from,
     is_whole_answer,
     read_events,
@@ -192,30 +191,19 @@ class OpenAIResponsesProvider(HttpModelProvider):
         return ModelResponse(tuple(items), responses_usage(payload.get("usage")))
 
 
-class _ResponseStream:
+class _ResponseStream(EventStream):
     """The state of one streamed response, fed one event at a time."""
 
     def __init__(
         self, attempt: Attempt, where: str, redact: Callable[[str], str]
     ) -> None:
-        self.attempt = attempt
-        self.where = where
-        self.redact = redact
-        self.number = 0
+        super().__init__(attempt, where, redact)
         self.texts: dict[int, list[str]] = {}
         self.items: dict[int, Item] = {}
         self.calls: dict[int, dict[str, Any]] = {}
         self.final_output: list[Any] = []
         self.usage: dict[str, int] | None = None
         self.incomplete: str | None = None
-
-    def take(self, events: list[ServerSentEvent]) -> bool:
-        """Takes the events of one chunk; True once the response is complete."""
-        for event in events:
-            self.number += 1
-            if self.handle(decode_event(event, self.number, self.where)):
-                return True
-        return False
 
     def handle(self, event: dict[str, Any]) -> bool:
         """Takes one event; True once the response is complete."""

@@ -8,6 +8,7 @@ the fields it knows and turns attachments into a note the model can read.
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import hashlib
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -18,6 +19,7 @@ import msgspec
 
 from turnlog.domain.model import Item
 from turnlog.providers.errors import MalformedStreamError, ResponseFailedError
+from turnlog.providers.http import Attempt
 from turnlog.providers.sse import ServerSentEvent, SSEDecoder
 from turnlog.providers.status import shorten
 
@@ -203,3 +205,33 @@ async def drain(chunks: AsyncIterator[bytes]) -> None:
                 pass
     except (TimeoutError, httpx.HTTPError):
         pass
+
+
+class EventStream(abc.ABC):
+    """One streamed answer being read: where it comes from, its events so far.
+
+    Each API dialect subclasses it with the state of its own answer and a
+    ``handle`` for one decoded event.
+    """
+
+    def __init__(
+        self, attempt: Attempt, where: str, redact: Callable[[str], str]
+    ) -> None:
+        self.attempt = attempt
+        """The attempt whose streamed text goes to the subscribers."""
+        self.where = where
+        self.redact = redact
+        self.number = 0
+        """Events taken so far (named in the error of a malformed one)."""
+
+    def take(self, events: list[ServerSentEvent]) -> bool:
+        """Takes the events of one chunk; True once the answer is complete."""
+        for event in events:
+            self.number += 1
+            if self.handle(decode_event(event, self.number, self.where)):
+                return True
+        return False
+
+    @abc.abstractmethod
+    def handle(self, event: dict[str, Any]) -> bool:
+        """Takes one decoded event; True once the answer is complete."""
