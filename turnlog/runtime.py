@@ -300,7 +300,7 @@ class Runtime:
         # server that does not start leaves no trace of the session.
         agent = agent.with_mcp_tools()
         self.ownership.acquire(session_id)
-        session: Session | None = self.store.get(session_uuid(session_id))
+        session = self.store.get_session(session_id)
         if session is None:
             session = Session.create(
                 session_id,

@@ -14,6 +14,7 @@ from typing import Any
 from eventsourcing.utils import get_topic
 
 from turnlog.domain.chain import CHAIN_FIELD, SEQ_FIELD, ChainHead, canonical, link
+from turnlog.domain.ids import session_uuid
 
 
 def stamp(events: Sequence[Any], head: ChainHead) -> tuple[list[Any], ChainHead]:
@@ -47,3 +48,17 @@ def stamp(events: Sequence[Any], head: ChainHead) -> tuple[list[Any], ChainHead]
         copy.__dict__[CHAIN_FIELD] = digest
         stamped.append(copy)
     return stamped, ChainHead(seq, digest)
+
+
+def creates_session(events: Sequence[Any]) -> bool:
+    """Whether ``events`` begin with a Session's first event.
+
+    Such a save commits only if the log holds no event of the session (its
+    first version would clash), so its chain starts from nothing: the head
+    the log would give, known without reading it.
+    """
+    first = events[0]
+    return bool(
+        first.originator_version == 1
+        and first.originator_id == session_uuid(first.session_id)
+    )

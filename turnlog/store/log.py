@@ -57,7 +57,7 @@ from turnlog.domain.ids import session_uuid, turn_uuid
 from turnlog.domain.session import Session, SessionSnapshot
 from turnlog.store.application import RECORDERS, TurnlogApplication
 from turnlog.store.backend import LogBackend
-from turnlog.store.chaining import stamp
+from turnlog.store.chaining import creates_session, stamp
 from turnlog.store.commits import CommitWatch
 from turnlog.store.fencing import Fence, lease_lost
 from turnlog.store.group_commit import BatchRecorder, GroupCommit
@@ -191,8 +191,10 @@ class Store:
             raise lease_lost(fence)
         head: ChainHead | None = None
         if session_id is not None:
-            start = self._heads.get(session_id) or self._load_head(session_id)
-            events, head = stamp(events, start)
+            start = self._heads.get(session_id)
+            if start is None and not creates_session(events):
+                start = self._load_head(session_id)
+            events, head = stamp(events, start or ChainHead())
         try:
             recordings = self._put(events, fence)
         except LeaseLostError:
@@ -348,6 +350,16 @@ class Store:
             raise _as_store_error(error, self.location) from error
 
     # -- reading --------------------------------------------------------------
+
+    def get_session(self, session_id: str) -> Session | None:
+        """The Session ``session_id`` from the log, or None (one read if new)."""
+        aggregate_id = session_uuid(session_id)
+        with self._failures():
+            newest = self._app.recorder.select_events(aggregate_id, desc=True, limit=1)
+        if not newest:
+            return None
+        session: Session | None = self.get(aggregate_id)
+        return session
 
     def get(self, aggregate_id: uuid.UUID) -> Any | None:
         """The aggregate with ``aggregate_id`` rebuilt from the log, or None."""
