@@ -243,19 +243,21 @@ class McpServer:
 
     def restart(self) -> None:
         """Stops the server (the next use starts it) and forgets its tools."""
-        with self._guard:
-            self._tools = None
-            link = self._link
+        link = self._forget_tools()
         if link is not None:
             link.restart()
 
     def close(self) -> None:
         """Stops the server and its loop thread; the next use starts them."""
-        with self._guard:
-            self._tools = None
-            link = self._link
+        link = self._forget_tools()
         if link is not None:
             link.close()
+
+    def _forget_tools(self) -> McpLink | None:
+        """Forgets the tool list; returns the connection, if one was made."""
+        with self._guard:
+            self._tools = None
+            return self._link
 
     def _connection(self) -> McpLink:
         with self._guard:

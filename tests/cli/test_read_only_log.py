@@ -146,11 +146,9 @@ def test_writing_commands_say_the_log_is_read_only(
     )
 
 
-def test_commits_still_in_the_write_ahead_log_are_read(
-    turnlog: Turnlog, tmp_path: Path
-) -> None:
-    # A copy taken while a runtime had the log open, as a crash leaves it:
-    # the latest commits are only in the -wal file, beside its -shm index.
+def copied_while_open(tmp_path: Path, names: tuple[str, ...]) -> Path:
+    """A folder holding ``names`` of a log copied while a runtime had it open,
+    as a crash leaves it: the latest commits only in the -wal file."""
     live, archive = tmp_path / "live", tmp_path / "archive"
     live.mkdir()
     archive.mkdir()
@@ -160,8 +158,19 @@ def test_commits_still_in_the_write_ahead_log_are_read(
         model.add("hi")
         session = runtime.create_session(Agent("a", model=model), session_id="s1")
         assert session.prompt("hello", timeout=10).completed
-        for name in ("log.sqlite3", "log.sqlite3-wal", "log.sqlite3-shm"):
+        for name in names:
             shutil.copy(live / name, archive / name)
+    return archive
+
+
+def test_commits_still_in_the_write_ahead_log_are_read(
+    turnlog: Turnlog, tmp_path: Path
+) -> None:
+    # A copy taken while a runtime had the log open, as a crash leaves it:
+    # the latest commits are only in the -wal file, beside its -shm index.
+    archive = copied_while_open(
+        tmp_path, ("log.sqlite3", "log.sqlite3-wal", "log.sqlite3-shm")
+    )
     copy = archive / "log.sqlite3"
     assert (archive / "log.sqlite3-wal").stat().st_size > 0
 
@@ -178,17 +187,8 @@ def test_commits_still_in_the_write_ahead_log_are_read(
 def test_commits_in_a_write_ahead_log_that_cannot_be_read_are_not_ignored(
     turnlog: Turnlog, tmp_path: Path
 ) -> None:
-    live, archive = tmp_path / "live", tmp_path / "archive"
-    live.mkdir()
-    archive.mkdir()
-    path = live / "log.sqlite3"
-    with Runtime.open(f"sqlite:///{path}") as runtime:
-        model = ScriptedModel()
-        model.add("hi")
-        session = runtime.create_session(Agent("a", model=model), session_id="s1")
-        assert session.prompt("hello", timeout=10).completed
-        for name in ("log.sqlite3", "log.sqlite3-wal"):  # no -shm: it can't be made
-            shutil.copy(live / name, archive / name)
+    # no -shm: it can't be made
+    archive = copied_while_open(tmp_path, ("log.sqlite3", "log.sqlite3-wal"))
     copy = archive / "log.sqlite3"
 
     with immutable(*archive.iterdir(), archive):

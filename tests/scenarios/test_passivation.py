@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import pykka
 import pytest
@@ -45,6 +45,16 @@ def passivated(rt: Runtime) -> None:
     eventually(lambda: rt.live_sessions() == 0, "every session passivated")
     # The actor stops just after it lets go of the session.
     eventually(lambda: session_actors() == 0, "every session actor stopped")
+
+
+def first_approval_request(events: Iterable[object]) -> p.ApprovalRequested:
+    """The first approval request a subscription reports."""
+    return next(
+        item.event.msg
+        for item in events
+        if isinstance(item, RunEvent)
+        and isinstance(item.event.msg, p.ApprovalRequested)
+    )
 
 
 def lease_rows(rt: Runtime) -> list[str]:
@@ -151,12 +161,7 @@ def test_a_broker_decision_revives_a_passivated_session(sqlite_url: str) -> None
         session = rt.create_session(Agent("a", model=model, tools=[deploy_tool(ran)]))
         with session.subscribe() as events:
             session.send_input("go")
-            request = next(
-                item.event.msg
-                for item in events
-                if isinstance(item, RunEvent)
-                and isinstance(item.event.msg, p.ApprovalRequested)
-            )
+            request = first_approval_request(events)
             passivated(rt)
             rt.approvals.resolve(request.request_id, ApprovalDecision.allow())
             finished = next(item for item in events if isinstance(item, RunFinished))
@@ -178,12 +183,7 @@ def test_a_session_allowance_survives_passivation(sqlite_url: str) -> None:
         session = rt.create_session(Agent("a", model=model, tools=[deploy_tool(ran)]))
         with session.subscribe() as events:
             session.send_input("go")
-            request = next(
-                item.event.msg
-                for item in events
-                if isinstance(item, RunEvent)
-                and isinstance(item.event.msg, p.ApprovalRequested)
-            )
+            request = first_approval_request(events)
             session.approve(request.request_id, ApprovalDecision.allow_session())
             next(item for item in events if isinstance(item, RunFinished))
         passivated(rt)
@@ -319,12 +319,7 @@ def test_a_session_closing_after_its_turn_keeps_its_actor(sqlite_url: str) -> No
         idle = rt.create_session(Agent("b", model=ScriptedModel(["x"])))
         with session.subscribe() as events:
             session.send_input("go")
-            request = next(
-                item.event.msg
-                for item in events
-                if isinstance(item, RunEvent)
-                and isinstance(item.event.msg, p.ApprovalRequested)
-            )
+            request = first_approval_request(events)
             session.close()  # waits for the turn, which waits for a decision
             idle.prompt("hi", timeout=10)
             eventually(lambda: rt.live_sessions() == 1, "the idle session passivated")
