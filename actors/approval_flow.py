@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from turnlog.actors.messages import ApprovalSettled, AskApproval, Decide, RunCalls
+from turnlog.actors.messages import ApprovalSettled, AskApproval, Decide
 from turnlog.actors.session_state import SessionState
 from turnlog.domain.approval import ApprovalRequest
 from turnlog.domain.errors import UsageError
@@ -27,7 +27,7 @@ class TurnControl(Protocol):
 
     def after_step_due(self, turn: Turn, due: int) -> None: ...
 
-    def tell_turn(self, message: Any) -> None: ...
+    def run_calls(self, calls: tuple[dict[str, Any], ...]) -> None: ...
 
     def close_open_work(self, turn: Turn, reason: str) -> None: ...
 
@@ -150,7 +150,7 @@ class Approvals:
         if decision == "abort":
             turns.turn_ended("aborted", None, "aborted at approval")
         elif run_now:
-            turns.tell_turn(RunCalls(tuple(run_now)))
+            turns.run_calls(tuple(run_now))
         elif due:
             turns.after_step_due(turn, due[0])
 

@@ -137,7 +137,9 @@ class StepFailed(msgspec.Struct, frozen=True):
 
 
 class TurnActorFailed(msgspec.Struct, frozen=True):
-    """The TurnActor of ``turn`` died (a handler raised); ``error`` says why."""
+    """The turn's actor work broke: its TurnActor died (a handler raised) or
+    the ToolExecutor it hands calls to is gone; ``error`` says which and why.
+    """
 
     turn: int
     error: str
@@ -225,10 +227,15 @@ class ReviewInput(msgspec.Struct, frozen=True):
 
 
 class BeginTurn(msgspec.Struct, frozen=True):
-    """Work for turn ``turn`` from now on (a TurnActor serves turn after turn)."""
+    """Work for turn ``turn`` from now on (a TurnActor serves turn after turn).
+
+    ``then`` is the turn's first order, carried along so that beginning a
+    turn on a kept TurnActor costs no message of its own.
+    """
 
     turn: int
     turn_id: str
+    then: Any = None
 
 
 class EndTurn(msgspec.Struct, frozen=True):

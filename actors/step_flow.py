@@ -22,7 +22,6 @@ from turnlog.actors.messages import (
     CallModel,
     CompactionBegan,
     PrepareStep,
-    RunCalls,
     StepFailed,
     StepPrepared,
     StepSucceeded,
@@ -260,13 +259,14 @@ class StepFlow:
 
         self._state.record(decide)
         if ended:
+            self._slot.settled()  # the last model step was the last fact
             self._ended("completed", ended[0], None)
             return
         if due:
             self.after_step_due(turn, due[0])
             return
         if to_run:
-            self._slot.tell(RunCalls(tuple(to_run)))
+            self._slot.run_calls(tuple(to_run))
         for request in approvals:
             self._approvals.ask(request)
 

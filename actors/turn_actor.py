@@ -87,7 +87,6 @@ class TurnActor(pykka.ThreadingActor):
         self._io_loop = io_loop
         self._tools = tool_executor
         self._layers = tuple(agent.middleware)
-        self._post_tool = any_implements(self._layers, "post_tool")
         self._inflight: set[concurrent.futures.Future[Any]] = set()
         self._calls: dict[str, tuple[str, str]] = {}
 
@@ -100,31 +99,31 @@ class TurnActor(pykka.ThreadingActor):
             case ReviewInput(info=info):
                 self._start(self._review(info), self._failed_review)
             case RunCalls(calls=calls):
-                reply_to = self.actor_ref if self._post_tool else self._session
+                # Only sent when post_tool hooks must see the outputs first
+                # (otherwise the session hands its calls to the executor).
                 for call in calls:
                     self._calls[call["call_id"]] = (call["name"], call["arguments"])
                     self._tools.tell(
-                        RunTool(
-                            key=self._turn_id,
-                            turn=self._turn,
-                            call_id=call["call_id"],
-                            tool=self._agent.tools_by_name[call["name"]],
-                            arguments=call["arguments"],
-                            context={
-                                "session_id": self._session_id,
-                                "turn_id": self._turn_id,
-                                "call_id": call["call_id"],
-                                "name": call["name"],
-                            },
-                            reply_to=reply_to,
+                        tool_order(
+                            self._agent,
+                            self._session_id,
+                            self._turn,
+                            self._turn_id,
+                            call,
+                            reply_to=self.actor_ref,
                         )
                     )
             case ToolFinished():
                 self._start(
                     self._post_tool_hooks(message), self._failed_post_tool(message)
                 )
-            case BeginTurn(turn=turn, turn_id=turn_id):
+            case BeginTurn(turn=turn, turn_id=turn_id, then=then):
                 self._turn, self._turn_id = turn, turn_id
+                # A turn that ended cleanly was not told EndTurn (nothing
+                # was in flight); what it kept of its calls goes here.
+                self._calls.clear()
+                if then is not None:
+                    self.on_receive(then)
             case EndTurn():
                 self._cancel_all()
             case CancelTurn():
@@ -146,7 +145,9 @@ class TurnActor(pykka.ThreadingActor):
         name = getattr(exception_type, "__name__", "error")
         with contextlib.suppress(pykka.ActorDeadError):
             self._session.tell(
-                TurnActorFailed(self._turn, f"{name}: {exception_value}")
+                TurnActorFailed(
+                    self._turn, f"the turn actor failed: {name}: {exception_value}"
+                )
             )
 
     def _cancel_all(self) -> None:
@@ -313,6 +314,37 @@ class TurnActor(pykka.ThreadingActor):
             )
 
         return fact
+
+
+def has_post_tool_hooks(agent: AgentDefinition) -> bool:
+    """Whether a tool's output must pass the agent's post_tool hooks."""
+    return any_implements(tuple(agent.middleware), "post_tool")
+
+
+def tool_order(
+    agent: AgentDefinition,
+    session_id: str,
+    turn: int,
+    turn_id: str,
+    call: dict[str, Any],
+    *,
+    reply_to: pykka.ActorRef[Any],
+) -> RunTool:
+    """The ToolExecutor's order to run ``call`` (recorded as started)."""
+    return RunTool(
+        key=turn_id,
+        turn=turn,
+        call_id=call["call_id"],
+        tool=agent.tools_by_name[call["name"]],
+        arguments=call["arguments"],
+        context={
+            "session_id": session_id,
+            "turn_id": turn_id,
+            "call_id": call["call_id"],
+            "name": call["name"],
+        },
+        reply_to=reply_to,
+    )
 
 
 def _describe(error: BaseException) -> str:

@@ -24,7 +24,6 @@ from turnlog.actors.messages import (
     Decide,
     InputReviewed,
     ReviewInput,
-    RunCalls,
     ToolFinished,
     TurnActorFailed,
 )
@@ -120,6 +119,10 @@ class TurnFlow:
         """Tells the TurnActor running the current turn."""
         self._slot.tell(message)
 
+    def run_calls(self, calls: tuple[dict[str, Any], ...]) -> None:
+        """Runs the current turn's tool calls recorded as started."""
+        self._slot.run_calls(calls)
+
     def resume_turn(self, turn: Turn, *, ask_approvals: bool = True) -> None:
         """Picks up a turn that a restart left waiting (see actors.revive).
 
@@ -139,7 +142,7 @@ class TurnFlow:
             for call_id, name in turn.open_calls.items()
         )
         if calls:
-            self.tell_turn(RunCalls(calls))
+            self.run_calls(calls)
         if not ask_approvals:
             return
         for request_id, call_id in turn.pending_approvals.items():
@@ -293,7 +296,7 @@ class TurnFlow:
         turn = self._state.current_turn(fact.turn)
         self._slot.forget_dead()  # nothing to tell it any more
         if turn is not None:
-            self.fail_turn(turn, f"turn failed: the turn actor failed: {fact.error}")
+            self.fail_turn(turn, f"turn failed: {fact.error}")
 
     def record_failure(self, reason: str) -> None:
         """Ends the running turn in the log with the true reason, if it can.

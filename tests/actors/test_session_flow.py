@@ -292,3 +292,43 @@ def test_the_turn_actor_is_reused_across_turns_and_retired_when_idle(
         assert turn_actor.actor_stopped.wait(10)  # retired once idle
         assert pykka.ActorRegistry.get_by_class_name("TurnActor") == []
         assert session.prompt("three", timeout=10).final_output == "three"
+
+
+def test_a_turn_on_the_kept_turn_actor_sends_it_only_model_calls(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every message is a hand-over between threads: the kept TurnActor
+    # learns its next turn with that turn's first order, tool calls with
+    # no post_tool hook go straight to the executor, and a turn that ended
+    # on its own is not told to end.
+    from turnlog.actors import turn_actor
+
+    @function_tool
+    def double(n: int) -> int:
+        """Doubles n."""
+        return 2 * n
+
+    received: list[str] = []
+    handle = turn_actor.TurnActor.on_receive
+
+    def recording(self: turn_actor.TurnActor, message: object) -> object:
+        received.append(type(message).__name__)
+        return handle(self, message)
+
+    monkeypatch.setattr(turn_actor.TurnActor, "on_receive", recording)
+    model = ScriptedModel()
+    for n in (1, 2):
+        model.add(calls(tool_call("double", {"n": n})), f"doubled {n}")
+    with Runtime.open(sqlite_url) as rt:
+        session = rt.create_session(Agent("d", model=model, tools=[double]))
+        assert session.prompt("first", timeout=10).final_output == "doubled 1"
+        assert received == ["CallModel", "CallModel"]
+        received.clear()
+        assert session.prompt("second", timeout=10).final_output == "doubled 2"
+        # BeginTurn carries the first CallModel (handled inside it).
+        assert received == ["BeginTurn", "CallModel", "CallModel"]
+        assert [
+            e.msg.output
+            for e in rt.replay_events(session.session_id)
+            if isinstance(e.msg, p.ToolCallEnd)
+        ] == ["2", "4"]

@@ -24,7 +24,9 @@ from turnlog import (
     Agent,
     AgentHandle,
     AgentSession,
+    HookResult,
     InvalidInputError,
+    Middleware,
     ModelRequest,
     ModelResponse,
     PeerInput,
@@ -34,6 +36,7 @@ from turnlog import (
     SessionFailedError,
     SessionFileReference,
     Steer,
+    ToolCallInfo,
     UserInput,
     calls,
     function_tool,
@@ -359,9 +362,19 @@ def test_a_session_actor_killed_mid_run_fails_everyone_and_records_why(
     assert reasons == [aborted.reason]
 
 
+class SeesToolOutputs(Middleware):
+    """A post_tool hook: tool outputs go through the TurnActor first."""
+
+    def post_tool(self, info: ToolCallInfo) -> HookResult | None:
+        return None
+
+
 def test_a_turn_actor_that_dies_fails_its_turn_at_once(rt: Runtime) -> None:
     model = ScriptedModel([calls(tool_call("odd_output", {"name": "x"})), "later"])
-    session = rt.create_session(Agent("no-tools", model=model, tools=[odd_output]))
+    agent = Agent(
+        "hooked", model=model, tools=[odd_output], middleware=[SeesToolOutputs()]
+    )
+    session = rt.create_session(agent)
     # With the executor gone, the TurnActor's tell to it raises in its
     # handler: pykka stops the TurnActor, which the session waits on.
     rt._tool_executor.stop()
@@ -371,6 +384,21 @@ def test_a_turn_actor_that_dies_fails_its_turn_at_once(rt: Runtime) -> None:
     (result,) = outcome
     assert getattr(result, "status", None) == "failed", result
     assert "the turn actor failed: ActorDeadError" in str(result.error)  # type: ignore[attr-defined]
+    assert session.running() is False
+
+
+def test_a_tool_executor_gone_fails_the_turn_at_once(rt: Runtime) -> None:
+    model = ScriptedModel([calls(tool_call("odd_output", {"name": "x"})), "later"])
+    session = rt.create_session(Agent("no-hooks", model=model, tools=[odd_output]))
+    # With no post_tool hook the session hands its calls to the executor
+    # itself; its tell raises, and the turn fails instead of waiting.
+    rt._tool_executor.stop()
+    thread, outcome = prompt_in_thread(session, "go")
+    thread.join(WAIT)
+    assert not thread.is_alive(), "prompt() hung with the tool executor gone"
+    (result,) = outcome
+    assert getattr(result, "status", None) == "failed", result
+    assert "the tool executor has stopped" in str(result.error)  # type: ignore[attr-defined]
     assert session.running() is False
 
 
