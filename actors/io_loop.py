@@ -37,6 +37,17 @@ class IoLoop:
         """Schedules ``coroutine``; cancelling the future cancels the task."""
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop)
 
+    def call_soon_threadsafe(self, callback: Callable[..., None], *args: Any) -> None:
+        """Runs ``callback(*args)`` on the loop soon, in the order told.
+
+        Raises RuntimeError once the loop is closed.
+        """
+        self._loop.call_soon_threadsafe(callback, *args)
+
+    def create_task(self, coroutine: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
+        """Starts ``coroutine``; only from code running on the loop itself."""
+        return self._loop.create_task(coroutine)
+
     def call_later(self, delay: float, callback: Callable[[], None]) -> Any:
         """Runs ``callback`` on the loop after ``delay`` seconds; cancellable."""
         handle: list[asyncio.TimerHandle] = []

@@ -226,26 +226,6 @@ class ReviewInput(msgspec.Struct, frozen=True):
     info: Any
 
 
-class BeginTurn(msgspec.Struct, frozen=True):
-    """Work for turn ``turn`` from now on (a TurnActor serves turn after turn).
-
-    ``then`` is the turn's first order, carried along so that beginning a
-    turn on a kept TurnActor costs no message of its own.
-    """
-
-    turn: int
-    turn_id: str
-    then: Any = None
-
-
-class EndTurn(msgspec.Struct, frozen=True):
-    """The turn ended: cancel whatever is in flight and wait for the next."""
-
-
-class RetireTurnActor(msgspec.Struct, frozen=True):
-    """Time to see whether the kept TurnActor has idled long enough to stop."""
-
-
 class PassivateIfIdle(msgspec.Struct, frozen=True):
     """Time to see whether the session has idled long enough to passivate."""
 

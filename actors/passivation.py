@@ -97,8 +97,8 @@ def is_idle(session: Session, turn: Turn | None, run: RunState | None) -> bool:
 class IdleClock:
     """When a session actor last did anything, and the reminder to look again.
 
-    One reminder at a time, as with the kept TurnActor: a busy session
-    pays a clock read per message, not a timer per message.
+    One reminder at a time: a busy session pays a clock read per message,
+    not a timer per message.
     """
 
     def __init__(self, timeout: float, io_loop: IoLoop, actor: Any) -> None:

@@ -42,7 +42,6 @@ from turnlog.actors.messages import (
     PendingApprovalsQuery,
     QueuedInputReviewed,
     QueuedQuery,
-    RetireTurnActor,
     RunningQuery,
     SessionQuery,
     SharedStateQuery,
@@ -184,8 +183,6 @@ class SessionActor(pykka.ThreadingActor):
             ):
                 self._handle_fact(message)
                 return None
-            case RetireTurnActor():
-                self._slot.retire()
                 return None
             case QueuedInputReviewed():
                 self._queued_input_reviewed(message)
@@ -460,7 +457,7 @@ class SessionActor(pykka.ThreadingActor):
 
     def on_stop(self) -> None:
         if self._passivating:
-            self._slot.stop()  # the kept TurnActor, or one waiting on approvals
+            self._slot.stop()  # a TurnActor waiting on approvals, say
             return
         stopped = f"session {self._state.session_id!r} stopped before the run ended"
         self._end(self._state.lease_error or SessionClosedError(stopped))

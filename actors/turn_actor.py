@@ -1,8 +1,9 @@
 """The TurnActor: the slow work of a turn, kept off the session's thread.
 
-A session keeps one TurnActor and hands it turn after turn (``BeginTurn``,
-``EndTurn``): starting an actor (a thread) for every turn cost a fifth of
-a millisecond a turn.
+A session starts one for each turn. It is a LoopActor: its messages are
+handled on the I/O loop, where its coroutines run, so it has no thread of
+its own (a session waiting on its model holds one thread, its
+SessionActor's) and starting one costs an object, not a thread.
 
 It runs the turn's model calls, middleware hooks and compaction as
 coroutines on the I/O loop and hands its tool calls to the ToolExecutor;
@@ -16,7 +17,6 @@ It never writes to the log and never waits.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 from collections.abc import Callable, Coroutine
 from typing import Any
@@ -32,13 +32,12 @@ from turnlog.actors.hooks import (
     run_hook,
 )
 from turnlog.actors.io_loop import IoLoop
+from turnlog.actors.loop_actor import LoopActor, LoopActorRef
 from turnlog.actors.messages import (
-    BeginTurn,
     CallModel,
     CancelTools,
     CancelTurn,
     CompactionBegan,
-    EndTurn,
     InputReviewed,
     PrepareStep,
     ReviewInput,
@@ -61,11 +60,8 @@ from turnlog.domain.model import (
 )
 
 
-class TurnActor(pykka.ThreadingActor):
+class TurnActor(LoopActor):
     """Drives the model calls, hooks and tool calls of one running turn."""
-
-    # A runtime left open must not hold its process at exit (see Runtime).
-    use_daemon_thread = True
 
     def __init__(
         self,
@@ -78,16 +74,15 @@ class TurnActor(pykka.ThreadingActor):
         io_loop: IoLoop,
         tool_executor: pykka.ActorRef[Any],
     ) -> None:
-        super().__init__()
+        super().__init__(io_loop)
         self._session = session
         self._session_id = session_id
         self._turn = turn
         self._turn_id = turn_id
         self._agent = agent
-        self._io_loop = io_loop
         self._tools = tool_executor
         self._layers = tuple(agent.middleware)
-        self._inflight: set[concurrent.futures.Future[Any]] = set()
+        self._inflight: set[asyncio.Task[Any]] = set()
         self._calls: dict[str, tuple[str, str]] = {}
 
     def on_receive(self, message: Any) -> Any:
@@ -117,15 +112,6 @@ class TurnActor(pykka.ThreadingActor):
                 self._start(
                     self._post_tool_hooks(message), self._failed_post_tool(message)
                 )
-            case BeginTurn(turn=turn, turn_id=turn_id, then=then):
-                self._turn, self._turn_id = turn, turn_id
-                # A turn that ended cleanly was not told EndTurn (nothing
-                # was in flight); what it kept of its calls goes here.
-                self._calls.clear()
-                if then is not None:
-                    self.on_receive(then)
-            case EndTurn():
-                self._cancel_all()
             case CancelTurn():
                 self._cancel_all()
                 self.stop()
@@ -166,21 +152,22 @@ class TurnActor(pykka.ThreadingActor):
         on_error: Callable[[BaseException], Any],
     ) -> None:
         """Runs ``work`` on the I/O loop; tells the session its fact."""
-        future = self._io_loop.submit(work)
-        self._inflight.add(future)
+        task = self.io_loop.create_task(work)  # handlers run on the loop
+        self._inflight.add(task)
         session = self._session
         inflight = self._inflight
 
-        def done(finished: concurrent.futures.Future[Any]) -> None:
+        def done(finished: asyncio.Task[Any]) -> None:
             inflight.discard(finished)
             if finished.cancelled():
                 return  # the turn ended; the session knows
             error = finished.exception()
             fact = finished.result() if error is None else on_error(error)
             if fact is not None:
-                session.tell(fact)
+                with contextlib.suppress(pykka.ActorDeadError):  # it stopped
+                    session.tell(fact)
 
-        future.add_done_callback(done)
+        task.add_done_callback(done)
 
     # -- model steps -----------------------------------------------------------
 
@@ -328,7 +315,7 @@ def tool_order(
     turn_id: str,
     call: dict[str, Any],
     *,
-    reply_to: pykka.ActorRef[Any],
+    reply_to: pykka.ActorRef[Any] | LoopActorRef,
 ) -> RunTool:
     """The ToolExecutor's order to run ``call`` (recorded as started)."""
     return RunTool(

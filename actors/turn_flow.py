@@ -345,8 +345,6 @@ class TurnFlow:
     def turn_ended(
         self, status: RunStatus, final_output: str | None, error: str | None
     ) -> None:
-        # The TurnActor is kept for the next turn, which usually follows at
-        # once; it is retired if none comes soon.
         self._slot.end()
         self._state.turn = None
         self._pending_input = None

@@ -274,33 +274,36 @@ def test_streamed_text_reaches_subscribers_but_never_the_log(rt: Runtime) -> Non
     assert rt.replay_events("stream")[-len(durable) :] == durable
 
 
-def test_the_turn_actor_is_reused_across_turns_and_retired_when_idle(
-    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import pykka
-
-    from turnlog.actors import turn_slot
-
-    monkeypatch.setattr(turn_slot, "TURN_ACTOR_IDLE_SECONDS", 1.0)
+def test_a_session_waiting_on_its_model_holds_one_thread(sqlite_url: str) -> None:
+    # The TurnActor's mailbox is drained by the I/O loop: a session running
+    # a turn adds its SessionActor's thread and nothing else.
+    model = HeldModel(ScriptedModel(["hi"]))
     with Runtime.open(sqlite_url) as rt:
-        session = rt.create_session(
-            Agent("a", model=ScriptedModel(["one", "two", "three"])), session_id="r"
+        baseline = {t.ident for t in threading.enumerate()}
+        session = rt.create_session(Agent("a", model=model), session_id="one-thread")
+        done: list[str] = []
+        prompting = threading.Thread(
+            target=lambda: done.append(session.prompt("hello", timeout=10).final_output)
         )
-        session.follow_up("two")  # one run, two turns: one TurnActor for both
-        session.prompt("one", timeout=10)
-        (turn_actor,) = pykka.ActorRegistry.get_by_class_name("TurnActor")
-        assert turn_actor.actor_stopped.wait(10)  # retired once idle
-        assert pykka.ActorRegistry.get_by_class_name("TurnActor") == []
-        assert session.prompt("three", timeout=10).final_output == "three"
+        prompting.start()
+        assert model.entered.wait(10)  # the model call is in flight
+        added = [
+            t.name
+            for t in threading.enumerate()
+            if t.ident not in baseline and t is not prompting
+        ]
+        assert [name.split("-")[0] for name in added] == ["SessionActor"], added
+        model.release()
+        prompting.join(10)
+        assert done == ["hi"]
 
 
-def test_a_turn_on_the_kept_turn_actor_sends_it_only_model_calls(
+def test_a_turn_actor_is_sent_only_its_model_calls(
     sqlite_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Every message is a hand-over between threads: the kept TurnActor
-    # learns its next turn with that turn's first order, tool calls with
-    # no post_tool hook go straight to the executor, and a turn that ended
-    # on its own is not told to end.
+    # Every message is a hand-over between threads: tool calls with no
+    # post_tool hook go straight to the executor, and a turn that ended on
+    # its own is not told to end.
     from turnlog.actors import turn_actor
 
     @function_tool
@@ -325,8 +328,7 @@ def test_a_turn_on_the_kept_turn_actor_sends_it_only_model_calls(
         assert received == ["CallModel", "CallModel"]
         received.clear()
         assert session.prompt("second", timeout=10).final_output == "doubled 2"
-        # BeginTurn carries the first CallModel (handled inside it).
-        assert received == ["BeginTurn", "CallModel", "CallModel"]
+        assert received == ["CallModel", "CallModel"]
         assert [
             e.msg.output
             for e in rt.replay_events(session.session_id)
