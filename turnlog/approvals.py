@@ -15,7 +15,8 @@ from turnlog.actors.messages import ResolveApproval
 from turnlog.domain.approval import ApprovalDecision, check_decision
 from turnlog.domain.errors import InvalidInputError, RuntimeClosedError
 
-ASK_TIMEOUT = 30.0
+ASK_TIMEOUT: float | None = None
+"""As long as the broker lives (see turnlog.session.ASK_TIMEOUT)."""
 
 
 class ApprovalBroker:

@@ -60,8 +60,14 @@ from turnlog.domain.protocol import (
 from turnlog.domain.run import QueuedInput, RunEvent, RunResult, SessionEvent
 from turnlog.domain.text import check_encodable
 
-ASK_TIMEOUT = 30.0
-"""Seconds to wait for a session actor to take a message (it never blocks)."""
+ASK_TIMEOUT: float | None = None
+"""How long a call waits for the session actor's answer: as long as it lives.
+
+The actor answers its messages in order and never waits on another actor,
+so under load an answer comes late, not never; a stopped actor fails every
+ask at once (ActorDeadError, raised here as SessionClosedError). A fixed
+limit here would fail calls under a burst on a limit no user set.
+"""
 
 
 class Subscription:
