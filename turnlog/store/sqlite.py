@@ -23,7 +23,7 @@ from eventsourcing.sqlite import (
 )
 
 from turnlog.domain.errors import LeaseLostError
-from turnlog.store.fencing import LEASE_TABLE, Fence, lease_lost
+from turnlog.store.fencing import FIRST_EPOCH, LEASE_TABLE, Claim, Fence, lease_lost
 from turnlog.store.group_commit import PendingSave
 from turnlog.store.opening import memory_copy, prepare_sqlite_file
 
@@ -111,6 +111,10 @@ class SQLiteLogRecorder(SQLiteApplicationRecorder):
             f"SELECT 1 FROM {LEASE_TABLE} "
             "WHERE session_id = ? AND owner = ? AND epoch = ?"
         )
+        self.claim_statement = (
+            f"INSERT INTO {LEASE_TABLE} (session_id, owner, renewed, epoch) "
+            f"VALUES (?, ?, ?, {FIRST_EPOCH}) ON CONFLICT (session_id) DO NOTHING"
+        )
 
     # eventsourcing's seam for work inside the insert's own transaction
     # (a protected method: the recorders call it with the save's kwargs).
@@ -120,6 +124,7 @@ class SQLiteLogRecorder(SQLiteApplicationRecorder):
         stored_events: Sequence[StoredEvent],
         *,
         fence: Fence | None = None,
+        claim: Claim | None = None,
         **kwargs: Any,
     ) -> Sequence[int] | None:
         # The rows go in first: the transaction begins DEFERRED, and a read
@@ -128,6 +133,11 @@ class SQLiteLogRecorder(SQLiteApplicationRecorder):
         # the write lock, so no takeover can commit before it does.
         if fence is None:
             return super()._insert_events(c, stored_events, **kwargs)
+        if claim is not None:
+            # A write too, so it may come first. A lease row already there
+            # (any owner's) is left alone, and the fence check below refuses
+            # the save unless that row is this very lease.
+            c.execute(self.claim_statement, claim)
         try:
             ids = super()._insert_events(c, stored_events, **kwargs)
         except sqlite3.IntegrityError:
@@ -142,7 +152,10 @@ class SQLiteLogRecorder(SQLiteApplicationRecorder):
         Raises, recording none of them, if any one fails.
         """
         with self.datastore.transaction(commit=True) as c:
-            ids = [self._insert_events(c, s.events, fence=s.fence) for s in saves]
+            ids = [
+                self._insert_events(c, s.events, fence=s.fence, claim=s.claim)
+                for s in saves
+            ]
         for save, save_ids in zip(saves, ids, strict=True):
             save.ids = save_ids
 
@@ -156,7 +169,9 @@ class SQLiteLogRecorder(SQLiteApplicationRecorder):
             for save in saves:
                 c.execute("SAVEPOINT turnlog_save")
                 try:
-                    save.ids = self._insert_events(c, save.events, fence=save.fence)
+                    save.ids = self._insert_events(
+                        c, save.events, fence=save.fence, claim=save.claim
+                    )
                 except (sqlite3.IntegrityError, LeaseLostError) as error:
                     c.execute("ROLLBACK TO turnlog_save")
                     save.error = (
