@@ -299,18 +299,29 @@ class Runtime:
         # MCP tool lists are read before anything is taken or written: a
         # server that does not start leaves no trace of the session.
         agent = agent.with_mcp_tools()
-        self.ownership.acquire(session_id)
-        session = self.store.get_session(session_id)
-        if session is None:
-            session = Session.create(
-                session_id,
-                agent_name=agent.name,
-                agent_digest=agent.digest(),
-                shared_state={"todo_list": [], **(shared_state or {})},
-                model_route=agent.model_route,
-            )
+        new_session = functools.partial(
+            Session.create,
+            session_id,
+            agent_name=agent.name,
+            agent_digest=agent.digest(),
+            shared_state={"todo_list": [], **(shared_state or {})},
+            model_route=agent.model_route,
+        )
+        # A session new to the log is saved with its lease, in one commit,
+        # and the log is not read first: where it holds the session or a
+        # lease on it, that save clashes and records nothing, and the lease
+        # is taken first and the session read from the log, as before.
+        created = new_session()
+        claimed = self.ownership.claim_new(
+            session_id, lambda claim: self.store.save(created, claim=claim)
+        )
+        if not claimed:
+            self.ownership.acquire(session_id)
+        session = created if claimed else self.store.get_session(session_id)
+        if session is None:  # only a lease row was there (expired, or left)
+            session = new_session()
             self.store.save(session)
-        else:
+        elif not claimed:
             if session.closed:
                 msg = f"session {session_id!r} was closed"
                 raise SessionClosedError(msg)

@@ -1,4 +1,4 @@
-"""Opening a session the log does not hold yet: read once, chained from nothing."""
+"""Opening a session the log does not hold yet: one commit, chained from nothing."""
 
 from __future__ import annotations
 
@@ -38,19 +38,40 @@ def count_event_reads(store: Store, monkeypatch: pytest.MonkeyPatch) -> list[Any
     return reads
 
 
-def test_a_new_session_is_looked_up_in_the_log_once(
+def test_a_new_session_is_one_commit_and_no_read(
     store_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with Runtime.open(store_url) as rt:
         reads = count_event_reads(rt.store, monkeypatch)
+        acquired: list[str] = []
+        acquire = rt.ownership.acquire
+        monkeypatch.setattr(
+            rt.ownership, "acquire", lambda sid: (acquired.append(sid), acquire(sid))
+        )
+        commits = rt.store._writer.commits
         session = rt.create_session(agent("hello"), session_id="brand-new")
-        # One read tells that the log has no such session; the save of its
-        # first event needs no chain head from the log (there is none).
-        assert len(reads) == 1
+        # Its first save takes the lease in the same transaction (a claim):
+        # no lease transaction of its own, and no read to find that the log
+        # has no such session (the save would clash if it had).
+        assert (reads, acquired, rt.store._writer.commits - commits) == ([], [], 1)
         assert session.prompt("hi", timeout=10).final_output == "hello"
         report = verify_session(rt.store, "brand-new")
         assert report.problem is None
         assert report.events > 1
+
+
+def test_a_session_in_the_log_is_leased_first_then_read(store_url: str) -> None:
+    with Runtime.open(store_url) as rt:
+        rt.create_session(agent("one"), session_id="kept").prompt("a", timeout=10)
+    with Runtime.open(store_url) as rt:
+        # Its claim clashes with the log and records nothing; it is opened
+        # as before, under a lease of its own.
+        before = rt.store.max_position()
+        session = rt.create_session(agent("two"), session_id="kept")
+        assert rt.store.max_position() == before
+        assert session.prompt("b", timeout=10).final_output == "two"
+        assert len(session.messages()) == 4
+        assert verify_session(rt.store, "kept").problem is None
 
 
 def test_a_session_created_twice_conflicts_and_the_log_keeps_the_first(

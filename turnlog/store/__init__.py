@@ -7,7 +7,7 @@ hash-chain verification (``verify``) live beside it.
 """
 
 from turnlog.store.backend import LogBackend
-from turnlog.store.fencing import Fence
+from turnlog.store.fencing import Claim, Fence
 from turnlog.store.log import Store
 from turnlog.store.opening import describe_url, parse_store_url
 from turnlog.store.ownership import SessionOwnership
@@ -15,6 +15,7 @@ from turnlog.store.transfer import export_session, import_events
 from turnlog.store.verify import VerifyReport, verify_all, verify_session
 
 __all__ = [
+    "Claim",
     "Fence",
     "LogBackend",
     "SessionOwnership",

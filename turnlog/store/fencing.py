@@ -15,6 +15,13 @@ in ``turnlog.store.sqlite`` (the write transaction serialises the check
 against a takeover), the PostgreSQL one in ``turnlog.store.postgres`` (the
 check runs under the events table's lock, which a takeover takes too).
 Both also create the lease table.
+
+A brand-new session need not take its lease in a transaction of its own:
+its first save may carry a :class:`Claim`, and the recorder inserts the
+lease row (epoch 1) in the save's own transaction, unless the table
+already holds one for the session, in which case the fence check refuses
+the save. One commit then makes the session and its lease durable
+together (turnlog.store.ownership, ``SessionOwnership.claim_new``).
 """
 
 from __future__ import annotations
@@ -34,6 +41,24 @@ class Fence(NamedTuple):
     owner: str
     epoch: int
     """Raised on every acquisition, so an older holder never matches again."""
+
+
+FIRST_EPOCH = 1
+"""The epoch of a lease taken where the lease table held none."""
+
+
+class Claim(NamedTuple):
+    """A lease a save takes in its own transaction: a new session's first."""
+
+    session_id: str
+    owner: str
+    renewed: float
+    """When the lease was taken (its first renewal), in ``time.time()``."""
+
+    @property
+    def fence(self) -> Fence:
+        """The fence the save is checked against: this lease, epoch 1."""
+        return Fence(self.session_id, self.owner, FIRST_EPOCH)
 
 
 def lease_lost(fence: Fence) -> LeaseLostError:

@@ -32,7 +32,7 @@ from typing import Protocol
 from eventsourcing.persistence import IntegrityError, StoredEvent
 
 from turnlog.domain.errors import LeaseLostError
-from turnlog.store.fencing import Fence
+from turnlog.store.fencing import Claim, Fence
 
 MAX_BATCH = 1000
 """Saves written in one transaction at most; the rest go in the next."""
@@ -41,11 +41,18 @@ MAX_BATCH = 1000
 class PendingSave:
     """One session's save, waiting in the queue for its transaction."""
 
-    __slots__ = ("_wake", "error", "events", "fence", "ids", "lead")
+    __slots__ = ("_wake", "claim", "error", "events", "fence", "ids", "lead")
 
-    def __init__(self, events: Sequence[StoredEvent], fence: Fence | None) -> None:
+    def __init__(
+        self,
+        events: Sequence[StoredEvent],
+        fence: Fence | None,
+        claim: Claim | None = None,
+    ) -> None:
         self.events = events
-        self.fence = fence
+        self.fence = claim.fence if claim is not None else fence
+        self.claim = claim
+        """A lease this save takes in its own transaction (``fence`` is its)."""
         self.ids: Sequence[int] | None = None
         """The log positions of ``events`` once committed."""
         self.error: BaseException | None = None
@@ -67,7 +74,7 @@ class BatchRecorder(Protocol):
     """What a backend's recorder offers to write a batch (sqlite, postgres)."""
 
     def insert_events(
-        self, stored_events: Sequence[StoredEvent], **kwargs: Fence | None
+        self, stored_events: Sequence[StoredEvent], **kwargs: Fence | Claim | None
     ) -> Sequence[int] | None:
         """Inserts one save's events in a transaction of its own."""
         ...
@@ -107,14 +114,19 @@ class GroupCommit:
         """Transactions this writer committed or tried (for tests, benchmarks)."""
 
     def save(
-        self, events: Sequence[StoredEvent], fence: Fence | None
+        self,
+        events: Sequence[StoredEvent],
+        fence: Fence | None,
+        claim: Claim | None = None,
     ) -> Sequence[int] | None:
         """Writes ``events`` with the saves queued beside them; returns their ids.
 
-        Returns once the transaction holding them has committed; raises this
-        save's own error (nothing of it recorded) if it could not.
+        With ``claim``, the save also takes that lease (and is fenced by it)
+        in the same transaction. Returns once the transaction holding them
+        has committed; raises this save's own error (nothing of it
+        recorded) if it could not.
         """
-        pending = PendingSave(events, fence)
+        pending = PendingSave(events, fence, claim)
         with self._lock:
             self._queue.append(pending)
             pending.lead = not self._writing
@@ -166,7 +178,9 @@ class GroupCommit:
             if len(batch) == 1:
                 # Exactly the single save of old: no savepoint, no retry.
                 only = batch[0]
-                only.ids = self._recorder.insert_events(only.events, fence=only.fence)
+                only.ids = self._recorder.insert_events(
+                    only.events, fence=only.fence, claim=only.claim
+                )
                 return
             try:
                 self._recorder.insert_together(batch)

@@ -49,7 +49,6 @@ from turnlog.domain.chain import CHAIN_FIELD, SEQ_FIELD, ChainHead
 from turnlog.domain.errors import (
     ConcurrencyConflictError,
     LeaseLostError,
-    StoreError,
     StoreURLError,
 )
 from turnlog.domain.events import in_decision_order
@@ -59,7 +58,7 @@ from turnlog.store.application import RECORDERS, TurnlogApplication
 from turnlog.store.backend import LogBackend
 from turnlog.store.chaining import creates_session, stamp
 from turnlog.store.commits import CommitWatch
-from turnlog.store.fencing import Fence, lease_lost
+from turnlog.store.fencing import Claim, Fence, lease_lost
 from turnlog.store.group_commit import BatchRecorder, GroupCommit
 from turnlog.store.marker import check_marker
 from turnlog.store.opening import (
@@ -112,11 +111,11 @@ class Store:
             recorder = resolve_topic(RECORDERS[env["PERSISTENCE_MODULE"]])
             self._snapshot = recorder.prepare(env, self.location, read_only=read_only)
             self._app = TurnlogApplication(env)
-            self._check_meta()
+            check_marker(self)
         except (PersistenceError, sqlite3.Error, OSError, ImportError) as error:
             if self._snapshot is not None:
                 self._snapshot.close()
-            raise _as_store_error(error, self.location) from error
+            raise as_store_error(error, self.location) from error
         self._closed = False
         self._close_lock = threading.Lock()
         self._heads: dict[str, ChainHead] = {}
@@ -174,7 +173,9 @@ class Store:
 
     # -- writing --------------------------------------------------------------
 
-    def save(self, *aggregates: Any) -> list[Recording[uuid.UUID]]:
+    def save(
+        self, *aggregates: Any, claim: Claim | None = None
+    ) -> list[Recording[uuid.UUID]]:
         """Saves the pending events of ``aggregates`` in one transaction.
 
         The transaction may hold other sessions' saves too (group commit,
@@ -182,12 +183,14 @@ class Store:
         Raises ConcurrencyConflictError if another writer got there first,
         and LeaseLostError if the session is fenced (see :meth:`fence`) and
         its lease has passed to another process; in either case nothing of
-        this save is recorded.
+        this save is recorded. With ``claim`` the save takes that lease in
+        its own transaction, and is fenced by it from then on; it raises
+        LeaseLostError if the log holds a lease on the session already.
         """
         events = in_decision_order(aggregates)
         session_id = events[0].session_id if events else None
-        fence = self._fences.get(session_id) if session_id else None
-        if fence is not None and session_id in self._lost:
+        fence = claim.fence if claim else self._fences.get(session_id or "")
+        if claim is None and fence is not None and session_id in self._lost:
             raise lease_lost(fence)
         head: ChainHead | None = None
         if session_id is not None:
@@ -196,10 +199,11 @@ class Store:
                 start = self._load_head(session_id)
             events, head = stamp(events, start or ChainHead())
         try:
-            recordings = self._put(events, fence)
+            recordings = self._put(events, fence, claim)
         except LeaseLostError:
             self._forget(session_id)
-            self._lost.add(str(session_id))
+            if claim is None:  # a claim refused lost nothing it held
+                self._lost.add(str(session_id))
             raise
         except IntegrityError as error:
             self._forget(session_id)
@@ -207,16 +211,19 @@ class Store:
             raise ConcurrencyConflictError(msg) from error
         except PersistenceError as error:
             self._forget(session_id)
-            raise _as_store_error(error, self.location) from error
+            raise as_store_error(error, self.location) from error
         if session_id is not None and head is not None:
             self._heads[session_id] = head
+        if claim is not None:
+            self._fences[claim.session_id] = claim.fence
+            self._lost.discard(claim.session_id)
         self._snapshot_sessions(aggregates, events)
         for listener in self._app.listeners:
             listener(recordings)
         return recordings
 
     def _put(
-        self, events: list[Any], fence: Fence | None
+        self, events: list[Any], fence: Fence | None, claim: Claim | None
     ) -> list[Recording[uuid.UUID]]:
         """Writes ``events`` through the group commit; their recordings.
 
@@ -226,7 +233,7 @@ class Store:
         Protocols, a quarter of a save's time.
         """
         stored = [self._mapper.to_stored_event(event) for event in events]
-        ids = self._writer.save(stored, fence)
+        ids = self._writer.save(stored, fence, claim)
         if not ids:
             return []
         return [
@@ -259,7 +266,7 @@ class Store:
         try:
             self.backend.create_lease_table()
         except PersistenceError as error:
-            raise _as_store_error(error, self.location) from error
+            raise as_store_error(error, self.location) from error
 
     def fence(self, fence: Fence) -> None:
         """Fences every later save of ``fence.session_id`` with ``fence``.
@@ -347,7 +354,7 @@ class Store:
             msg = f"the log at {self.location} already holds some of these events"
             raise ConcurrencyConflictError(msg) from error
         except PersistenceError as error:
-            raise _as_store_error(error, self.location) from error
+            raise as_store_error(error, self.location) from error
 
     # -- reading --------------------------------------------------------------
 
@@ -368,7 +375,7 @@ class Store:
         except AggregateNotFoundError:
             return None
         except PersistenceError as error:
-            raise _as_store_error(error, self.location) from error
+            raise as_store_error(error, self.location) from error
 
     def events(self, aggregate_id: uuid.UUID, *, gt: int | None = None) -> list[Any]:
         """The domain events of one aggregate, in order."""
@@ -466,7 +473,7 @@ class Store:
         except IntegrityError:
             raise
         except (PersistenceError, sqlite3.Error) as error:
-            raise _as_store_error(error, self.location) from error
+            raise as_store_error(error, self.location) from error
 
     def close(self) -> None:
         """Closes the connections; idempotent."""
@@ -487,12 +494,5 @@ class Store:
         """``statement`` with ``?`` placeholders in this backend's style."""
         return self.backend.sql(statement)
 
-    def _check_meta(self) -> None:
-        check_marker(self)
-
     def _meta_table(self) -> str:
         return self.backend.qualify(META_TABLE)
-
-
-def _as_store_error(error: BaseException, location: str) -> StoreError:
-    return as_store_error(error, location)

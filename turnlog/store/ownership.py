@@ -14,6 +14,9 @@ A process can lose its lease without noticing (frozen past the expiry),
 so every save of a leased session is fenced with the owner and epoch it
 was given (turnlog.store.fencing): the log refuses it once the lease has moved
 on. A renewal that finds a lease gone stops the session at once.
+
+A session new to the log takes its lease in the transaction of its first
+save (``claim_new``): one commit, where ``acquire`` and that save take two.
 """
 
 from __future__ import annotations
@@ -27,8 +30,13 @@ import time
 import uuid
 from collections.abc import Callable
 
-from turnlog.domain.errors import InvalidInputError, LeaseLostError, SessionBusyError
-from turnlog.store.fencing import LEASE_TABLE, Fence, lease_lost
+from turnlog.domain.errors import (
+    ConcurrencyConflictError,
+    InvalidInputError,
+    LeaseLostError,
+    SessionBusyError,
+)
+from turnlog.store.fencing import LEASE_TABLE, Claim, Fence, lease_lost
 from turnlog.store.log import Store
 
 logger = logging.getLogger(__name__)
@@ -140,6 +148,35 @@ class SessionOwnership:
         self.store.fence(Fence(session_id, self.owner, epoch))
         with self._lock:
             self._held[session_id] = epoch
+
+    def claim_new(self, session_id: str, save: Callable[[Claim], object]) -> bool:
+        """Leases ``session_id`` in the transaction of its first save.
+
+        ``save`` is called with the claim and must save the session's first
+        events with it (``Store.save(session, claim=claim)``): the lease row
+        (epoch 1) and those events commit together or not at all, one
+        commit where ``acquire`` and a save take two. Returns False, with
+        nothing recorded, if the log holds any lease on the session (even
+        an expired one, or one of a process that is gone: ``acquire``
+        decides those) or any of its events; raises what else ``save``
+        raises.
+
+        The row it commits is one ``acquire`` could have written, so the
+        takeover rules and every fence read it as they read those: another
+        runtime's ``acquire`` sees it only once the session's first events
+        are committed beside it. (On SQLite the write transaction excludes
+        any other; on PostgreSQL the save takes the events table's lock
+        before the lease row, in the order ``acquire`` takes them.)
+        """
+        claim = Claim(session_id, self.owner, time.time())
+        try:
+            save(claim)
+        except ConcurrencyConflictError:  # LeaseLostError too: a lease was there
+            return False
+        with self._lock:
+            # Only now: a renewal that finds no row for a lease held drops it.
+            self._held[session_id] = claim.fence.epoch
+        return True
 
     def renew(self) -> list[str]:
         """Renews every lease held; returns the sessions found taken over.

@@ -34,7 +34,7 @@ from psycopg.errors import InvalidTextRepresentation, LockNotAvailable
 from psycopg.rows import DictRow
 from psycopg.sql import SQL, Identifier
 
-from turnlog.store.fencing import LEASE_TABLE, Fence, lease_lost
+from turnlog.store.fencing import FIRST_EPOCH, LEASE_TABLE, Claim, Fence, lease_lost
 from turnlog.store.group_commit import PendingSave
 from turnlog.store.opening import prepare_postgres_schema
 
@@ -113,6 +113,15 @@ class PostgresLogRecorder(PostgresApplicationRecorder):
             "SELECT CAST(CASE WHEN count(*) = 1 THEN '1' ELSE %s END AS integer) "
             "FROM {0} WHERE session_id = %s AND owner = %s AND epoch = %s"
         ).format(self.lease_table)
+        # A new session's lease, taken in its first save (after the events
+        # table's lock, as a takeover takes that lock before the lease row:
+        # the same order, so neither waits for the other in a cycle). A row
+        # already there is left alone, and the fence check after it refuses
+        # the save unless that row is this very lease.
+        self.claim_statement = SQL(
+            "INSERT INTO {0} (session_id, owner, renewed, epoch) "
+            "VALUES (%s, %s, %s, {1}) ON CONFLICT (session_id) DO NOTHING"
+        ).format(self.lease_table, FIRST_EPOCH)
         self.holds_statement = SQL(
             "SELECT 1 FROM {0} WHERE session_id = %s AND owner = %s AND epoch = %s"
         ).format(self.lease_table)
@@ -131,8 +140,10 @@ class PostgresLogRecorder(PostgresApplicationRecorder):
                 raise lease_lost(fence) from None
             raise
         except IntegrityError:
-            # The insert clashed before the fence was read: with whom?
-            if fence is not None and not self._holds(fence):
+            # The insert clashed before the fence was read: with whom? (A
+            # claim's lease was rolled back with it: the clash is the answer.)
+            claim = kwargs.get("claim")
+            if fence is not None and claim is None and not self._holds(fence):
                 raise lease_lost(fence) from None
             raise
         return ids
@@ -187,10 +198,16 @@ class PostgresLogRecorder(PostgresApplicationRecorder):
     def _check_fences(self, conn: Connection[DictRow], saves: Sequence[Any]) -> None:
         with conn.cursor() as fence_cursor:
             for save in saves:
-                if save.fence is not None:
-                    fence_cursor.execute(
-                        self.fence_statement, (_REFUSED, *save.fence), prepare=True
-                    )
+                self._fence(fence_cursor, save.fence, save.claim)
+
+    def _fence(
+        self, cursor: Cursor[DictRow], fence: Fence | None, claim: Claim | None
+    ) -> None:
+        """Takes ``claim``'s lease, if any, then checks ``fence`` (pipelined)."""
+        if claim is not None:
+            cursor.execute(self.claim_statement, claim, prepare=True)
+        if fence is not None:
+            cursor.execute(self.fence_statement, (_REFUSED, *fence), prepare=True)
 
     @staticmethod
     def _hand_out(saves: Sequence[PendingSave], ids: Sequence[int] | None) -> None:
@@ -229,7 +246,11 @@ class PostgresLogRecorder(PostgresApplicationRecorder):
                     save.error = lease_lost(save.fence)
                 except PsycopgIntegrityError as error:
                     fence = save.fence
-                    lost = fence is not None and not self._holds(fence)
+                    lost = (
+                        fence is not None
+                        and save.claim is None
+                        and not self._holds(fence)
+                    )
                     save.error = (
                         lease_lost(fence)
                         if lost and fence is not None
@@ -247,6 +268,7 @@ class PostgresLogRecorder(PostgresApplicationRecorder):
         stored_events: Sequence[StoredEvent],
         *,
         fence: Fence | None = None,
+        claim: Claim | None = None,
         **kwargs: Any,
     ) -> None:
         # Not the _insert_events seam: that runs before the table lock, and
@@ -255,9 +277,7 @@ class PostgresLogRecorder(PostgresApplicationRecorder):
         if fence is not None:
             # Another cursor: eventsourcing fetches the new ids from ``curs``.
             with curs.connection.cursor() as fence_cursor:
-                fence_cursor.execute(
-                    self.fence_statement, (_REFUSED, *fence), prepare=True
-                )
+                self._fence(fence_cursor, fence, claim)
 
     def _connect(self) -> psycopg.Connection[DictRow]:
         """A connection of its own, outside the pool, for as long as needed."""
