@@ -258,9 +258,7 @@ class Runtime:
                     msg = f"session {chosen!r} is already open here with another agent"
                     raise UsageError(msg)
                 activation = live
-                if activation.ask(ClosedQuery()).get(timeout=ASK_TIMEOUT):
-                    msg = f"session {chosen!r} was closed"
-                    raise SessionClosedError(msg)
+                closed = activation.ask(ClosedQuery())  # awaited after the lock
             else:
                 live = None
                 activation = Activation(
@@ -277,6 +275,9 @@ class Runtime:
                 )
                 self._sessions[chosen] = activation
             self._agents[id(agent)] = agent
+        if live is not None and closed.get(timeout=ASK_TIMEOUT):
+            msg = f"session {chosen!r} was closed"
+            raise SessionClosedError(msg)
         handle = AgentSession(
             chosen,
             activation,
