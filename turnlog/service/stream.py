@@ -65,26 +65,33 @@ class EventStream:
     ) -> AsyncIterator[ServerSentEvent]:
         feeds = self.context.feeds
         transcripts = self.context.runtime.transcript
-        feed, listener = feeds.open(session_id)
+        # The delta pump runs before the first event goes out: a client that
+        # has read anything from the stream gets every later delta.
+        self.context.follow_deltas(session_id)
         try:
-            while True:
-                listener.wake.clear()
-                while listener.deltas:
-                    delta = listener.deltas.popleft()
-                    yield ServerSentEvent(encode_json(delta).decode())
-                entries = await entries_after(feed, transcripts, cursor)
-                for entry in entries:
-                    cursor = entry.key
-                    yield ServerSentEvent(
-                        encode_json(entry.event).decode(), id=entry.event_id
-                    )
-                    if isinstance(entry.event.msg, SessionClosed):
-                        return
-                if entries or cursor < feed.floor or listener.deltas:
-                    continue
-                await listener.wake.wait()
+            await asyncio.to_thread(self.context.pump_deltas, session_id)
+            feed, listener = feeds.open(session_id)
+            try:
+                while True:
+                    listener.wake.clear()
+                    while listener.deltas:
+                        delta = listener.deltas.popleft()
+                        yield ServerSentEvent(encode_json(delta).decode())
+                    entries = await entries_after(feed, transcripts, cursor)
+                    for entry in entries:
+                        cursor = entry.key
+                        yield ServerSentEvent(
+                            encode_json(entry.event).decode(), id=entry.event_id
+                        )
+                        if isinstance(entry.event.msg, SessionClosed):
+                            return
+                    if entries or cursor < feed.floor or listener.deltas:
+                        continue
+                    await listener.wake.wait()
+            finally:
+                feeds.close(feed, listener)
         finally:
-            feeds.close(feed, listener)
+            self.context.unfollow_deltas(session_id)
 
 
 __all__ = ["EventStream"]
