@@ -106,6 +106,13 @@ class ServiceContext:
             raise Problem(404, f"no session {session_id!r}")
         return owned
 
+    async def owned_async(self, tenant: str, session_id: str) -> OwnedSession:
+        """``owned`` for the loop: no worker thread when the owner is known."""
+        known = self.owners.known(tenant, session_id)
+        if known is not None:  # most requests: no query, no thread
+            return known
+        return await asyncio.to_thread(self.owned, tenant, session_id)
+
     def agent(self, name: str) -> Agent:
         """A (new, for a factory) agent of the service by its name."""
         source = self.agents.get(name)
@@ -143,6 +150,13 @@ class ServiceContext:
         )
         self._keep(handle)
         return handle
+
+    async def session_async(self, owned: OwnedSession) -> AgentSession:
+        """``session`` for the loop: no worker thread when it is open here."""
+        handle = self.live(owned.session_id)
+        if handle is not None and handle.reachable():
+            return handle
+        return await asyncio.to_thread(self.session, owned)
 
     def live(self, session_id: str) -> AgentSession | None:
         """The session if it was opened in this process, else None."""

@@ -43,7 +43,7 @@ class EventStream:
     async def stream(self, request: Request) -> EventSourceResponse:
         tenant = self.context.tenant(request)
         session_id = request.path_params["session_id"]
-        owned = await asyncio.to_thread(self.context.owned, tenant, session_id)
+        owned = await self.context.owned_async(tenant, session_id)
         given = request.headers.get("last-event-id")
         field = "Last-Event-ID"
         if given is None:
