@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from starlette.requests import HTTPConnection
 
 from turnlog.agent import Agent
-from turnlog.domain.errors import InvalidInputError
+from turnlog.domain.errors import InvalidInputError, TurnlogError
 from turnlog.domain.ids import new_submission_id
 from turnlog.domain.run import RunEvent
 from turnlog.runtime import Runtime
@@ -212,6 +212,8 @@ class ServiceContext:
         try:
             if session.reachable():
                 subscription = session.subscribe()
+        except TurnlogError:  # it closed meanwhile: streams read the log alone
+            logger.debug("no deltas of %s: its session ended", session_id)
         finally:
             with self._lock:
                 self._starting.discard(session_id)
@@ -232,19 +234,23 @@ class ServiceContext:
 
     def _pump_deltas(self, session_id: str, subscription: Subscription) -> None:
         """Hands a session's streamed deltas to the loop (its own thread)."""
-        for item in subscription:
-            loop = self._loop
-            if (
-                loop is None
-                or not isinstance(item, RunEvent)
-                or not item.event.transient
-            ):
-                continue
-            with contextlib.suppress(RuntimeError):  # the loop has closed
-                loop.call_soon_threadsafe(self.feeds.publish_delta, item.event)
-        with self._lock:  # the session ended here: a reopened one pumps anew
-            if self._pumps.get(session_id) is subscription:
-                del self._pumps[session_id]
+        try:
+            for item in subscription:
+                loop = self._loop
+                if (
+                    loop is None
+                    or not isinstance(item, RunEvent)
+                    or not item.event.transient
+                ):
+                    continue
+                with contextlib.suppress(RuntimeError):  # the loop has closed
+                    loop.call_soon_threadsafe(self.feeds.publish_delta, item.event)
+        except TurnlogError:  # the session failed: its streams read the log
+            logger.debug("deltas of %s ended with its session", session_id)
+        finally:
+            with self._lock:  # the session ended here: a reopened one pumps anew
+                if self._pumps.get(session_id) is subscription:
+                    del self._pumps[session_id]
 
     def close(self) -> None:
         """Stops the streams' feeds and delta pumps (not the runtime)."""
