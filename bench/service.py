@@ -7,10 +7,16 @@ cost of the HTTP layer.
    from the event's commit (the store's save listener, in the server) to
    its arrival at the client. Printed: p50/p99 of that delay, and the
    server's RSS growth per open stream.
-2. ``--prompts`` prompts run one after another through HTTP
-   (``POST .../prompts?wait=true``) and through the Python API
-   (``session.prompt``), on the same agent and store; the ratio of their
-   rates is the HTTP layer's cost (budget: at most 1.5x).
+2. ``--prompts`` prompts a pass run one after another through HTTP
+   (``POST .../prompts?wait=true``, a ``turnlog serve`` process) and through
+   the Python API (``session.prompt``, in this process), each side on a
+   fresh SQLite file of its own, one session each, the same demo agent and
+   the same text. The two sides take turns every ``CHUNK`` prompts, so a
+   change in the machine's load falls on both; ``--passes`` passes, and
+   the ratio of their rates is the HTTP layer's cost (budget: at most
+   1.5x). The HTTP side's figure includes its client's own work (httpx),
+   which is printed apart, with the server's CPU per prompt beside the
+   Python API's.
 
 The server runs on a thread of this process; the clients run in a child
 process (asyncio, httpx), so that they do not share the server's GIL; both
@@ -18,12 +24,14 @@ share the machine's 2 cores, so the delays include the clients' own work.
 Commit and arrival times are wall-clock times of the same machine.
 
 Run: python bench/service.py [--clients 500] [--sessions 10] [--prompts 200]
+     [--passes 5]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import resource
@@ -34,6 +42,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -120,26 +129,80 @@ async def stream_load(
     return arrivals
 
 
-def prompts_http(url: str, count: int) -> float:
-    with httpx.Client(base_url=url, headers=HEADERS, timeout=60) as http:
-        session_id = http.post("/sessions", json={"agent": "demo"}).json()["session_id"]
+CHUNK = 20
+"""Prompts one side runs before the other side's turn."""
+
+WARM_UP = 10
+"""Untimed prompts each side runs first (a new session's first runs)."""
+
+
+class Side:
+    """One side of the comparison: its prompt, and what its chunks took.
+
+    ``cpu`` tells the seconds of CPU the side's own work has used so far:
+    the server process's for HTTP, this process's but the calling thread's
+    for the Python API (the caller's share is not the service's, as the
+    HTTP client's is not; the client's is printed apart).
+    """
+
+    def __init__(self, prompt: Callable[[], None], cpu: Callable[[], float]) -> None:
+        self.prompt = prompt
+        self.cpu = cpu
+        self.seconds = 0.0
+        self.cpu_seconds = 0.0
+        self.caller_seconds = 0.0
+
+    def run(self, count: int) -> None:
+        cpu, caller = self.cpu(), time.thread_time()
         started = time.perf_counter()
         for _ in range(count):
-            run = http.post(
-                f"/sessions/{session_id}/prompts",
-                params={"wait": "true"},
-                json={"text": "one two three"},
-            ).json()
-            assert run["status"] == "completed", run
-        return count / (time.perf_counter() - started)
+            self.prompt()
+        self.seconds += time.perf_counter() - started
+        self.caller_seconds += time.thread_time() - caller
+        self.cpu_seconds += self.cpu() - cpu
 
 
-def prompts_python(runtime: Runtime, count: int) -> float:
+def process_cpu(pid: int) -> float:
+    """Seconds of CPU used by every thread of process ``pid`` so far."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):  # a thread that just ended
+            total += int((task / "schedstat").read_text().split()[0])
+    return total / 1e9
+
+
+def http_side(http: httpx.Client, pid: int) -> Side:
+    session_id = http.post("/sessions", json={"agent": "demo"}).json()["session_id"]
+
+    def prompt() -> None:
+        run = http.post(
+            f"/sessions/{session_id}/prompts",
+            params={"wait": "true"},
+            json={"text": "one two three"},
+        ).json()
+        assert run["status"] == "completed", run
+
+    return Side(prompt, lambda: process_cpu(pid))
+
+
+def python_side(runtime: Runtime) -> Side:
     session = runtime.create_session(demo_agent())
-    started = time.perf_counter()
-    for _ in range(count):
+
+    def prompt() -> None:
         assert session.prompt("one two three", timeout=60).status == "completed"
-    return count / (time.perf_counter() - started)
+
+    return Side(prompt, lambda: process_cpu(os.getpid()) - time.thread_time())
+
+
+def compare(sides: list[Side], prompts: int) -> None:
+    """Runs ``prompts`` on each side, taking turns every CHUNK prompts."""
+    for side in sides:
+        for _ in range(WARM_UP):
+            side.prompt()
+    for done in range(0, prompts, CHUNK):
+        order = sides if done // CHUNK % 2 == 0 else sides[::-1]
+        for side in order:
+            side.run(min(CHUNK, prompts - done))
 
 
 def clients_main(args: argparse.Namespace) -> None:
@@ -161,6 +224,7 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=10)
     parser.add_argument("--turns", type=int, default=3)
     parser.add_argument("--prompts", type=int, default=200)
+    parser.add_argument("--passes", type=int, default=5)
     parser.add_argument("--url", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.url:
@@ -179,9 +243,9 @@ def main() -> None:
         app = create_app(runtime, {"demo": demo_agent}, ServiceTokens([("b", TOKEN)]))
         try:
             measure_streams(app, committed, args)
-            measure_prompts(runtime, folder, args)
         finally:
             runtime.close()
+        measure_prompts(folder, args)
 
 
 def measure_streams(
@@ -235,7 +299,7 @@ def measure_streams(
         thread.join(timeout=30)
 
 
-def measure_prompts(runtime: Runtime, folder: str, args: argparse.Namespace) -> None:
+def measure_prompts(folder: str, args: argparse.Namespace) -> None:
     """Part 2: prompts/s over HTTP (a server process) and the Python API."""
     env = {**os.environ, "TURNLOG_SERVICE_TOKENS": f"b={TOKEN}"}
     sock = socket.socket()
@@ -256,6 +320,7 @@ def measure_prompts(runtime: Runtime, folder: str, args: argparse.Namespace) -> 
         stderr=subprocess.DEVNULL,
         cwd=folder,
     )
+    runtime = Runtime.open(f"sqlite:///{folder}/python.sqlite3")
     try:
         http_url = f"http://127.0.0.1:{port}"
         while True:
@@ -264,14 +329,27 @@ def measure_prompts(runtime: Runtime, folder: str, args: argparse.Namespace) -> 
                 break
             except httpx.TransportError:
                 time.sleep(0.05)
-        for attempt in range(2):
-            http_rate = prompts_http(http_url, args.prompts)
-            python_rate = prompts_python(runtime, args.prompts)
-            print(
-                f"prompts/s, pass {attempt + 1}: HTTP {http_rate:.1f}, "
-                f"Python API {python_rate:.1f}, cost {python_rate / http_rate:.2f}x"
-            )
+        costs = []
+        per = 1000 / args.prompts  # seconds in all -> ms a prompt
+        with httpx.Client(base_url=http_url, headers=HEADERS, timeout=60) as http:
+            for attempt in range(args.passes):
+                over_http = http_side(http, served.pid)
+                python = python_side(runtime)
+                compare([over_http, python], args.prompts)
+                http_rate = args.prompts / over_http.seconds
+                python_rate = args.prompts / python.seconds
+                costs.append(python_rate / http_rate)
+                print(
+                    f"prompts/s, pass {attempt + 1}: HTTP {http_rate:.1f}, "
+                    f"Python API {python_rate:.1f}, cost {costs[-1]:.2f}x "
+                    f"(CPU a prompt: server {over_http.cpu_seconds * per:.2f} ms, "
+                    f"Python API {python.cpu_seconds * per:.2f} ms, "
+                    f"HTTP client {over_http.caller_seconds * per:.2f} ms)"
+                )
+        median = statistics.median(costs)
+        print(f"HTTP cost, median of {args.passes} passes: {median:.2f}x")
     finally:
+        runtime.close()
         served.terminate()
         served.wait()
 

@@ -8,10 +8,14 @@ import json
 import threading
 
 import httpx
-from service_support import SSEReader, wait_until
+from service_support import TOKEN_A, TOKENS, ServerThread, SSEReader, wait_until
 
+from turnlog import Runtime
 from turnlog.domain.translation import EventTranslator
+from turnlog.service import create_app
 from turnlog.service.feed import read_entries
+
+HEADERS_A = {"Authorization": f"Bearer {TOKEN_A}"}
 
 
 def log_ids(runtime, session_id: str) -> list[str]:
@@ -202,3 +206,78 @@ def test_a_stream_behind_the_feed_buffer_reads_the_gap_from_the_log(serve) -> No
             assert served.app.state.turnlog.feeds._feeds[session_id].floor > (0, 0)
             later = [e.id for e in read_until(SSEReader(second), "turn_complete")]
     assert ids == later == expected
+
+
+def delta_pump(session_id: str) -> bool:
+    """Whether the service passes the session's deltas on (its thread runs)."""
+    name = f"turnlog-service-deltas-{session_id}"
+    return any(thread.name == name for thread in threading.enumerate())
+
+
+def deltas_of(events: list) -> str:
+    return "".join(
+        json.loads(e.data)["msg"]["delta"]
+        for e in events
+        if json.loads(e.data)["msg"]["type"] == "agent_message_delta"
+    )
+
+
+def test_deltas_are_pumped_only_while_a_stream_reads_them(serve) -> None:
+    served = serve()
+    with served.client() as client:
+        session_id, request_id = run_to_approval(client)
+        assert not delta_pump(session_id)  # a run nobody watches: no pump
+        with client.stream("GET", f"/sessions/{session_id}/events") as response:
+            reader = SSEReader(response)
+            read_until(reader, "approval_request")
+            assert delta_pump(session_id)
+            client.post(
+                f"/sessions/{session_id}/approvals/{request_id}",
+                json={"decision": "allow"},
+            )
+            rest = read_until(reader, "turn_complete")
+        assert deltas_of(rest) == "All done: counted and published."
+        wait_until(lambda: not delta_pump(session_id))
+
+
+def test_a_stream_gets_the_deltas_of_a_session_opened_after_it(sqlite_url) -> None:
+    from service_agents import approval_agent
+
+    agents = {"publisher": approval_agent}
+    # One server creates the session and stops: the next one has not opened
+    # it when the stream starts, and opens it for the prompt.
+    with Runtime.open(sqlite_url) as runtime:
+        app = create_app(runtime, agents, TOKENS)
+        with (
+            ServerThread(app) as server,
+            httpx.Client(
+                base_url=f"http://127.0.0.1:{server.port}", headers=HEADERS_A
+            ) as client,
+        ):
+            session_id = client.post("/sessions", json={}).json()["session_id"]
+    with Runtime.open(sqlite_url) as runtime:
+        app = create_app(runtime, agents, TOKENS)
+        with (
+            ServerThread(app) as server,
+            httpx.Client(
+                base_url=f"http://127.0.0.1:{server.port}",
+                headers=HEADERS_A,
+                timeout=20,
+            ) as client,
+            client.stream("GET", f"/sessions/{session_id}/events") as response,
+        ):
+            reader = SSEReader(response)
+            reader.next()  # session_configured
+            assert app.state.turnlog.live(session_id) is None
+            assert not delta_pump(session_id)
+            client.post(f"/sessions/{session_id}/prompts", json={"text": "go"})
+            read_until(reader, "approval_request")
+            request_id = client.get(f"/sessions/{session_id}/approvals").json()[
+                "approvals"
+            ][0]["request_id"]
+            client.post(
+                f"/sessions/{session_id}/approvals/{request_id}",
+                json={"decision": "allow"},
+            )
+            rest = read_until(reader, "turn_complete")
+        assert deltas_of(rest) == "All done: counted and published."

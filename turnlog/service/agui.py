@@ -92,8 +92,8 @@ class AguiEndpoint:
         decisions = _decisions(run_input.resume) if run_input.resume else None
         prompt = None if decisions is not None else _prompt(run_input)
         state = _state(run_input.state)
-        owned = await asyncio.to_thread(self.context.owned, tenant, run_input.thread_id)
-        session = await asyncio.to_thread(self.context.session, owned)
+        owned = await self.context.owned_async(tenant, run_input.thread_id)
+        session = await self.context.session_async(owned)
         # Subscribed before the run starts or goes on: the subscription has
         # every event of it, deltas and durable ones in the order they came.
         subscription = await asyncio.to_thread(session.subscribe, buffer=BUFFER)

@@ -10,6 +10,7 @@ session is reported exactly like one that does not exist.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import threading
@@ -18,7 +19,7 @@ from collections.abc import Callable, Mapping
 from starlette.requests import HTTPConnection
 
 from turnlog.agent import Agent
-from turnlog.domain.errors import InvalidInputError
+from turnlog.domain.errors import InvalidInputError, TurnlogError
 from turnlog.domain.ids import new_submission_id
 from turnlog.domain.run import RunEvent
 from turnlog.runtime import Runtime
@@ -78,7 +79,12 @@ class ServiceContext:
         self.feeds = Feeds(runtime.transcript, self.signal)
         self._lock = threading.Lock()
         self._handles: dict[str, AgentSession] = {}
-        self._pumps: list[Subscription] = []
+        # Deltas are pumped only for sessions that open streams are reading:
+        # a pump is a subscription and a thread woken for every event of
+        # every run, which a session nobody watches should not pay for.
+        self._delta_readers: collections.Counter[str] = collections.Counter()
+        self._pumps: dict[str, Subscription] = {}
+        self._starting: set[str] = set()
         self.prompt_locks: dict[str, asyncio.Lock] = {}
         self.running_tasks: set[asyncio.Task[object]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -99,6 +105,13 @@ class ServiceContext:
         if owned is None:
             raise Problem(404, f"no session {session_id!r}")
         return owned
+
+    async def owned_async(self, tenant: str, session_id: str) -> OwnedSession:
+        """``owned`` for the loop: no worker thread when the owner is known."""
+        known = self.owners.known(tenant, session_id)
+        if known is not None:  # most requests: no query, no thread
+            return known
+        return await asyncio.to_thread(self.owned, tenant, session_id)
 
     def agent(self, name: str) -> Agent:
         """A (new, for a factory) agent of the service by its name."""
@@ -138,44 +151,117 @@ class ServiceContext:
         self._keep(handle)
         return handle
 
+    async def session_async(self, owned: OwnedSession) -> AgentSession:
+        """``session`` for the loop: no worker thread when it is open here."""
+        handle = self.live(owned.session_id)
+        if handle is not None and handle.reachable():
+            return handle
+        return await asyncio.to_thread(self.session, owned)
+
     def live(self, session_id: str) -> AgentSession | None:
         """The session if it was opened in this process, else None."""
         with self._lock:
             return self._handles.get(session_id)
 
     def _keep(self, session: AgentSession) -> None:
-        """Remembers an opened session and passes its deltas to the streams."""
+        """Remembers an opened session (and pumps its deltas if streams wait)."""
         with self._lock:
             self._handles[session.session_id] = session
-        subscription = session.subscribe()
-        self._pumps.append(subscription)
+            # A pump of an earlier handle of the session reads a subscription
+            # that ended with it: the new handle needs its own.
+            stale = self._pumps.pop(session.session_id, None)
+        if stale is not None:
+            stale.close()
+        self.pump_deltas(session.session_id)
+
+    def follow_deltas(self, session_id: str) -> None:
+        """A stream of the session opened: it wants the session's deltas.
+
+        Only counts (never blocks); ``pump_deltas``, off the loop, then
+        starts the pump if none runs. Each call needs one ``unfollow``.
+        """
+        with self._lock:
+            self._delta_readers[session_id] += 1
+
+    def unfollow_deltas(self, session_id: str) -> None:
+        """A stream of the session closed; the last one stops the pump."""
+        with self._lock:
+            self._delta_readers[session_id] -= 1
+            if self._delta_readers[session_id] > 0:
+                return
+            del self._delta_readers[session_id]
+            pump = self._pumps.pop(session_id, None)
+        if pump is not None:
+            pump.close()  # a tell to the actor: it never blocks
+
+    def pump_deltas(self, session_id: str) -> None:
+        """Starts passing the session's deltas to the loop, if streams want
+        them, the session is open here and no pump runs (blocking: the
+        subscription asks the session's actor)."""
+        with self._lock:
+            session = self._handles.get(session_id)
+            if (
+                session is None
+                or not self._delta_readers[session_id]
+                or session_id in self._pumps
+                or session_id in self._starting
+            ):
+                return
+            self._starting.add(session_id)
+        subscription: Subscription | None = None
+        try:
+            if session.reachable():
+                subscription = session.subscribe()
+        except TurnlogError:  # it closed meanwhile: streams read the log alone
+            logger.debug("no deltas of %s: its session ended", session_id)
+        finally:
+            with self._lock:
+                self._starting.discard(session_id)
+                wanted = bool(self._delta_readers[session_id])
+                if subscription is not None and wanted:
+                    self._pumps[session_id] = subscription
+        if subscription is None:
+            return
+        if not wanted:  # the last stream closed while this subscribed
+            subscription.close()
+            return
         threading.Thread(
             target=self._pump_deltas,
-            args=(subscription,),
-            name=f"turnlog-service-deltas-{session.session_id}",
+            args=(session_id, subscription),
+            name=f"turnlog-service-deltas-{session_id}",
             daemon=True,
         ).start()
 
-    def _pump_deltas(self, subscription: Subscription) -> None:
+    def _pump_deltas(self, session_id: str, subscription: Subscription) -> None:
         """Hands a session's streamed deltas to the loop (its own thread)."""
-        for item in subscription:
-            loop = self._loop
-            if (
-                loop is None
-                or not isinstance(item, RunEvent)
-                or not item.event.transient
-            ):
-                continue
-            with contextlib.suppress(RuntimeError):  # the loop has closed
-                loop.call_soon_threadsafe(self.feeds.publish_delta, item.event)
+        try:
+            for item in subscription:
+                loop = self._loop
+                if (
+                    loop is None
+                    or not isinstance(item, RunEvent)
+                    or not item.event.transient
+                ):
+                    continue
+                with contextlib.suppress(RuntimeError):  # the loop has closed
+                    loop.call_soon_threadsafe(self.feeds.publish_delta, item.event)
+        except TurnlogError:  # the session failed: its streams read the log
+            logger.debug("deltas of %s ended with its session", session_id)
+        finally:
+            with self._lock:  # the session ended here: a reopened one pumps anew
+                if self._pumps.get(session_id) is subscription:
+                    del self._pumps[session_id]
 
     def close(self) -> None:
         """Stops the streams' feeds and delta pumps (not the runtime)."""
         self.feeds.stop_all()
         self.signal.close()
-        for subscription in self._pumps:
+        with self._lock:
+            pumps = list(self._pumps.values())
+            self._pumps.clear()
+            self._delta_readers.clear()
+        for subscription in pumps:
             subscription.close()
-        self._pumps.clear()
         for task in self.running_tasks:
             task.cancel()
 

@@ -27,6 +27,7 @@ from turnlog.projections.anchors import expected_heads
 from turnlog.projections.readers import TranscriptItem
 from turnlog.service.context import ServiceContext
 from turnlog.service.problems import Problem, invalid_body
+from turnlog.service.tenancy import OwnedSession
 from turnlog.store.verify import verify_session
 
 logger = logging.getLogger(__name__)
@@ -149,13 +150,9 @@ class SessionResources:
             Route("/sessions/{session_id}/audit", self.audit, methods=["GET"]),
         ]
 
-    async def _owned(self, request: Request) -> Any:
+    async def _owned(self, request: Request) -> OwnedSession:
         tenant = self.context.tenant(request)
-        session_id = request.path_params["session_id"]
-        known = self.context.owners.known(tenant, session_id)
-        if known is not None:  # most requests: no query, no thread
-            return known
-        return await asyncio.to_thread(self.context.owned, tenant, session_id)
+        return await self.context.owned_async(tenant, request.path_params["session_id"])
 
     async def list_sessions(self, request: Request) -> Response:
         tenant = self.context.tenant(request)
@@ -176,11 +173,12 @@ class SessionResources:
         if name is None:
             raise Problem(422, "name the agent", field="$.agent")
         self.context.agent(name)  # an unknown agent is refused before anything
-        owned, _ = await asyncio.to_thread(
-            self.context.create, tenant, name, body.shared_state
-        )
-        checkpoint = await asyncio.to_thread(self._checkpoint, owned.session_id)
-        return json_response(checkpoint, 201)
+
+        def create() -> dict[str, Any]:  # one worker thread for both steps
+            owned, _ = self.context.create(tenant, name, body.shared_state)
+            return self._checkpoint(owned.session_id)
+
+        return json_response(await asyncio.to_thread(create), 201)
 
     def _checkpoint(self, session_id: str) -> dict[str, Any]:
         checkpoint = self.context.runtime.checkpoints.load(session_id)
@@ -206,11 +204,9 @@ class SessionResources:
         if wait in ("true", "1"):
             # No run id to report early: the run's own result says it all,
             # and a busy session refuses it (SessionBusyError, a 409).
-            session = self.context.live(owned.session_id)
-            if session is None or not session.reachable():  # open it (blocking)
-                session = await asyncio.to_thread(self.context.session, owned)
+            session = await self.context.session_async(owned)
             return json_response(_run_json(await session.prompt_async(body.text)))
-        session = await asyncio.to_thread(self.context.session, owned)
+        session = await self.context.session_async(owned)
         lock = self.context.prompt_locks.setdefault(owned.session_id, asyncio.Lock())
         async with lock:  # one prompt at a time from here: its run is the next
             if await asyncio.to_thread(session.running):
@@ -246,21 +242,21 @@ class SessionResources:
     async def follow_up(self, request: Request) -> Response:
         owned = await self._owned(request)
         body = await decode_body(request, TextInput)
-        session = await asyncio.to_thread(self.context.session, owned)
+        session = await self.context.session_async(owned)
         submission = await asyncio.to_thread(session.follow_up, body.text)
         return json_response({"submission_id": submission}, 202)
 
     async def steer(self, request: Request) -> Response:
         owned = await self._owned(request)
         body = await decode_body(request, TextInput)
-        session = await asyncio.to_thread(self.context.session, owned)
+        session = await self.context.session_async(owned)
         submission = await asyncio.to_thread(session.steer, body.text)
         return json_response({"submission_id": submission}, 202)
 
     async def interrupt(self, request: Request) -> Response:
         owned = await self._owned(request)
         body = await decode_body(request, InterruptInput)
-        session = await asyncio.to_thread(self.context.session, owned)
+        session = await self.context.session_async(owned)
         await asyncio.to_thread(lambda: session.interrupt(clear_queue=body.clear_queue))
         return json_response({"interrupted": True}, 202)
 
@@ -301,7 +297,7 @@ class SessionResources:
         owned = await self._owned(request)
         body = await decode_body(request, DecisionInput)
         request_id = request.path_params["request_id"]
-        session = await asyncio.to_thread(self.context.session, owned)
+        session = await self.context.session_async(owned)
 
         def decide() -> None:
             pending = {r.request_id for r in session.pending_approvals()}

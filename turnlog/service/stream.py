@@ -43,7 +43,7 @@ class EventStream:
     async def stream(self, request: Request) -> EventSourceResponse:
         tenant = self.context.tenant(request)
         session_id = request.path_params["session_id"]
-        owned = await asyncio.to_thread(self.context.owned, tenant, session_id)
+        owned = await self.context.owned_async(tenant, session_id)
         given = request.headers.get("last-event-id")
         field = "Last-Event-ID"
         if given is None:
@@ -65,26 +65,33 @@ class EventStream:
     ) -> AsyncIterator[ServerSentEvent]:
         feeds = self.context.feeds
         transcripts = self.context.runtime.transcript
-        feed, listener = feeds.open(session_id)
+        # The delta pump runs before the first event goes out: a client that
+        # has read anything from the stream gets every later delta.
+        self.context.follow_deltas(session_id)
         try:
-            while True:
-                listener.wake.clear()
-                while listener.deltas:
-                    delta = listener.deltas.popleft()
-                    yield ServerSentEvent(encode_json(delta).decode())
-                entries = await entries_after(feed, transcripts, cursor)
-                for entry in entries:
-                    cursor = entry.key
-                    yield ServerSentEvent(
-                        encode_json(entry.event).decode(), id=entry.event_id
-                    )
-                    if isinstance(entry.event.msg, SessionClosed):
-                        return
-                if entries or cursor < feed.floor or listener.deltas:
-                    continue
-                await listener.wake.wait()
+            await asyncio.to_thread(self.context.pump_deltas, session_id)
+            feed, listener = feeds.open(session_id)
+            try:
+                while True:
+                    listener.wake.clear()
+                    while listener.deltas:
+                        delta = listener.deltas.popleft()
+                        yield ServerSentEvent(encode_json(delta).decode())
+                    entries = await entries_after(feed, transcripts, cursor)
+                    for entry in entries:
+                        cursor = entry.key
+                        yield ServerSentEvent(
+                            encode_json(entry.event).decode(), id=entry.event_id
+                        )
+                        if isinstance(entry.event.msg, SessionClosed):
+                            return
+                    if entries or cursor < feed.floor or listener.deltas:
+                        continue
+                    await listener.wake.wait()
+            finally:
+                feeds.close(feed, listener)
         finally:
-            feeds.close(feed, listener)
+            self.context.unfollow_deltas(session_id)
 
 
 __all__ = ["EventStream"]
