@@ -369,36 +369,32 @@ class SeesToolOutputs(Middleware):
         return None
 
 
-def test_a_turn_actor_that_dies_fails_its_turn_at_once(rt: Runtime) -> None:
+@pytest.mark.parametrize(
+    ("middleware", "reason"),
+    [
+        # With a post_tool hook the TurnActor hands the calls over: its
+        # tell to the gone executor raises in its handler, which stops it,
+        # and the session learns that at once.
+        ([SeesToolOutputs()], "the turn actor failed: ActorDeadError"),
+        # Without one the session hands them over itself, and fails the
+        # turn when the executor is gone instead of waiting.
+        ([], "the tool executor has stopped"),
+    ],
+    ids=["through-the-turn-actor", "from-the-session"],
+)
+def test_calls_that_cannot_reach_the_executor_fail_the_turn_at_once(
+    rt: Runtime, middleware: list[Middleware], reason: str
+) -> None:
     model = ScriptedModel([calls(tool_call("odd_output", {"name": "x"})), "later"])
-    agent = Agent(
-        "hooked", model=model, tools=[odd_output], middleware=[SeesToolOutputs()]
-    )
+    agent = Agent("gone", model=model, tools=[odd_output], middleware=middleware)
     session = rt.create_session(agent)
-    # With the executor gone, the TurnActor's tell to it raises in its
-    # handler: pykka stops the TurnActor, which the session waits on.
-    rt._tool_executor.stop()
-    thread, outcome = prompt_in_thread(session, "go")
-    thread.join(WAIT)
-    assert not thread.is_alive(), "prompt() hung after its turn actor died"
-    (result,) = outcome
-    assert getattr(result, "status", None) == "failed", result
-    assert "the turn actor failed: ActorDeadError" in str(result.error)  # type: ignore[attr-defined]
-    assert session.running() is False
-
-
-def test_a_tool_executor_gone_fails_the_turn_at_once(rt: Runtime) -> None:
-    model = ScriptedModel([calls(tool_call("odd_output", {"name": "x"})), "later"])
-    session = rt.create_session(Agent("no-hooks", model=model, tools=[odd_output]))
-    # With no post_tool hook the session hands its calls to the executor
-    # itself; its tell raises, and the turn fails instead of waiting.
     rt._tool_executor.stop()
     thread, outcome = prompt_in_thread(session, "go")
     thread.join(WAIT)
     assert not thread.is_alive(), "prompt() hung with the tool executor gone"
     (result,) = outcome
     assert getattr(result, "status", None) == "failed", result
-    assert "the tool executor has stopped" in str(result.error)  # type: ignore[attr-defined]
+    assert reason in str(result.error)  # type: ignore[attr-defined]
     assert session.running() is False
 
 

@@ -7,11 +7,11 @@ transaction as the insert.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 
 import pytest
+from pg_waits import outcome_behind_takeover
 
 from turnlog.domain.errors import ConcurrencyConflictError, LeaseLostError
 from turnlog.domain.ids import session_uuid
@@ -146,48 +146,19 @@ def test_a_lost_lease_refuses_saves_without_asking_the_log(store: Store) -> None
 def test_a_takeover_in_flight_holds_the_save_until_it_commits(
     postgres_schema_url: str,
 ) -> None:
-    import psycopg
-
-    store, thief = Store(postgres_schema_url), Store(postgres_schema_url)
-    outcome: list[BaseException | None] = []
-
-    def save() -> None:
-        try:
-            store.save(new_session())
-            outcome.append(None)
-        except BaseException as error:
-            outcome.append(error)
-
+    store = Store(postgres_schema_url)
     try:
         lease(store, "s1", "me:1:a", 1)
-        base = postgres_schema_url.split("?", maxsplit=1)[0]
-        with thief.transaction() as cursor:  # a takeover, as acquire() does it
-            thief.lock_out_saves(cursor)
-            cursor.execute(
-                f"UPDATE {lease_table(thief)} SET owner = 'other', "
-                "epoch = epoch + 1 WHERE session_id = 's1'"
-            )
-            saver = threading.Thread(target=save)
-            saver.start()
-            deadline = time.monotonic() + 10
-            with psycopg.connect(base, autocommit=True) as watcher:
-                while not outcome and time.monotonic() < deadline:
-                    waiting = watcher.execute(
-                        "SELECT count(*) FROM pg_stat_activity "
-                        "WHERE %s = ANY(pg_blocking_pids(pid))",
-                        (cursor.connection.info.backend_pid,),
-                    ).fetchone()
-                    if waiting and waiting[0]:
-                        break
-                    time.sleep(0.01)  # polling the server: no event to wait on
-            assert not outcome, f"the save did not wait for the takeover: {outcome}"
-        saver.join(timeout=10)
-        assert len(outcome) == 1
-        assert isinstance(outcome[0], LeaseLostError)
+        outcome = outcome_behind_takeover(
+            postgres_schema_url,
+            f"UPDATE {lease_table(store)} SET owner = 'other', "
+            "epoch = epoch + 1 WHERE session_id = 's1'",
+            lambda: store.save(new_session()),
+        )
+        assert isinstance(outcome, LeaseLostError)
         assert store.max_position() == 0
     finally:
         store.close()
-        thief.close()
 
 
 def test_an_older_lease_table_gets_its_epoch_column(store_url: str) -> None:

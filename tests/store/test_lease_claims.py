@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from pg_waits import outcome_behind_takeover
 
 from turnlog.domain.errors import ConcurrencyConflictError, LeaseLostError
 from turnlog.domain.ids import session_uuid
@@ -168,46 +169,17 @@ def test_a_takeover_in_flight_holds_a_claim_until_it_commits(
     postgres_schema_url: str,
 ) -> None:
     """The claim waits for the events table's lock, then finds the lease taken."""
-    import psycopg
-
-    store, thief = Store(postgres_schema_url), Store(postgres_schema_url)
+    store = Store(postgres_schema_url)
     store.prepare_leases()
-    outcome: list[BaseException | None] = []
-
-    def save() -> None:
-        try:
-            store.save(new_session(), claim=claim())
-            outcome.append(None)
-        except BaseException as error:
-            outcome.append(error)
-
     try:
-        base = postgres_schema_url.split("?", maxsplit=1)[0]
-        with thief.transaction() as cursor:  # an acquire(), as it does it
-            thief.lock_out_saves(cursor)
-            cursor.execute(
-                f"INSERT INTO {thief.backend.qualify(LEASE_TABLE)} "
-                "VALUES ('s1', 'other', 0, 1)"
-            )
-            saver = threading.Thread(target=save)
-            saver.start()
-            deadline = time.monotonic() + 10
-            with psycopg.connect(base, autocommit=True) as watcher:
-                while not outcome and time.monotonic() < deadline:
-                    waiting = watcher.execute(
-                        "SELECT count(*) FROM pg_stat_activity "
-                        "WHERE %s = ANY(pg_blocking_pids(pid))",
-                        (cursor.connection.info.backend_pid,),
-                    ).fetchone()
-                    if waiting and waiting[0]:
-                        break
-                    time.sleep(0.01)  # polling the server: no event to wait on
-            assert not outcome, f"the claim did not wait for the takeover: {outcome}"
-        saver.join(timeout=10)
-        assert len(outcome) == 1
-        assert isinstance(outcome[0], LeaseLostError)
+        outcome = outcome_behind_takeover(
+            postgres_schema_url,  # an acquire(), as it does it
+            f"INSERT INTO {store.backend.qualify(LEASE_TABLE)} "
+            "VALUES ('s1', 'other', 0, 1)",
+            lambda: store.save(new_session(), claim=claim()),
+        )
+        assert isinstance(outcome, LeaseLostError)
         assert store.max_position() == 0
         assert leases(store) == {"s1": ("other", 1)}
     finally:
         store.close()
-        thief.close()

@@ -268,8 +268,11 @@ def test_ctrl_c_twice_during_a_turn_quits(spawn: Spawn, fake: FakeOpenAI) -> Non
     child.sendintr()
     child.expect(r"interrupting the turn")
     child.sendintr()
-    child.expect(r"quitting once the turn has stopped")
-    child.expect(r"  turn stopped: interrupted")
+    # The interrupt may have stopped the turn before the second press
+    # lands (it takes milliseconds), which then quits at the prompt; the
+    # press during the stopping turn is held exactly by test_chat_loop.
+    # Either way: the turn is recorded as interrupted and two presses quit.
+    child.expect(r"turn stopped: interrupted")
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 0

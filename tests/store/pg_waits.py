@@ -1,0 +1,61 @@
+"""Seeing a save wait on PostgreSQL's locks, for tests of takeovers."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sized
+from typing import Any
+
+import psycopg
+
+from turnlog.store.log import Store
+
+
+def wait_until_blocked_by(
+    server_url: str, cursor: Any, done: Sized, timeout: float = 10.0
+) -> None:
+    """Returns once a session waits on ``cursor``'s transaction (or ``done``
+    holds an outcome, or ``timeout`` passes): the caller asserts which."""
+    deadline = time.monotonic() + timeout
+    with psycopg.connect(server_url, autocommit=True) as watcher:
+        while not done and time.monotonic() < deadline:
+            waiting = watcher.execute(
+                "SELECT count(*) FROM pg_stat_activity "
+                "WHERE %s = ANY(pg_blocking_pids(pid))",
+                (cursor.connection.info.backend_pid,),
+            ).fetchone()
+            if waiting and waiting[0]:
+                return
+            time.sleep(0.01)  # polling the server: no event to wait on
+
+
+def outcome_behind_takeover(
+    store_url: str, takeover: str, save: Callable[[], object]
+) -> BaseException | None:
+    """Runs ``save`` while another store's transaction locks out saves (as
+    a lease's acquire does) and runs ``takeover``; checks that the save
+    waited for that transaction, and returns how it ended (None: saved)."""
+    outcome: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            save()
+            outcome.append(None)
+        except BaseException as error:
+            outcome.append(error)
+
+    thief = Store(store_url)
+    try:
+        with thief.transaction() as cursor:
+            thief.lock_out_saves(cursor)
+            cursor.execute(takeover)
+            saver = threading.Thread(target=run)
+            saver.start()
+            wait_until_blocked_by(store_url.split("?", maxsplit=1)[0], cursor, outcome)
+            assert not outcome, f"it did not wait for the takeover: {outcome}"
+        saver.join(timeout=10)
+    finally:
+        thief.close()
+    assert len(outcome) == 1
+    return outcome[0]
