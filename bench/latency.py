@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import concurrent.futures
 import logging
 import statistics
 import tempfile
@@ -53,6 +54,8 @@ from turnlog.domain.streaming import DeltaSink, discard_deltas
 
 DELTAS = 4
 """Text fragments a model call streams, spread over its latency."""
+CREATION_WORKERS = 32
+"""Threads creating arriving sessions (see ``arrivals``)."""
 
 
 @function_tool
@@ -176,6 +179,12 @@ async def burst(rt: Runtime, agent: Agent, model: SlowModel, handles: list) -> l
 async def arrivals(
     rt: Runtime, agent: Agent, model: SlowModel, rate: float, seconds: float
 ) -> list:
+    # Creations run on worker threads, as a service's request handlers
+    # would make them: asyncio's default of a few workers could not keep
+    # up with the offered rate, so arrivals came slower than asked.
+    asyncio.get_running_loop().set_default_executor(
+        concurrent.futures.ThreadPoolExecutor(CREATION_WORKERS)
+    )
     tasks = []
     start = time.perf_counter()
     for n in range(int(rate * seconds)):
