@@ -1,5 +1,5 @@
-"""The store's tests. This folder goes on ``sys.path`` for ``pg_waits``,
-the helper that sees a save wait on a PostgreSQL lock."""
+"""The store's tests. This folder goes on ``sys.path`` for
+``store_support``, the helpers they share."""
 
 from __future__ import annotations
 

@@ -11,24 +11,13 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from pg_waits import outcome_behind_takeover
+from store_support import new_session, outcome_behind_takeover
 
 from turnlog.domain.errors import ConcurrencyConflictError, LeaseLostError
 from turnlog.domain.ids import session_uuid
-from turnlog.domain.session import Session
 from turnlog.store.fencing import LEASE_TABLE, Fence
 from turnlog.store.log import Store
 from turnlog.store.verify import verify_session
-
-
-def new_session(session_id: str = "s1") -> Session:
-    return Session.create(
-        session_id,
-        agent_name="a",
-        agent_digest="d",
-        shared_state={},
-        model_route="default",
-    )
 
 
 def lease_table(store: Store) -> str:

@@ -14,24 +14,14 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from store_support import new_session
 
 from turnlog.domain.errors import ConcurrencyConflictError, LeaseLostError
 from turnlog.domain.ids import session_uuid
-from turnlog.domain.session import Session
 from turnlog.store.fencing import LEASE_TABLE, Fence
 from turnlog.store.log import Store
 
 WAIT = 10.0
-
-
-def new_session(session_id: str) -> Session:
-    return Session.create(
-        session_id,
-        agent_name="a",
-        agent_digest="d",
-        shared_state={},
-        model_route="default",
-    )
 
 
 class HeldWriter:

@@ -14,27 +14,16 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from pg_waits import outcome_behind_takeover
+from store_support import new_session, outcome_behind_takeover
 
 from turnlog.domain.errors import ConcurrencyConflictError, LeaseLostError
 from turnlog.domain.ids import session_uuid
-from turnlog.domain.session import Session
 from turnlog.store.fencing import LEASE_TABLE, Claim
 from turnlog.store.log import Store
 from turnlog.store.ownership import SessionOwnership
 
 WAIT = 10.0
 ME = "me:1:a"
-
-
-def new_session(session_id: str = "s1") -> Session:
-    return Session.create(
-        session_id,
-        agent_name="a",
-        agent_digest="d",
-        shared_state={},
-        model_route="default",
-    )
 
 
 def claim(session_id: str = "s1", owner: str = ME) -> Claim:

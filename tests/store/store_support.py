@@ -1,4 +1,5 @@
-"""Seeing a save wait on PostgreSQL's locks, for tests of takeovers."""
+"""Helpers of the store's tests: a new Session to save, and seeing a save
+wait on PostgreSQL's locks (for tests of takeovers)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,19 @@ from typing import Any
 
 import psycopg
 
+from turnlog.domain.session import Session
 from turnlog.store.log import Store
+
+
+def new_session(session_id: str = "s1") -> Session:
+    """A Session with its creation pending, to save."""
+    return Session.create(
+        session_id,
+        agent_name="a",
+        agent_digest="d",
+        shared_state={},
+        model_route="default",
+    )
 
 
 def wait_until_blocked_by(
