@@ -11,6 +11,7 @@ from typing import Any
 import psycopg
 
 from turnlog.domain.session import Session
+from turnlog.store.fencing import LEASE_TABLE, Fence
 from turnlog.store.log import Store
 
 
@@ -23,6 +24,27 @@ def new_session(session_id: str = "s1") -> Session:
         shared_state={},
         model_route="default",
     )
+
+
+def write_lease(store: Store, session_id: str, owner: str, epoch: int) -> None:
+    """Writes a lease row as SessionOwnership.acquire would."""
+    store.prepare_leases()
+    with store.transaction() as cursor:
+        cursor.execute(
+            store.sql(
+                f"INSERT INTO {store.backend.qualify(LEASE_TABLE)} "
+                "(session_id, owner, renewed, epoch) VALUES (?, ?, ?, ?)"
+            ),
+            (session_id, owner, time.time(), epoch),
+        )
+
+
+def lease(store: Store, session_id: str, owner: str, epoch: int = 1) -> Fence:
+    """Writes a lease row and fences the store's saves of the session by it."""
+    write_lease(store, session_id, owner, epoch)
+    fence = Fence(session_id, owner, epoch)
+    store.fence(fence)
+    return fence
 
 
 def wait_until_blocked_by(

@@ -7,11 +7,10 @@ transaction as the insert.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import pytest
-from store_support import new_session, outcome_behind_takeover
+from store_support import lease, new_session, outcome_behind_takeover
 
 from turnlog.domain.errors import ConcurrencyConflictError, LeaseLostError
 from turnlog.domain.ids import session_uuid
@@ -22,22 +21,6 @@ from turnlog.store.verify import verify_session
 
 def lease_table(store: Store) -> str:
     return store.backend.qualify(LEASE_TABLE)
-
-
-def lease(store: Store, session_id: str, owner: str, epoch: int) -> Fence:
-    """Writes the lease row, as SessionOwnership.acquire would, and fences it."""
-    store.prepare_leases()
-    with store.transaction() as cursor:
-        cursor.execute(
-            store.sql(
-                f"INSERT INTO {lease_table(store)} (session_id, owner, renewed, epoch)"
-                " VALUES (?, ?, ?, ?)"
-            ),
-            (session_id, owner, time.time(), epoch),
-        )
-    fence = Fence(session_id, owner, epoch)
-    store.fence(fence)
-    return fence
 
 
 def take_over(store: Store, session_id: str, owner: str = "other:1:x") -> None:

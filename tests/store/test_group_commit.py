@@ -9,16 +9,15 @@ from __future__ import annotations
 
 import concurrent.futures
 import threading
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from store_support import new_session
+from store_support import lease, new_session
 
 from turnlog.domain.errors import ConcurrencyConflictError, LeaseLostError
 from turnlog.domain.ids import session_uuid
-from turnlog.store.fencing import LEASE_TABLE, Fence
+from turnlog.store.fencing import LEASE_TABLE
 from turnlog.store.log import Store
 
 WAIT = 10.0
@@ -130,21 +129,6 @@ def test_a_save_is_not_reported_before_its_batch_commits(
     commit.set()
     assert futures[1].result(WAIT)
     assert futures[2].result(WAIT)
-
-
-def lease(store: Store, session_id: str, owner: str) -> Fence:
-    store.prepare_leases()
-    with store.transaction() as cursor:
-        cursor.execute(
-            store.sql(
-                f"INSERT INTO {store.backend.qualify(LEASE_TABLE)} "
-                "(session_id, owner, renewed, epoch) VALUES (?, ?, ?, ?)"
-            ),
-            (session_id, owner, time.time(), 1),
-        )
-    fence = Fence(session_id, owner, 1)
-    store.fence(fence)
-    return fence
 
 
 def take_over(store: Store, session_id: str) -> None:

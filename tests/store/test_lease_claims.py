@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from store_support import new_session, outcome_behind_takeover
+from store_support import new_session, outcome_behind_takeover, write_lease
 
 from turnlog.domain.errors import ConcurrencyConflictError, LeaseLostError
 from turnlog.domain.ids import session_uuid
@@ -41,17 +41,6 @@ def leases(store: Store) -> dict[str, tuple[str, int]]:
             for row in cursor.fetchall()
         ]
     return {str(s): (str(owner), int(epoch)) for s, owner, epoch in rows}
-
-
-def write_lease(store: Store, session_id: str, owner: str, epoch: int = 3) -> None:
-    with store.transaction() as cursor:
-        cursor.execute(
-            store.sql(
-                f"INSERT INTO {store.backend.qualify(LEASE_TABLE)} "
-                "(session_id, owner, renewed, epoch) VALUES (?, ?, ?, ?)"
-            ),
-            (session_id, owner, time.time(), epoch),
-        )
 
 
 @pytest.fixture
@@ -82,7 +71,7 @@ def test_a_claim_commits_the_session_and_its_lease_together(store: Store) -> Non
 
 
 def test_a_claim_where_a_lease_is_held_is_refused_whole(store: Store) -> None:
-    write_lease(store, "s1", "other:2:b")
+    write_lease(store, "s1", "other:2:b", 3)
     with pytest.raises(LeaseLostError):
         store.save(new_session(), claim=claim())
     assert store.max_position() == 0
@@ -104,7 +93,7 @@ def test_a_claim_of_a_session_in_the_log_leaves_no_lease(store: Store) -> None:
 
 def test_claims_in_one_batch_fail_alone(store: Store) -> None:
     """Claims queued behind a held save commit together; a refused one alone."""
-    write_lease(store, "held", "other:2:b")
+    write_lease(store, "held", "other:2:b", 3)
     recorder: Any = store._app.recorder
     real = recorder.insert_events
     entered, release = threading.Event(), threading.Event()
@@ -144,7 +133,7 @@ def test_a_claimed_lease_is_renewed_and_released(store: Store) -> None:
         ownership.release("s1")
         assert leases(store) == {}
         # Held by another now: refused, nothing recorded, and no error.
-        write_lease(store, "s2", "other:2:b")
+        write_lease(store, "s2", "other:2:b", 3)
         before = store.max_position()
         again = new_session("s2")
         assert not ownership.claim_new("s2", lambda c: store.save(again, claim=c))
