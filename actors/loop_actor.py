@@ -78,10 +78,6 @@ class LoopActorRef:
     def __init__(self, actor: LoopActor) -> None:
         self._actor = actor
 
-    @property
-    def actor_class(self) -> type[LoopActor]:
-        return type(self._actor)
-
     def tell(self, message: Any) -> None:
         """Queues ``message``; raises pykka.ActorDeadError once stopped."""
         if self._actor.stopped.is_set():
