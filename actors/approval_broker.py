@@ -26,12 +26,12 @@ from turnlog.actors.messages import (
     ApprovalExpired,
     ApprovalSettled,
     AskApproval,
-    Decide,
     ProviderAnswered,
     ResolveApproval,
 )
 from turnlog.domain.approval import ApprovalDecision
 from turnlog.domain.errors import UsageError
+from turnlog.domain.turn_facts import Decide
 
 logger = logging.getLogger(__name__)
 

@@ -15,7 +15,8 @@ from typing import Any
 
 import msgspec
 
-from turnlog.actors.messages import (
+from turnlog.domain.text import encodable_data, encodable_text, replacement_note
+from turnlog.domain.turn_facts import (
     CompactionBegan,
     InputReviewed,
     StepFailed,
@@ -24,7 +25,6 @@ from turnlog.actors.messages import (
     ToolFinished,
     TurnActorFailed,
 )
-from turnlog.domain.text import encodable_data, encodable_text, replacement_note
 
 _WHAT: dict[type, str] = {
     StepSucceeded: "the model's output",

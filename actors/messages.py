@@ -15,7 +15,7 @@ import msgspec
 
 from turnlog.domain.approval import ApprovalRequest
 from turnlog.domain.context import Message
-from turnlog.domain.model import ModelRequest, ModelResponse
+from turnlog.domain.model import ModelRequest
 from turnlog.domain.protocol import Op
 from turnlog.domain.run import QueuedInput, RunResult
 
@@ -108,50 +108,9 @@ class ChangeRoute(msgspec.Struct, frozen=True):
     route: str
 
 
-class Decide(msgspec.Struct, frozen=True):
-    """Decide a pending approval (from the caller or the broker)."""
-
-    request_id: str
-    decision: str
-    decided_by: str
-
-
 # --- facts from the TurnActor -------------------------------------------------
-
-
-class StepSucceeded(msgspec.Struct, frozen=True):
-    """The model answered; pre_tool hooks added ``pre_tool`` (call id, text)."""
-
-    turn: int
-    step: int
-    response: ModelResponse
-    pre_tool: tuple[tuple[str, str], ...] = ()
-    stop: str | None = None
-
-
-class StepFailed(msgspec.Struct, frozen=True):
-    turn: int
-    step: int
-    error_type: str
-    message: str
-
-
-class TurnActorFailed(msgspec.Struct, frozen=True):
-    """The turn's actor work broke: its TurnActor died (a handler raised) or
-    the ToolExecutor it hands calls to is gone; ``error`` says which and why.
-    """
-
-    turn: int
-    error: str
-
-
-class ToolFinished(msgspec.Struct, frozen=True):
-    turn: int
-    call_id: str
-    output: str
-    is_error: bool
-    post_context: str | None = None
-    hook_error: str | None = None
+# The facts the TurnActor, the ToolExecutor and the approval broker tell the
+# SessionActor are the turn machine's inputs: turnlog.domain.turn_facts.
 
 
 class TextDelta(msgspec.Struct, frozen=True):
@@ -160,32 +119,6 @@ class TextDelta(msgspec.Struct, frozen=True):
     turn: int
     step: int
     text: str
-
-
-class StepPrepared(msgspec.Struct, frozen=True):
-    """The hooks before a step settled (see actors.hooks.prepare_step)."""
-
-    turn: int
-    contexts: tuple[tuple[str, str], ...]
-    compaction: tuple[str, list[Any], dict[str, int] | None] | None
-    stop: str | None
-    error: str | None
-
-
-class CompactionBegan(msgspec.Struct, frozen=True):
-    turn: int
-    compaction_id: str
-    reason: str
-
-
-class InputReviewed(msgspec.Struct, frozen=True):
-    """The user_prompt hooks settled: ``rejection`` set means refused."""
-
-    turn: int
-    rejection: str | None
-    contexts: tuple[tuple[str, str], ...]
-    stop: str | None
-    error: str | None
 
 
 class QueuedInputReviewed(msgspec.Struct, frozen=True):

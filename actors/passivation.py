@@ -27,11 +27,11 @@ import pykka
 from turnlog.actors.io_loop import IoLoop
 from turnlog.actors.messages import PassivateIfIdle
 from turnlog.actors.session_parts import RunState
-from turnlog.actors.session_state import Reviewed
 from turnlog.actors.subscribers import Subscriber
 from turnlog.domain.run import RunResult
 from turnlog.domain.session import Session
 from turnlog.domain.turn import Turn
+from turnlog.domain.turn_facts import Reviewed
 
 
 class KeptState:

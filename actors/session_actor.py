@@ -2,11 +2,13 @@
 
 Every change to the session goes through here: the actor asks the Session
 and Turn aggregates to decide (they raise, recording nothing, if the change
-would break an invariant), saves the resulting events in one transaction,
-and only after the save has returned publishes the matching EventMsgs to
-subscribers. Slow work belongs to the TurnActor, which reports facts back;
-this actor never waits on another actor (it only tells), so a session is
-never stuck behind its own model or tool calls, nor behind other sessions.
+would break an invariant), through the turn's state machine
+(domain/turn_machine.py) for everything a turn does, saves the resulting
+events in one transaction, and only after the save has returned publishes
+the matching EventMsgs to subscribers. Slow work belongs to the
+TurnActor, which reports facts back; this actor never waits on another
+actor (it only tells), so a session is never stuck behind its own model
+or tool calls, nor behind other sessions.
 
 Asks from handles (``Submit``, ``StartPrompt``, ``Query``...) return values
 or raise to the caller. Facts told by other actors never raise here: a
@@ -22,7 +24,6 @@ from typing import Any
 import msgspec
 import pykka
 
-from turnlog.actors.approval_flow import Approvals
 from turnlog.actors.contracts import AgentDefinition
 from turnlog.actors.encodable_facts import encodable_fact
 from turnlog.actors.hooks import HookFailedError
@@ -31,10 +32,7 @@ from turnlog.actors.messages import (
     ActiveRunQuery,
     ChangeRoute,
     ClosedQuery,
-    CompactionBegan,
-    Decide,
     FollowUp,
-    InputReviewed,
     LatestRunQuery,
     LeaseLost,
     MessagesQuery,
@@ -46,14 +44,9 @@ from turnlog.actors.messages import (
     SessionQuery,
     SharedStateQuery,
     StartPrompt,
-    StepFailed,
-    StepPrepared,
-    StepSucceeded,
     Submit,
     Subscribe,
     TextDelta,
-    ToolFinished,
-    TurnActorFailed,
     Unsubscribe,
     UpdateSharedState,
 )
@@ -61,7 +54,7 @@ from turnlog.actors.passivation import IdleClock, KeptState, SessionHost, is_idl
 from turnlog.actors.session_end import answer_everyone
 from turnlog.actors.session_parts import SessionServices, SessionSettings
 from turnlog.actors.session_state import SessionState
-from turnlog.actors.turn_flow import TurnFlow
+from turnlog.actors.turn_driver import TurnDriver
 from turnlog.actors.turn_slot import TurnActorSlot
 from turnlog.domain.context import messages_of
 from turnlog.domain.errors import (
@@ -88,6 +81,16 @@ from turnlog.domain.protocol import (
 from turnlog.domain.run import QueuedInput, RunResult
 from turnlog.domain.session import Session
 from turnlog.domain.text import check_encodable, encodable_text
+from turnlog.domain.turn_facts import (
+    CompactionBegan,
+    Decide,
+    InputReviewed,
+    StepFailed,
+    StepPrepared,
+    StepSucceeded,
+    ToolFinished,
+    TurnActorFailed,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -96,10 +99,11 @@ class SessionActor(pykka.ThreadingActor):
     """Owns one session: its mailbox, and the objects that do its work.
 
     ``SessionState`` holds the aggregates and records every change;
-    ``TurnFlow`` runs turns on a ``TurnActorSlot``; ``Approvals`` asks for
-    and applies decisions. With a ``host`` (actors.passivation) the actor
-    stops once idle for ``settings.idle_timeout``, handing what only memory
-    holds to the host, and takes it back when the host starts it again.
+    ``TurnDriver`` carries the turn's facts to its TurnMachine (which
+    decides) and runs the effects, on a ``TurnActorSlot``. With a ``host``
+    (actors.passivation) the actor stops once idle for
+    ``settings.idle_timeout``, handing what only memory holds to the host,
+    and takes it back when the host starts it again.
     """
 
     # A runtime left open must not hold its process at exit: Runtime closes
@@ -141,8 +145,9 @@ class SessionActor(pykka.ThreadingActor):
                 self._idle_clock = IdleClock(
                     settings.idle_timeout, services.io_loop, self.actor_ref
                 )
-        self._approvals = Approvals(self._state, host)
-        self._turns = TurnFlow(self._state, self._approvals, self._slot)
+        self._turns = TurnDriver(
+            self._state, self._slot, host if host is not None else self.actor_ref
+        )
         self._receiving: Any = None
         self._input_reviews = InputReviews(
             session.session_id, agent.middleware, services.io_loop, self.actor_ref
@@ -150,10 +155,8 @@ class SessionActor(pykka.ThreadingActor):
 
     def on_start(self) -> None:
         state, kept = self._state, self._kept
-        turn = state.turn
-        if turn is not None and state.session.running:
-            # Revived after passivating, the broker still holds the requests.
-            self._turns.resume_turn(turn, ask_approvals=kept is None)
+        # Revived after passivating, the broker still holds the requests.
+        self._turns.resume(ask_approvals=kept is None)
         if kept is not None:
             self._kept = None
             state.latest_run, state.reviewed = kept.latest_run, kept.reviewed
@@ -183,7 +186,6 @@ class SessionActor(pykka.ThreadingActor):
             ):
                 self._handle_fact(message)
                 return None
-                return None
             case QueuedInputReviewed():
                 self._queued_input_reviewed(message)
                 return None
@@ -197,7 +199,8 @@ class SessionActor(pykka.ThreadingActor):
                     self._state.publish_transient(AgentMessageDelta(delta))
                 return None
             case Decide() if message.decided_by in ("user",):
-                return self._turns.decide_approval(message)
+                self._turns.decide(message)
+                return None
             case Decide():
                 self._handle_fact(message)
                 return None
@@ -262,7 +265,7 @@ class SessionActor(pykka.ThreadingActor):
                     for q in self._state.session.queued
                 ]
             case PendingApprovalsQuery():
-                return self._approvals.pending()
+                return self._turns.pending_approvals()
             case ClosedQuery():
                 return self._state.session.closed
             case _:
@@ -274,33 +277,12 @@ class SessionActor(pykka.ThreadingActor):
         try:
             if note is not None:
                 self._turns.warn(getattr(fact, "turn", None), note)
-            match fact:
-                case StepSucceeded():
-                    self._turns.steps.step_succeeded(fact)
-                case StepFailed():
-                    self._turns.steps.step_failed(fact)
-                case ToolFinished():
-                    self._turns.tool_finished(fact)
-                case StepPrepared():
-                    self._turns.steps.step_prepared(fact)
-                case CompactionBegan():
-                    self._turns.steps.compaction_began(fact)
-                case InputReviewed():
-                    self._turns.input_reviewed(fact)
-                case TurnActorFailed():
-                    self._turns.turn_actor_failed(fact)
-                case Decide():
-                    try:
-                        self._turns.decide_approval(fact)
-                    except UsageError:
-                        # Someone decided first (the user, or a timeout); the
-                        # first decision stands and this one is dropped.
-                        logger.debug("late decision dropped: %s", fact)
+            self._turns.take(fact)
         except TurnlogError as error:
             if self._state.lease_error is not None:
                 return  # nothing more can be recorded; the end answers the run
             logger.warning("session %s: %s", self._state.session_id, error)
-            self._turns.fail_turn_after_error(error)
+            self._turns.fail_after_error(error)
 
     # -- input -----------------------------------------------------------------
 
@@ -314,7 +296,7 @@ class SessionActor(pykka.ThreadingActor):
                     submitted = self._queue_input(text, attachments, starts_run=True)
                 else:
                     submitted = new_submission_id()
-                    self._turns.start_turn(submitted, "prompt", text, attachments)
+                    self._turns.start(submitted, "prompt", text, attachments)
                 if waiter is not None and self._state.run is not None:
                     self._state.run.waiters.append(waiter)
                 return submitted
@@ -327,15 +309,15 @@ class SessionActor(pykka.ThreadingActor):
                 if self._state.session.running or self._state.run is not None:
                     return self._queue_input(text, (), kind=kind, starts_run=True)
                 submission_id = new_submission_id()
-                self._turns.start_turn(submission_id, kind, text, ())
+                self._turns.start(submission_id, kind, text, ())
                 return submission_id
             case Steer(text=text, attachments=attachments):
                 return self._queue_input(text, attachments, kind="steer")
-            case Interrupt(turn_id=turn_id, clear_queue=clear_queue):
-                self._turns.interrupt(turn_id, clear_queue=clear_queue)
+            case Interrupt():
+                self._turns.interrupt(op)
                 return new_submission_id()
             case ApprovalResponse(request_id=request_id, decision=decision):
-                self._turns.decide_approval(Decide(request_id, decision, "user"))
+                self._turns.decide(Decide(request_id, decision, "user"))
                 return new_submission_id()
             case Shutdown():
                 self._state.check_open()
@@ -427,7 +409,7 @@ class SessionActor(pykka.ThreadingActor):
             )
             raise SessionBusyError(msg)
         submission_id = new_submission_id()
-        self._turns.start_turn(submission_id, "prompt", text, attachments)
+        self._turns.start(submission_id, "prompt", text, attachments)
         assert self._state.run is not None
         self._state.run.waiters.append(waiter)
         return submission_id

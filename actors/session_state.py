@@ -1,10 +1,12 @@
 """What one session is in memory, and the one way it changes: ``record``.
 
 A SessionActor owns one SessionState and hands it to the objects that do
-its work (the turn flow, the approvals). Every change goes through
-:meth:`SessionState.record`: the aggregates decide (raising, and recording
-nothing, if the change would break an invariant), the events are saved in
-one transaction, and only then are the matching EventMsgs published.
+its work (the turn driver). Every change goes through :meth:`SessionState.record`
+or, for the turn machine's transitions, :meth:`SessionState.take`: the
+aggregates decide (raising, and recording nothing, if the change would
+break an invariant), the events are saved in one transaction, and only
+then are the matching EventMsgs published. It is the
+:class:`~turnlog.domain.turn_machine.TurnState` its TurnMachine reads.
 Everything here runs on the session actor's thread.
 """
 
@@ -30,11 +32,9 @@ from turnlog.domain.run import RunEvent, RunResult
 from turnlog.domain.session import Session
 from turnlog.domain.translation import EventTranslator
 from turnlog.domain.turn import Turn
+from turnlog.domain.turn_facts import Reviewed, Transition
 
 logger = logging.getLogger(__name__)
-
-Reviewed = tuple[tuple[tuple[str, str], ...], str | None]
-"""What user_prompt hooks answered for input: (hook contexts, stop)."""
 
 
 class SessionState:
@@ -89,7 +89,44 @@ class SessionState:
         the session over, the session stops instead.
         """
         try:
-            recordings = self.store.save(*decide())
+            aggregates = decide()
+        except Exception:
+            self._undo_decision()
+            raise
+        self._save(aggregates, before_publish)
+
+    def take(
+        self,
+        transition: Callable[[], Transition],
+        before_publish: Callable[[], None] | None = None,
+    ) -> Transition:
+        """Takes one transition of the turn machine and records its events.
+
+        As :meth:`record`; a transition that records nothing (a stale fact)
+        saves nothing. Returns the transition, whose effects are the
+        caller's to run now that its events are durable.
+        """
+        try:
+            taken = transition()
+        except Exception:
+            self._undo_decision()
+            raise
+        if taken.record:
+            self._save(taken.record, before_publish)
+        return taken
+
+    def _undo_decision(self) -> None:
+        # A decision that raised before it triggered anything (a refused
+        # fact, invalid input) left nothing to undo, and no log to re-read.
+        turn = self.turn
+        if self.session.pending_events or (turn is not None and turn.pending_events):
+            self.reload()
+
+    def _save(
+        self, aggregates: Sequence[Any], before_publish: Callable[[], None] | None
+    ) -> None:
+        try:
+            recordings = self.store.save(*aggregates)
         except LeaseLostError as error:
             self.stop_for_lost_lease(error)
             raise

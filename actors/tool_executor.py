@@ -22,13 +22,8 @@ from typing import Any
 import pykka
 
 from turnlog.actors.io_loop import IoLoop
-from turnlog.actors.messages import (
-    CancelTools,
-    RunTool,
-    ToolDone,
-    ToolFinished,
-    ToolTimedOut,
-)
+from turnlog.actors.messages import CancelTools, RunTool, ToolDone, ToolTimedOut
+from turnlog.domain.turn_facts import ToolFinished
 
 DEFAULT_MAX_CONCURRENCY = 16
 

@@ -37,18 +37,11 @@ from turnlog.actors.messages import (
     CallModel,
     CancelTools,
     CancelTurn,
-    CompactionBegan,
-    InputReviewed,
     PrepareStep,
     ReviewInput,
     RunCalls,
     RunTool,
-    StepFailed,
-    StepPrepared,
-    StepSucceeded,
     TextDelta,
-    ToolFinished,
-    TurnActorFailed,
 )
 from turnlog.domain.errors import ProviderError, TurnlogError
 from turnlog.domain.hooks import ToolCallInfo
@@ -57,6 +50,15 @@ from turnlog.domain.model import (
     check_response,
     respond_streaming,
     tool_calls_in,
+)
+from turnlog.domain.turn_facts import (
+    CompactionBegan,
+    InputReviewed,
+    StepFailed,
+    StepPrepared,
+    StepSucceeded,
+    ToolFinished,
+    TurnActorFailed,
 )
 
 

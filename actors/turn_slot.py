@@ -18,10 +18,11 @@ import pykka
 
 from turnlog.actors.contracts import AgentDefinition
 from turnlog.actors.loop_actor import LoopActorRef
-from turnlog.actors.messages import CancelTurn, RunCalls, TurnActorFailed
+from turnlog.actors.messages import CancelTurn, RunCalls
 from turnlog.actors.session_parts import SessionServices
 from turnlog.actors.turn_actor import TurnActor, has_post_tool_hooks, tool_order
 from turnlog.domain.turn import Turn
+from turnlog.domain.turn_facts import TurnActorFailed
 
 
 class TurnActorSlot:

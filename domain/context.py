@@ -125,3 +125,11 @@ def messages_of(items: Sequence[Item]) -> list[Message]:
         if role in ("user", "assistant") and isinstance(content, str):
             messages.append(Message(role, content))
     return messages
+
+
+def arguments_of(items: Sequence[Item], call_id: str) -> str:
+    """The arguments the model gave call ``call_id`` (from the context)."""
+    for item in reversed(items):
+        if item.get("type") == "function_call" and item.get("call_id") == call_id:
+            return str(item.get("arguments", ""))
+    return "{}"

@@ -407,6 +407,23 @@ class Turn(Aggregate):
         self._check_compaction(compaction_id)
         self.trigger_event(CompactionCancelled, compaction_id=compaction_id)
 
+    def close_open_work(self, reason: str, *, interrupted: bool = False) -> None:
+        """Answers every open call and settles every open approval, the open
+        compaction (cancelled if ``interrupted``, else failed) and the open
+        step, so the turn can end with nothing left hanging.
+        """
+        for request_id in list(self.pending_approvals):
+            self.decide_approval(request_id, "abort", "turnlog")
+        for call_id in list(self.unanswered_calls()):
+            self.finish_tool_call(call_id, f"cancelled: {reason}", is_error=True)
+        if self.compaction_open is not None:
+            if interrupted:
+                self.cancel_compaction(self.compaction_open)
+            else:
+                self.fail_compaction(self.compaction_open, reason)
+        if self.step_open:
+            self.fail_step(self.steps, "Cancelled", reason)
+
     def add_hook_context(self, hook: str, text: str) -> None:
         """Records context a middleware hook added for the model."""
         if not isinstance(text, str) or not text:

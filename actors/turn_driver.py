@@ -1,0 +1,356 @@
+"""How a SessionActor carries its turns: facts in, effects out.
+
+An object a :class:`~turnlog.actors.session_actor.SessionActor` owns. What
+a turn does next is decided in one place, the session's
+:class:`~turnlog.domain.turn_machine.TurnMachine`; this carries each fact
+to it as one transaction (``SessionState.take``) and, once the events are
+saved, runs the effects the transition named: orders to the TurnActor
+(through the :class:`~turnlog.actors.turn_slot.TurnActorSlot`), tool
+calls to the ToolExecutor, requests to the approval broker, and the end of
+a turn: the next queued input's turn, or the end of the run and its
+answer to whoever waits on it. Everything here runs on the session
+actor's thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any, assert_never
+
+import msgspec
+
+from turnlog.actors.hooks import any_implements
+from turnlog.actors.messages import (
+    ApprovalSettled,
+    AskApproval,
+    CallModel,
+    PrepareStep,
+    ReviewInput,
+)
+from turnlog.actors.session_parts import RunState
+from turnlog.actors.session_state import SessionState
+from turnlog.actors.turn_slot import TurnActorSlot
+from turnlog.domain.approval import ApprovalRequest
+from turnlog.domain.errors import TurnlogError, UsageError
+from turnlog.domain.hooks import StepInfo
+from turnlog.domain.model import ModelRequest
+from turnlog.domain.protocol import Interrupt, SessionFileReference
+from turnlog.domain.run import RunFinished, RunResult, RunStarted
+from turnlog.domain.turn_facts import (
+    IGNORED,
+    AskApprovals,
+    BeginTurn,
+    CompactionBegan,
+    Decide,
+    Effect,
+    EndTurn,
+    InputReviewed,
+    PrepareModelStep,
+    Resumed,
+    ReviewPrompt,
+    RunModelStep,
+    RunToolCalls,
+    SettleApprovals,
+    StepFailed,
+    StepPrepared,
+    StepSucceeded,
+    ToolFinished,
+    Transition,
+    TurnActorFailed,
+    TurnFailed,
+    TurnInput,
+    TurnRules,
+)
+from turnlog.domain.turn_machine import TurnMachine
+
+logger = logging.getLogger(__name__)
+
+ReportedFact = (
+    StepSucceeded
+    | StepFailed
+    | ToolFinished
+    | StepPrepared
+    | CompactionBegan
+    | InputReviewed
+    | TurnActorFailed
+)
+"""What the TurnActor and the ToolExecutor report about the running turn."""
+
+ToldFact = ReportedFact | Decide
+"""The facts other actors tell a session about its running turn."""
+
+
+class TurnDriver:
+    """Carries one session's turn facts to its TurnMachine and runs the effects."""
+
+    def __init__(self, state: SessionState, slot: TurnActorSlot, address: Any) -> None:
+        # ``address``: where the broker sends decisions (the session's host
+        # when it has one, so a decision reaches a session passivated meanwhile).
+        self._state = state
+        self._slot = slot
+        self._address = address
+        agent, settings = state.agent, state.settings
+        tools = agent.tools_by_name
+
+        def needs_approval(name: str, arguments: str) -> bool:
+            if settings.approval_policy == "allow":
+                return False
+            return bool(tools[name].requires_approval(arguments))
+
+        self.reviews_input = any_implements(agent.middleware, "user_prompt")
+        """Whether the agent's middleware reviews input (user_prompt hooks)."""
+        self._machine = TurnMachine(
+            TurnRules(
+                session_id=state.session_id,
+                max_steps=agent.max_steps,
+                prepares_steps=bool(agent.middleware),
+                reviews_input=self.reviews_input,
+                tool_names=tools,
+                needs_approval=needs_approval,
+                new_request_id=lambda: uuid.uuid4().hex,
+            ),
+            state,
+        )
+        self._tool_specs = tuple(tool.spec for tool in tools.values())
+        # Session start hooks run before the first step this actor prepares.
+        self._startup_hooks_due = True
+
+    # -- facts in ------------------------------------------------------------------
+
+    def start(
+        self,
+        submission_id: str,
+        kind: str,
+        text: str,
+        attachments: tuple[SessionFileReference, ...],
+    ) -> None:
+        """Starts a turn for input a caller submitted to an idle session."""
+        refs = [msgspec.to_builtins(a) for a in attachments]
+        self._start(TurnInput(submission_id, kind, text, refs))
+
+    def take(self, fact: ToldFact) -> None:
+        """Carries a fact another actor told about the running turn."""
+        if isinstance(fact, Decide):
+            try:
+                self.decide(fact)
+            except UsageError:
+                # Someone decided first (the user, or a timeout); the first
+                # decision stands and this one is dropped.
+                logger.debug("late decision dropped: %s", fact)
+            return
+        if isinstance(fact, TurnActorFailed):
+            self._slot.forget_dead()  # nothing to tell it any more
+        self._run(self._state.take(lambda: self._transition(fact)).effects)
+
+    def _transition(self, fact: ReportedFact) -> Transition:
+        machine = self._machine
+        match fact:
+            case StepSucceeded():
+                return machine.on_step_succeeded(fact)
+            case StepFailed():
+                return machine.on_step_failed(fact)
+            case ToolFinished():
+                return machine.on_tool_finished(fact)
+            case StepPrepared():
+                return machine.on_step_prepared(fact)
+            case CompactionBegan():
+                return machine.on_compaction_began(fact)
+            case InputReviewed():
+                return machine.on_input_reviewed(fact)
+            case TurnActorFailed():
+                return machine.on_turn_actor_failed(fact)
+            case _:
+                assert_never(fact)
+
+    def decide(self, fact: Decide) -> None:
+        """Records an approval decision (UsageError if it is not pending)."""
+        self._run(self._state.take(lambda: self._machine.on_decide(fact)).effects)
+
+    def interrupt(self, op: Interrupt) -> None:
+        """Ends the running turn (UsageError if it is not running)."""
+        self._run(self._state.take(lambda: self._machine.on_interrupt(op)).effects)
+
+    def resume(self, *, ask_approvals: bool) -> None:
+        """Picks up a turn that a restart or passivation left waiting."""
+        turn = self._state.turn
+        if turn is None or not self._state.session.running:
+            return
+        self._state.run = RunState(turn.submission_id)
+        fact = Resumed(ask_approvals)
+        self._run(self._state.take(lambda: self._machine.on_resumed(fact)).effects)
+
+    def warn(self, number: int | None, note: str) -> None:
+        """Records a warning on the running turn (if ``number`` is it)."""
+        state = self._state
+        turn = state.turn if number is None else self._machine.running_turn(number)
+        if turn is None:
+            return  # a stale fact: it is dropped, so nothing needs a note
+
+        def decide() -> list[Any]:
+            turn.warn(note)
+            return [turn]
+
+        state.record(decide)
+
+    def fail_after_error(self, error: TurnlogError) -> None:
+        """Ends the turn a fact could not be recorded for, and its run.
+
+        The failure is recorded if the log still shows the turn running; if
+        it cannot be (the store is failing, or another writer took the
+        session), the run still ends here, so no caller waits forever.
+        """
+        reason = f"turn failed: {type(error).__name__}: {error}"
+        fact = TurnFailed(reason)
+        try:
+            transition = self._state.take(lambda: self._machine.on_turn_failed(fact))
+            if transition is not IGNORED:
+                self._run(transition.effects)
+                return
+        except TurnlogError:
+            logger.exception(
+                "session %s: could not record the failure", self._state.session_id
+            )
+        if self._state.run is not None or self._slot.running is not None:
+            self._end_turn(EndTurn("failed", None, reason))
+
+    def record_failure(self, reason: str) -> None:
+        """Ends the running turn in the log with the true reason, if it can.
+
+        Otherwise reopening the session would record that the process
+        stopped, which is not what happened. The actor is stopping: its
+        end answers the run, so the transition's effects are not run.
+        """
+        fact = TurnFailed(reason)
+        try:
+            self._state.take(lambda: self._machine.on_turn_failed(fact))
+        except Exception:  # the failure itself may be the store's
+            logger.exception(
+                "session %s: could not record its failure", self._state.session_id
+            )
+
+    def start_next_queued(self) -> bool:
+        """Starts the turn of the oldest queued input; False if none started."""
+        fact = self._machine.next_input()
+        if fact is None:
+            return False
+        try:
+            self._start(fact)
+        except TurnlogError as failure:
+            logger.warning(
+                "session %s: queued input failed to start: %s",
+                self._state.session_id,
+                failure,
+            )
+            return False
+        return True
+
+    def pending_approvals(self) -> list[ApprovalRequest]:
+        """The requests of the running turn that wait for a decision."""
+        return self._machine.pending_approvals()
+
+    def _start(self, fact: TurnInput) -> None:
+        state = self._state
+
+        def announce() -> None:
+            if state.run is None:
+                state.run = RunState(fact.submission_id)
+                state.publish(RunStarted(state.session_id, fact.submission_id))
+
+        transition = state.take(lambda: self._machine.on_input(fact), announce)
+        self._run(transition.effects)
+
+    # -- effects out ---------------------------------------------------------------
+
+    def _run(self, effects: tuple[Effect, ...]) -> None:
+        state, slot = self._state, self._slot
+        for effect in effects:
+            match effect:
+                case BeginTurn(turn=turn):
+                    assert state.run is not None
+                    state.run.turn_ids.append(str(turn.id))
+                    slot.begin(turn)
+                case ReviewPrompt(info=prompt):
+                    slot.tell(ReviewInput(prompt))
+                case PrepareModelStep(turn_id=turn_id, step=step, route=route):
+                    context = tuple(state.context)
+                    info = StepInfo(state.session_id, turn_id, step, route, context)
+                    startup, self._startup_hooks_due = self._startup_hooks_due, False
+                    slot.tell(PrepareStep(info, startup))
+                case RunModelStep(turn_id=turn_id, step=step, route=route):
+                    slot.tell(CallModel(self._model_request(turn_id, step, route)))
+                case RunToolCalls(calls=calls):
+                    slot.run_calls(calls)
+                case AskApprovals(requests=requests):
+                    for request in requests:
+                        self._ask(request)
+                case SettleApprovals(request_ids=request_ids):
+                    broker = state.services.approval_broker
+                    for request_id in request_ids:
+                        broker.tell(ApprovalSettled(request_id))
+                case EndTurn():
+                    self._end_turn(effect)
+                case _:
+                    assert_never(effect)
+
+    def _model_request(self, turn_id: str, step: int, route: str) -> ModelRequest:
+        return ModelRequest(
+            instructions=self._state.agent.instructions,
+            items=tuple(self._state.context),
+            tools=self._tool_specs,
+            route=route,
+            session_id=self._state.session_id,
+            turn_id=turn_id,
+            step=step,
+        )
+
+    def _ask(self, request: ApprovalRequest) -> None:
+        """Asks the broker to decide a recorded request."""
+        state, settings = self._state, self._state.settings
+        state.services.approval_broker.tell(
+            AskApproval(
+                request,
+                settings.approval_policy,
+                settings.approval_provider,
+                self._address,
+                settings.approval_timeout,
+            )
+        )
+
+    def _end_turn(self, end: EndTurn) -> None:
+        if end.settled:
+            self._slot.settled()  # the last model step was the last fact
+        self._slot.end()
+        self._state.turn = None
+        run = self._state.run
+        if run is not None:
+            run.status, run.final_output, run.error = (
+                end.status,
+                end.final_output,
+                end.error,
+            )
+        if not self.start_next_queued():
+            self._finish_run()
+
+    def _finish_run(self) -> None:
+        """Ends the run in progress: tells its waiters and subscribers how."""
+        state = self._state
+        run, state.run = state.run, None
+        if run is not None:
+            result = RunResult(
+                session_id=state.session_id,
+                submission_id=run.submission_id,
+                status=run.status,
+                final_output=run.final_output,
+                turn_ids=tuple(run.turn_ids),
+                shared_state=dict(state.session.shared_state),
+                usage=dict(state.session.usage_totals),
+                error=run.error,
+            )
+            state.latest_run = result
+            state.publish(RunFinished(state.session_id, run.status, result))
+            for waiter in run.waiters:
+                if not waiter.done():
+                    waiter.set_result(result)
+        if state.close_when_idle and not state.session.closed:
+            state.close_session()

@@ -1,0 +1,262 @@
+"""What a turn's state machine is given, takes in (facts) and gives out (effects).
+
+Facts are what happened: input arrived, the TurnActor reports a model
+step or the hooks' answers, the ToolExecutor a tool's output, the
+approval broker or a caller a decision. The SessionActor carries each one
+to the :class:`~turnlog.domain.turn_machine.TurnMachine`; the ones other
+actors report travel as actor messages in these same structs.
+
+Effects are what the actors must do once the transition's events are
+recorded: call the model, have the hooks prepare a step, run tools, ask
+for approvals, end the turn. They name what to do, not how: the actors
+add what only they hold (the context as recorded, the agent's
+instructions, the actor addresses).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from typing import Any, Protocol
+
+import msgspec
+
+from turnlog.domain.approval import ApprovalRequest
+from turnlog.domain.hooks import UserPromptInfo
+from turnlog.domain.model import Item, ModelResponse
+from turnlog.domain.run import RunStatus
+from turnlog.domain.session import Session
+from turnlog.domain.turn import Turn
+
+Reviewed = tuple[tuple[tuple[str, str], ...], str | None]
+"""What user_prompt hooks answered for input: (hook contexts, stop)."""
+
+# --- facts ----------------------------------------------------------------------
+
+
+class TurnInput(msgspec.Struct, frozen=True):
+    """Input that starts a turn: a prompt, or the oldest queued input.
+
+    ``reviewed`` holds what the user_prompt hooks answered if they already
+    saw it (queued input is reviewed when it is submitted); None if they
+    have yet to.
+    """
+
+    submission_id: str
+    kind: str
+    text: str
+    attachments: list[dict[str, Any]]
+    reviewed: Reviewed | None = None
+
+
+class InputReviewed(msgspec.Struct, frozen=True):
+    """The user_prompt hooks settled: ``rejection`` set means refused."""
+
+    turn: int
+    rejection: str | None
+    contexts: tuple[tuple[str, str], ...]
+    stop: str | None
+    error: str | None
+
+
+class CompactionBegan(msgspec.Struct, frozen=True):
+    """The hooks preparing a step started compacting the context."""
+
+    turn: int
+    compaction_id: str
+    reason: str
+
+
+class StepPrepared(msgspec.Struct, frozen=True):
+    """The hooks before a step settled (see actors.hooks.prepare_step)."""
+
+    turn: int
+    contexts: tuple[tuple[str, str], ...]
+    compaction: tuple[str, list[Any], dict[str, int] | None] | None
+    stop: str | None
+    error: str | None
+
+
+class StepSucceeded(msgspec.Struct, frozen=True):
+    """The model answered; pre_tool hooks added ``pre_tool`` (call id, text)."""
+
+    turn: int
+    step: int
+    response: ModelResponse
+    pre_tool: tuple[tuple[str, str], ...] = ()
+    stop: str | None = None
+
+
+class StepFailed(msgspec.Struct, frozen=True):
+    """The model call of ``step`` failed (or was cancelled)."""
+
+    turn: int
+    step: int
+    error_type: str
+    message: str
+
+
+class ToolFinished(msgspec.Struct, frozen=True):
+    """A tool call produced an output (and its post_tool hooks answered)."""
+
+    turn: int
+    call_id: str
+    output: str
+    is_error: bool
+    post_context: str | None = None
+    hook_error: str | None = None
+
+
+class Decide(msgspec.Struct, frozen=True):
+    """Decide a pending approval (from the caller or the broker)."""
+
+    request_id: str
+    decision: str
+    decided_by: str
+
+
+class TurnActorFailed(msgspec.Struct, frozen=True):
+    """The turn's actor work broke: its TurnActor died (a handler raised) or
+    the ToolExecutor it hands calls to is gone; ``error`` says which and why.
+    """
+
+    turn: int
+    error: str
+
+
+class TurnFailed(msgspec.Struct, frozen=True):
+    """The running turn cannot go on: a fact could not be recorded, or the
+    session's actor failed. ``reason`` is recorded as the turn's end.
+    """
+
+    reason: str
+
+
+class Resumed(msgspec.Struct, frozen=True):
+    """A new SessionActor took over a turn a restart or passivation left.
+
+    ``ask_approvals`` is False when the broker still holds the turn's
+    pending requests (the session passivated): asking again would ask the
+    provider, a person maybe, twice.
+    """
+
+    ask_approvals: bool = True
+
+
+# --- what the machine is given ------------------------------------------------
+
+
+class TurnRules(msgspec.Struct, frozen=True):
+    """What the machine needs of the agent and the session's settings."""
+
+    session_id: str
+    max_steps: int
+    prepares_steps: bool
+    """Whether hooks prepare each model step (the agent has middleware)."""
+    reviews_input: bool
+    """Whether user_prompt hooks review input before it is recorded."""
+    tool_names: Collection[str]
+    needs_approval: Callable[[str, str], bool]
+    """Whether a call of tool ``name`` with ``arguments`` waits for a
+    decision (the approval policy and the tool's own rule; the session's
+    allowances are the machine's to check)."""
+    new_request_id: Callable[[], str]
+
+
+class TurnState(Protocol):
+    """What the machine reads and changes (the SessionActor's SessionState)."""
+
+    session: Session
+    turn: Turn | None
+    context: list[Item]
+    """The model context as recorded so far (for a call's arguments)."""
+    reviewed: dict[str, Reviewed]
+    """What user_prompt hooks answered for queued input, by submission id."""
+
+
+# --- effects ----------------------------------------------------------------------
+
+
+class BeginTurn(msgspec.Struct, frozen=True, tag="begin_turn"):
+    """A turn started: start its TurnActor and count it in the run."""
+
+    turn: Turn
+
+
+class ReviewPrompt(msgspec.Struct, frozen=True, tag="review_prompt"):
+    """Have the user_prompt hooks review input not recorded yet."""
+
+    info: UserPromptInfo
+
+
+class PrepareModelStep(msgspec.Struct, frozen=True, tag="prepare_model_step"):
+    """Have the hooks (and compaction) prepare model step ``step``."""
+
+    turn_id: str
+    step: int
+    route: str
+
+
+class RunModelStep(msgspec.Struct, frozen=True, tag="run_model_step"):
+    """Model step ``step`` is recorded as started: call the model on ``route``."""
+
+    turn_id: str
+    step: int
+    route: str
+
+
+class RunToolCalls(msgspec.Struct, frozen=True, tag="run_tool_calls"):
+    """These tool calls are recorded as started: run them."""
+
+    calls: tuple[dict[str, Any], ...]
+
+
+class AskApprovals(msgspec.Struct, frozen=True, tag="ask_approvals"):
+    """These requests are recorded: have the broker get their decisions."""
+
+    requests: tuple[ApprovalRequest, ...]
+
+
+class SettleApprovals(msgspec.Struct, frozen=True, tag="settle_approvals"):
+    """These requests were decided: the broker can forget them."""
+
+    request_ids: tuple[str, ...]
+
+
+class EndTurn(msgspec.Struct, frozen=True, tag="end_turn"):
+    """The turn ended: stop its work, and end the run or start the next turn.
+
+    ``settled`` says every fact of the turn came back (it ended on its
+    own), so nothing in flight needs cancelling.
+    """
+
+    status: RunStatus
+    final_output: str | None
+    error: str | None
+    settled: bool = False
+
+
+Effect = (
+    BeginTurn
+    | ReviewPrompt
+    | PrepareModelStep
+    | RunModelStep
+    | RunToolCalls
+    | AskApprovals
+    | SettleApprovals
+    | EndTurn
+)
+
+
+class Transition(msgspec.Struct, frozen=True):
+    """What one fact did: the aggregates to save, then the effects to run.
+
+    ``record`` holds the aggregates whose pending events are this fact's
+    events, saved in one transaction; the effects run only once they are.
+    """
+
+    record: tuple[Session | Turn, ...] = ()
+    effects: tuple[Effect, ...] = ()
+
+
+IGNORED = Transition()
+"""A stale fact (about a turn that already ended): nothing to record or do."""

@@ -1,0 +1,493 @@
+"""The turn's state machine: every decision a turn makes, and no I/O.
+
+One fact in (input, a model step's answer, a tool's output, a decision,
+an interrupt...; see :mod:`turnlog.domain.turn_facts`), a
+:class:`~turnlog.domain.turn_facts.Transition` out: the events it
+triggered on the Session and Turn aggregates (saved together, in one
+transaction) and the effects the actors run once they are saved. The
+state is the aggregates themselves, plus the input the hooks are
+reviewing. ``Running`` stands for every state but ``Idle``.
+
+Transitions (``State --(Fact)--> State [effects]``)::
+
+    Idle      --(TurnInput)-->       Reviewing [BeginTurn, ReviewPrompt]
+    Idle      --(TurnInput)-->       Preparing [BeginTurn, PrepareModelStep]
+    Idle      --(TurnInput)-->       ModelCall [BeginTurn, RunModelStep]
+    Idle      --(TurnInput)-->       Idle      [BeginTurn, EndTurn]
+    Reviewing --(InputReviewed)-->   Preparing [PrepareModelStep]
+    Reviewing --(InputReviewed)-->   Idle      [EndTurn]
+    Preparing --(CompactionBegan)--> Preparing []
+    Preparing --(StepPrepared)-->    ModelCall [RunModelStep]
+    Preparing --(StepPrepared)-->    Idle      [EndTurn]
+    ModelCall --(StepSucceeded)-->   Tools     [RunToolCalls, AskApprovals]
+    ModelCall --(StepSucceeded)-->   Approval  [RunToolCalls, AskApprovals]
+    ModelCall --(StepSucceeded)-->   Preparing [PrepareModelStep]
+    ModelCall --(StepSucceeded)-->   ModelCall [RunModelStep]
+    ModelCall --(StepSucceeded)-->   Idle      [EndTurn]
+    ModelCall --(StepFailed)-->      Idle      [EndTurn]
+    Tools     --(ToolFinished)-->    Tools     []
+    Tools     --(ToolFinished)-->    Preparing [PrepareModelStep]
+    Tools     --(ToolFinished)-->    ModelCall [RunModelStep]
+    Tools     --(ToolFinished)-->    Idle      [EndTurn]
+    Approval  --(ToolFinished)-->    Approval  []
+    Approval  --(Decide)-->          Approval  [SettleApprovals, RunToolCalls]
+    Approval  --(Decide)-->          Tools     [SettleApprovals, RunToolCalls]
+    Approval  --(Decide)-->          Preparing [SettleApprovals, PrepareModelStep]
+    Approval  --(Decide)-->          ModelCall [SettleApprovals, RunModelStep]
+    Approval  --(Decide)-->          Idle      [SettleApprovals, EndTurn]
+    Running   --(Interrupt)-->       Idle      [EndTurn]
+    Running   --(TurnActorFailed)--> Idle      [EndTurn]
+    Running   --(TurnFailed)-->      Idle      [EndTurn]
+    Running   --(Resumed)-->         Running   [BeginTurn, RunToolCalls, AskApprovals]
+
+Where a turn goes once every call of a step is answered (or its input
+accepted) is one function, :meth:`TurnMachine._next_step`: start the next
+model step, have the hooks prepare it first, or stop at the step limit.
+Where a turn ends early, every open call, approval, compaction and step
+is settled first: :meth:`TurnMachine._abort`.
+
+A fact about a turn that already ended (the TurnActor's answer crossed
+an interrupt) is no transition: :data:`~turnlog.domain.turn_facts.IGNORED`.
+A fact the machine refuses (an interrupt with no turn running, a decision
+on a request that is not pending) raises UsageError before it triggers
+anything.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+from collections.abc import Callable
+from typing import TypeVar
+
+from turnlog.domain.approval import ApprovalRequest
+from turnlog.domain.errors import UsageError
+from turnlog.domain.hooks import UserPromptInfo
+from turnlog.domain.model import final_text, tool_calls_in
+from turnlog.domain.protocol import Interrupt
+from turnlog.domain.run import RunStatus
+from turnlog.domain.turn import Turn
+from turnlog.domain.turn_facts import (
+    IGNORED,
+    AskApprovals,
+    BeginTurn,
+    CompactionBegan,
+    Decide,
+    Effect,
+    EndTurn,
+    InputReviewed,
+    PrepareModelStep,
+    Resumed,
+    ReviewPrompt,
+    RunModelStep,
+    RunToolCalls,
+    SettleApprovals,
+    StepFailed,
+    StepPrepared,
+    StepSucceeded,
+    ToolFinished,
+    Transition,
+    TurnActorFailed,
+    TurnFailed,
+    TurnInput,
+    TurnRules,
+    TurnState,
+)
+from turnlog.domain.turn_records import (
+    oldest_queued,
+    open_calls,
+    pending_requests,
+    record_decision,
+    sort_calls,
+    step_diagnostics,
+    take_steers,
+)
+
+INTERRUPT_REASON = "interrupted"
+APPROVAL_ABORT_REASON = "aborted at approval"
+
+Effects = tuple[Effect, ...]
+
+
+class Phase(enum.Enum):
+    """Where a running turn is; derived from the aggregates, never stored."""
+
+    IDLE = "Idle"
+    """No turn runs."""
+    REVIEWING = "Reviewing"
+    """The user_prompt hooks review the input the turn was started for."""
+    PREPARING = "Preparing"
+    """The hooks (and compaction) prepare the next model step."""
+    MODEL_CALL = "ModelCall"
+    """A model step runs."""
+    TOOLS = "Tools"
+    """Calls of the last step have no output yet; none waits for approval."""
+    APPROVAL = "Approval"
+    """A call of the last step waits for an approval decision."""
+
+
+Fact = TypeVar("Fact")
+
+
+def transition(
+    handler: Callable[[TurnMachine, Fact], Transition],
+) -> Callable[[TurnMachine, Fact], Transition]:
+    """Notes the (state, fact, state) each call of ``handler`` goes through."""
+
+    @functools.wraps(handler)
+    def noted(machine: TurnMachine, fact: Fact) -> Transition:
+        before = machine.phase()
+        taken = handler(machine, fact)
+        if taken is not IGNORED:
+            after = machine.phase()
+            machine.taken.add((before.value, type(fact).__name__, after.value))
+        return taken
+
+    return noted
+
+
+class TurnMachine:
+    """The decisions of one session's turns (one machine per SessionActor)."""
+
+    def __init__(self, rules: TurnRules, state: TurnState) -> None:
+        self._rules = rules
+        self._state = state
+        self._under_review: tuple[int, TurnInput] | None = None
+        self._last_step_epoch = state.session.context_epoch
+        self.taken: set[tuple[str, str, str]] = set()
+        """Every (state, fact, state) this machine went through (for tests)."""
+
+    # -- where the turn is -----------------------------------------------------
+
+    def phase(self) -> Phase:
+        """The state of the running turn, read off the aggregates."""
+        turn = self._state.turn
+        if turn is None or not self._state.session.running:
+            return Phase.IDLE
+        if self._under_review is not None and self._under_review[0] == turn.number:
+            return Phase.REVIEWING
+        if turn.step_open:
+            return Phase.MODEL_CALL
+        if turn.pending_approvals:
+            return Phase.APPROVAL
+        if turn.unanswered_calls():
+            return Phase.TOOLS
+        return Phase.PREPARING
+
+    def running_turn(self, number: int) -> Turn | None:
+        """The running turn if it is turn ``number``; None for a stale fact."""
+        turn = self._state.turn
+        if turn is None or turn.number != number or not self._state.session.running:
+            return None
+        return turn
+
+    def next_input(self) -> TurnInput | None:
+        """The queued input the next turn takes (the oldest), if any may start."""
+        session = self._state.session
+        if not session.queued or session.closed:
+            return None
+        return oldest_queued(session, self._state.reviewed)
+
+    def pending_approvals(self) -> list[ApprovalRequest]:
+        """The requests of the running turn that wait for a decision."""
+        turn, state = self._state.turn, self._state
+        if turn is None or not state.session.running:
+            return []
+        return pending_requests(self._rules.session_id, turn, state.context)
+
+    # -- facts -------------------------------------------------------------------
+
+    @transition
+    def on_input(self, fact: TurnInput) -> Transition:
+        """Starts a turn for ``fact``, reviewing it first if hooks must."""
+        state, rules = self._state, self._rules
+        session = state.session
+        number = session.start_turn(fact.submission_id)
+        turn = Turn.open(rules.session_id, number, fact.submission_id)
+        state.turn = turn
+        begin = BeginTurn(turn)
+        if rules.reviews_input and fact.reviewed is None:
+            # Recorded only once accepted: rejected input leaves no trace.
+            self._under_review = (number, fact)
+            info = UserPromptInfo(
+                rules.session_id,
+                str(turn.id),
+                fact.text,
+                tuple(fact.attachments),
+                fact.kind,
+            )
+            effects: Effects = (begin, ReviewPrompt(info))
+        else:
+            contexts, stop = fact.reviewed or ((), None)
+            effects = (begin, *self._accept(turn, fact, contexts, stop))
+        return Transition((session, turn), effects)
+
+    @transition
+    def on_input_reviewed(self, fact: InputReviewed) -> Transition:
+        """Records the reviewed input (or its refusal) and goes on."""
+        turn = self.running_turn(fact.turn)
+        under_review = self._under_review
+        if turn is None or under_review is None or under_review[0] != turn.number:
+            return IGNORED
+        self._under_review = None
+        if fact.error is not None:
+            effects = self._abort(turn, f"turn failed: {fact.error}", failed=True)
+        elif fact.rejection is not None:
+            turn.reject_input(turn.submission_id, fact.rejection)
+            effects = self._abort(turn, fact.rejection, failed=False)
+        else:
+            effects = self._accept(turn, under_review[1], fact.contexts, fact.stop)
+        return Transition((self._state.session, turn), effects)
+
+    @transition
+    def on_compaction_began(self, fact: CompactionBegan) -> Transition:
+        """Records that the hooks began compacting the context."""
+        turn = self.running_turn(fact.turn)
+        if turn is None:
+            return IGNORED
+        turn.start_compaction(fact.compaction_id, fact.reason)
+        return Transition((turn,))
+
+    @transition
+    def on_step_prepared(self, fact: StepPrepared) -> Transition:
+        """Records what the hooks prepared; starts the step unless they stop."""
+        turn = self.running_turn(fact.turn)
+        if turn is None or turn.step_open:
+            return IGNORED
+        session = self._state.session
+        for kind, text in fact.contexts:
+            turn.add_hook_context(kind, text)
+        if fact.compaction is not None:
+            compaction_id, items, usage = fact.compaction
+            if fact.error is None:
+                turn.finish_compaction(compaction_id, items, usage)
+                session.rewrite_context(turn.number, ["compaction"])
+            session.record_usage(
+                turn.number, turn.steps, session.model_route, usage, "compaction"
+            )
+        if fact.error is not None:
+            reason = f"turn failed: {fact.error}"
+            effects = self._abort(turn, reason, failed=True, cancelled=fact.error)
+        elif (
+            stop := fact.stop
+            or take_steers(self._state.session, turn, self._state.reviewed)
+        ) is not None:
+            turn.warn(stop)
+            effects = self._complete(turn, None)
+        else:
+            effects = self._call_model(turn)
+        return Transition((session, turn), effects)
+
+    @transition
+    def on_step_succeeded(self, fact: StepSucceeded) -> Transition:
+        """Records the model's answer; runs, asks about or answers its calls."""
+        turn = self.running_turn(fact.turn)
+        if turn is None or not turn.step_open or turn.steps != fact.step:
+            return IGNORED
+        session, usage = self._state.session, fact.response.usage
+        output = [dict(item) for item in fact.response.output]
+        calls = tool_calls_in(output)
+        for _call_id, text in fact.pre_tool:
+            turn.add_hook_context("pre_tool_hook", text)
+        diagnostics = step_diagnostics(session, self._last_step_epoch)
+        self._last_step_epoch = session.context_epoch
+        turn.complete_step(fact.step, output, usage, diagnostics)
+        session.record_usage(turn.number, fact.step, session.model_route, usage)
+        if fact.stop is not None:
+            for call in calls:
+                not_run = "not run: a hook stopped the turn"
+                turn.finish_tool_call(call["call_id"], not_run, is_error=True)
+            turn.warn(fact.stop)
+        if fact.stop is not None or not calls:
+            effects = self._complete(turn, final_text(output), settled=True)
+        else:
+            to_run, asks = sort_calls(turn, calls, self._rules, session.allowed_tools)
+            if not turn.unanswered_calls():
+                effects = self._next_step(turn)  # every call named an unknown tool
+            else:
+                runs: Effects = (RunToolCalls(tuple(to_run)),) if to_run else ()
+                effects = (*runs, AskApprovals(tuple(asks))) if asks else runs
+        return Transition((session, turn), effects)
+
+    @transition
+    def on_step_failed(self, fact: StepFailed) -> Transition:
+        """Records the failed model call; the turn fails with it."""
+        turn = self.running_turn(fact.turn)
+        if turn is None or not turn.step_open or turn.steps != fact.step:
+            return IGNORED
+        turn.fail_step(fact.step, fact.error_type, fact.message)
+        reason = f"model step failed: {fact.error_type}: {fact.message}"
+        effects = self._abort(turn, reason, failed=True)
+        return Transition((self._state.session, turn), effects)
+
+    @transition
+    def on_tool_finished(self, fact: ToolFinished) -> Transition:
+        """Records a tool's output; the last one makes the next step due."""
+        turn = self.running_turn(fact.turn)
+        if turn is None or fact.call_id not in turn.open_calls:
+            return IGNORED
+        turn.finish_tool_call(fact.call_id, fact.output, is_error=fact.is_error)
+        if fact.post_context:
+            turn.add_hook_context("post_tool_hook", fact.post_context)
+        effects: Effects = ()
+        if fact.hook_error is not None:
+            reason = f"turn failed: {fact.hook_error}"
+            effects = self._abort(turn, reason, failed=True, cancelled=fact.hook_error)
+        elif not turn.unanswered_calls():
+            effects = self._next_step(turn)
+        return Transition((self._state.session, turn), effects)
+
+    @transition
+    def on_decide(self, fact: Decide) -> Transition:
+        """Records an approval decision; the turn goes on as it says.
+
+        Raises UsageError, triggering nothing, if the request is not pending.
+        """
+        state = self._state
+        turn, session, request_id = state.turn, state.session, fact.request_id
+        if (
+            turn is None
+            or not session.running
+            or request_id not in turn.pending_approvals
+        ):
+            msg = (
+                f"approval request {request_id!r} is not pending in session "
+                f"{self._rules.session_id!r} (unknown, stale or already decided)"
+            )
+            raise UsageError(msg)
+        if fact.decision == "abort":
+            turn.decide_approval(request_id, fact.decision, fact.decided_by)
+            effects = self._abort(turn, APPROVAL_ABORT_REASON, failed=False)
+            effects = (SettleApprovals((request_id,)), *effects)
+            return Transition((session, turn), effects)
+        settled, run_now = record_decision(session, turn, state.context, fact)
+        effects = (SettleApprovals(tuple(settled)),)
+        if run_now:
+            effects = (*effects, RunToolCalls(tuple(run_now)))
+        elif not turn.unanswered_calls():  # it answered the step's last call
+            effects = (*effects, *self._next_step(turn))
+        return Transition((session, turn), effects)
+
+    @transition
+    def on_interrupt(self, fact: Interrupt) -> Transition:
+        """Ends the running turn as interrupted (and drops queued input if asked).
+
+        Raises UsageError, triggering nothing, if that turn is not running.
+        """
+        turn, session = self._state.turn, self._state.session
+        if turn is None or not session.running:
+            msg = f"session {self._rules.session_id!r} has no running turn to interrupt"
+            raise UsageError(msg)
+        if fact.turn_id is not None and fact.turn_id != str(turn.id):
+            msg = f"turn {fact.turn_id!r} is not the running turn"
+            raise UsageError(msg)
+        effects = self._abort(turn, INTERRUPT_REASON, failed=False, interrupted=True)
+        if fact.clear_queue:
+            session.drop_queued(INTERRUPT_REASON)
+        return Transition((session, turn), effects)
+
+    @transition
+    def on_turn_actor_failed(self, fact: TurnActorFailed) -> Transition:
+        """Fails the turn whose TurnActor died."""
+        turn = self.running_turn(fact.turn)
+        if turn is None:
+            return IGNORED
+        effects = self._abort(turn, f"turn failed: {fact.error}", failed=True)
+        return Transition((self._state.session, turn), effects)
+
+    @transition
+    def on_turn_failed(self, fact: TurnFailed) -> Transition:
+        """Fails the running turn, if the log still has it running."""
+        turn, session = self._state.turn, self._state.session
+        if turn is None or session.active_turn != turn.number:
+            return IGNORED
+        effects = self._abort(turn, fact.reason, failed=True)
+        return Transition((session, turn), effects)
+
+    @transition
+    def on_resumed(self, fact: Resumed) -> Transition:
+        """Runs again what a turn left by an earlier actor waits on."""
+        turn = self._state.turn
+        if turn is None or not self._state.session.running:
+            return IGNORED
+        calls = open_calls(turn, self._state.context)
+        effects: Effects = (BeginTurn(turn),)
+        if calls:
+            effects = (*effects, RunToolCalls(calls))
+        if fact.ask_approvals and turn.pending_approvals:
+            effects = (*effects, AskApprovals(tuple(self.pending_approvals())))
+        return Transition((), effects)
+
+    # -- what the handlers share -----------------------------------------------------
+
+    def _accept(
+        self,
+        turn: Turn,
+        fact: TurnInput,
+        contexts: tuple[tuple[str, str], ...],
+        stop: str | None,
+    ) -> Effects:
+        """Records input entering its turn; a hook's stop ends the turn there."""
+        turn.accept_input(turn.submission_id, fact.kind, fact.text, fact.attachments)
+        for kind, text in contexts:
+            turn.add_hook_context(kind, text)
+        if stop is not None:
+            turn.warn(stop)
+            return self._complete(turn, None)
+        return self._next_step(turn)
+
+    def _next_step(self, turn: Turn) -> Effects:
+        """The turn needs its next model step: this decides how it gets one.
+
+        At the agent's step limit the turn fails; with middleware the hooks
+        prepare the step first (PrepareModelStep, then StepPrepared starts
+        it); otherwise the step starts now, with the queued steers taken in.
+        """
+        rules = self._rules
+        if turn.steps >= rules.max_steps:
+            limit = f"step limit reached ({rules.max_steps} model steps)"
+            return self._abort(turn, limit, failed=True, error="step limit reached")
+        if rules.prepares_steps:
+            route = self._state.session.model_route
+            return (PrepareModelStep(str(turn.id), turn.steps + 1, route),)
+        take_steers(self._state.session, turn, self._state.reviewed)
+        return self._call_model(turn)
+
+    def _call_model(self, turn: Turn) -> Effects:
+        route = self._state.session.model_route
+        return (RunModelStep(str(turn.id), turn.start_step(route), route),)
+
+    # -- endings ---------------------------------------------------------------
+
+    def _complete(
+        self, turn: Turn, final_output: str | None, *, settled: bool = False
+    ) -> Effects:
+        self._state.session.complete_turn(turn.number, final_output)
+        return self._ended(EndTurn("completed", final_output, None, settled))
+
+    def _abort(
+        self,
+        turn: Turn,
+        reason: str,
+        *,
+        failed: bool,
+        cancelled: str | None = None,
+        error: str | None = None,
+        interrupted: bool = False,
+    ) -> Effects:
+        """Ends the turn early: every open call is answered, every open
+        approval, compaction and step settled (as ``cancelled``), then the
+        turn is recorded as aborted for ``reason``; ``error`` is the run's.
+        """
+        turn.close_open_work(
+            reason if cancelled is None else cancelled,
+            interrupted=interrupted,
+        )
+        self._state.session.abort_turn(turn.number, reason, failed=failed)
+        status: RunStatus = "failed" if failed else "aborted"
+        return self._ended(EndTurn(status, None, reason if error is None else error))
+
+    def _ended(self, end: EndTurn) -> Effects:
+        self._under_review = None
+        self._state.turn = None
+        return (end,)

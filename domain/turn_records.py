@@ -1,0 +1,187 @@
+"""What the turn machine's handlers record, and read back, on the aggregates.
+
+Pure functions over the Session and Turn aggregates and the recorded
+model context: which of a step's calls start at once, which wait for a
+decision and which are answered on the spot; the steers a step takes in;
+a step's diagnostics; the queued input the next turn takes; calls and
+requests as the actors are handed them. What follows from them (the next
+step, the turn's end) is the machine's (:mod:`turnlog.domain.turn_machine`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+
+from turnlog.domain.approval import ApprovalRequest
+from turnlog.domain.context import arguments_of
+from turnlog.domain.model import Item
+from turnlog.domain.protocol import SessionFileReference
+from turnlog.domain.session import Session
+from turnlog.domain.turn import Turn
+from turnlog.domain.turn_facts import Decide, Reviewed, TurnInput, TurnRules
+
+
+def sort_calls(
+    turn: Turn, calls: Sequence[Item], rules: TurnRules, allowed: frozenset[str]
+) -> tuple[list[Item], list[ApprovalRequest]]:
+    """Records what becomes of each call a step asked for: (to run, to ask).
+
+    A call of an unknown tool is answered at once with an error output; a
+    call that needs approval (and whose tool the session has not allowed)
+    is recorded as waiting; any other is recorded as started.
+    """
+    to_run: list[Item] = []
+    asks: list[ApprovalRequest] = []
+    for call in calls:
+        call_id, name, arguments = call["call_id"], call["name"], call["arguments"]
+        if name not in rules.tool_names:
+            known = ", ".join(sorted(rules.tool_names)) or "none"
+            unknown = f"unknown tool {name!r}; available tools: {known}"
+            turn.finish_tool_call(call_id, unknown, is_error=True)
+        elif name not in allowed and rules.needs_approval(name, arguments):
+            request_id = rules.new_request_id()
+            turn.request_approval(request_id, call_id, name, arguments)
+            asks.append(
+                ApprovalRequest(
+                    request_id, rules.session_id, str(turn.id), call_id, name, arguments
+                )
+            )
+        else:
+            turn.start_tool_call(call_id, name, arguments)
+            to_run.append(call)
+    return to_run, asks
+
+
+def record_decision(
+    session: Session, turn: Turn, context: Sequence[Item], fact: Decide
+) -> tuple[list[str], list[Item]]:
+    """Records a decision other than ``abort`` on a pending request.
+
+    Returns the requests it settled and the calls it started: ``allow``
+    starts the call; ``allow_session`` also allows the tool for the rest
+    of the session, which covers the calls of that tool waiting beside it;
+    ``deny`` or ``timeout`` answer the call with an error output.
+    """
+    request_id, decision = fact.request_id, fact.decision
+    call_id = turn.pending_approvals[request_id]
+    settled, run_now = [request_id], []
+    if decision in ("allow", "allow_session"):
+        run_now.append(allow_call(turn, context, request_id, decision, fact.decided_by))
+    if decision == "allow_session":
+        name = turn.requested_calls[call_id]
+        session.allow_tool_for_session(name, request_id)
+        for other, other_call in list(turn.pending_approvals.items()):
+            if turn.requested_calls[other_call] == name:
+                allowance = "session allowance"
+                run_now.append(allow_call(turn, context, other, "allow", allowance))
+                settled.append(other)
+    elif decision != "allow":
+        turn.decide_approval(request_id, decision, fact.decided_by)
+        reason = (
+            "approval timed out; the call was not run"
+            if decision == "timeout"
+            else "the call was denied approval and was not run"
+        )
+        turn.finish_tool_call(call_id, reason, is_error=True)
+    return settled, run_now
+
+
+def allow_call(
+    turn: Turn,
+    context: Sequence[Item],
+    request_id: str,
+    decision: str,
+    decided_by: str,
+) -> Item:
+    """Records an allowed request and its call's start; returns the call."""
+    call_id = turn.pending_approvals[request_id]
+    turn.decide_approval(request_id, decision, decided_by)
+    call = call_item(context, call_id, turn.requested_calls[call_id])
+    turn.start_tool_call(call_id, call["name"], call["arguments"])
+    return call
+
+
+def call_item(context: Sequence[Item], call_id: str, name: str) -> Item:
+    """Call ``call_id`` of tool ``name``, with the arguments the model gave it."""
+    arguments = arguments_of(context, call_id)
+    return {"call_id": call_id, "name": name, "arguments": arguments}
+
+
+def open_calls(turn: Turn, context: Sequence[Item]) -> tuple[Item, ...]:
+    """The calls of ``turn`` recorded as started and not finished."""
+    return tuple(
+        call_item(context, call_id, name) for call_id, name in turn.open_calls.items()
+    )
+
+
+def pending_requests(
+    session_id: str, turn: Turn, context: Sequence[Item]
+) -> list[ApprovalRequest]:
+    """The approval requests of ``turn`` that wait for a decision."""
+    return [
+        ApprovalRequest(
+            request_id,
+            session_id,
+            str(turn.id),
+            call_id,
+            turn.requested_calls[call_id],
+            arguments_of(context, call_id),
+        )
+        for request_id, call_id in turn.pending_approvals.items()
+    ]
+
+
+def take_steers(
+    session: Session, turn: Turn, reviewed: dict[str, Reviewed]
+) -> str | None:
+    """Takes the queued steers into ``turn``; returns a stop their hooks asked for.
+
+    ``reviewed`` holds what the user_prompt hooks answered for queued input;
+    a steer's answers are taken out of it with the steer.
+    """
+    stop = None
+    for queued in list(session.queued):
+        if queued["kind"] == "steer":
+            submission_id = queued["submission_id"]
+            session.take_queued(submission_id, turn.number)
+            turn.accept_input(
+                submission_id, "steer", queued["text"], queued["attachments"]
+            )
+            contexts, asked = reviewed.pop(submission_id, ((), None))
+            for kind, text in contexts:
+                turn.add_hook_context(kind, text)
+            stop = stop or asked
+    return stop
+
+
+def step_diagnostics(session: Session, last_step_epoch: int) -> dict[str, Any]:
+    """A step's diagnostics: the route, and what the prompt cache can reuse
+    (all of it, unless the context was rewritten since the last step)."""
+    rewritten = session.context_epoch != last_step_epoch
+    return {
+        "route": session.model_route,
+        "prompt_cache": {
+            "context_epoch": session.context_epoch,
+            "outcome": "context_rewrite" if rewritten else "append",
+            "rewrite_reasons": list(session.last_rewrite_reasons) if rewritten else [],
+        },
+    }
+
+
+def oldest_queued(session: Session, reviewed: dict[str, Reviewed]) -> TurnInput:
+    """The oldest queued input as a turn's input (its hooks' answers taken out)."""
+    queued = session.queued[0]
+    attachments = [
+        msgspec.to_builtins(msgspec.convert(a, SessionFileReference))
+        for a in queued["attachments"]
+    ]
+    return TurnInput(
+        queued["submission_id"],
+        queued["kind"],
+        queued["text"],
+        attachments,
+        reviewed.pop(queued["submission_id"], None),
+    )
