@@ -16,25 +16,7 @@ from typing import Any
 import msgspec
 
 from turnlog.domain.text import encodable_data, encodable_text, replacement_note
-from turnlog.domain.turn_facts import (
-    CompactionBegan,
-    InputReviewed,
-    StepFailed,
-    StepPrepared,
-    StepSucceeded,
-    ToolFinished,
-    TurnActorFailed,
-)
-
-_WHAT: dict[type, str] = {
-    StepSucceeded: "the model's output",
-    StepFailed: "the model's error",
-    StepPrepared: "what the middleware hooks returned",
-    InputReviewed: "what the middleware hooks returned",
-    CompactionBegan: "the compaction's reason",
-    ToolFinished: "what the post_tool hooks returned",
-    TurnActorFailed: "the turn actor's error",
-}
+from turnlog.domain.turn_facts import TEXT_OF, ToolFinished
 
 
 def encodable_fact(fact: Any) -> tuple[Any, str | None]:
@@ -51,4 +33,4 @@ def encodable_fact(fact: Any) -> tuple[Any, str | None]:
     fact, count = encodable_data(fact)
     if not count:
         return fact, None
-    return fact, replacement_note(count, _WHAT.get(type(fact), "a fact"))
+    return fact, replacement_note(count, TEXT_OF.get(type(fact), "a fact"))

@@ -81,16 +81,7 @@ from turnlog.domain.protocol import (
 from turnlog.domain.run import QueuedInput, RunResult
 from turnlog.domain.session import Session
 from turnlog.domain.text import check_encodable, encodable_text
-from turnlog.domain.turn_facts import (
-    CompactionBegan,
-    Decide,
-    InputReviewed,
-    StepFailed,
-    StepPrepared,
-    StepSucceeded,
-    ToolFinished,
-    TurnActorFailed,
-)
+from turnlog.domain.turn_facts import Decide, ReportedFact
 
 logger = logging.getLogger(__name__)
 
@@ -175,16 +166,8 @@ class SessionActor(pykka.ThreadingActor):
                 return None
             self._idle_clock.touch()
         match message:
-            case (
-                StepSucceeded()
-                | StepFailed()
-                | ToolFinished()
-                | StepPrepared()
-                | CompactionBegan()
-                | InputReviewed()
-                | TurnActorFailed()
-            ):
-                self._handle_fact(message)
+            case fact if isinstance(fact, ReportedFact):
+                self._handle_fact(fact)
                 return None
             case QueuedInputReviewed():
                 self._queued_input_reviewed(message)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
 from typing import Any, assert_never
 
 import msgspec
@@ -41,22 +42,17 @@ from turnlog.domain.turn_facts import (
     IGNORED,
     AskApprovals,
     BeginTurn,
-    CompactionBegan,
     Decide,
     Effect,
     EndTurn,
-    InputReviewed,
+    Fact,
     PrepareModelStep,
+    ReportedFact,
     Resumed,
     ReviewPrompt,
     RunModelStep,
     RunToolCalls,
     SettleApprovals,
-    StepFailed,
-    StepPrepared,
-    StepSucceeded,
-    ToolFinished,
-    Transition,
     TurnActorFailed,
     TurnFailed,
     TurnInput,
@@ -65,17 +61,6 @@ from turnlog.domain.turn_facts import (
 from turnlog.domain.turn_machine import TurnMachine
 
 logger = logging.getLogger(__name__)
-
-ReportedFact = (
-    StepSucceeded
-    | StepFailed
-    | ToolFinished
-    | StepPrepared
-    | CompactionBegan
-    | InputReviewed
-    | TurnActorFailed
-)
-"""What the TurnActor and the ToolExecutor report about the running turn."""
 
 ToldFact = ReportedFact | Decide
 """The facts other actors tell a session about its running turn."""
@@ -133,7 +118,7 @@ class TurnDriver:
         """Carries a fact another actor told about the running turn."""
         if isinstance(fact, Decide):
             try:
-                self.decide(fact)
+                self._carry(fact)
             except UsageError:
                 # Someone decided first (the user, or a timeout); the first
                 # decision stands and this one is dropped.
@@ -141,35 +126,22 @@ class TurnDriver:
             return
         if isinstance(fact, TurnActorFailed):
             self._slot.forget_dead()  # nothing to tell it any more
-        self._run(self._state.take(lambda: self._transition(fact)).effects)
+        self._carry(fact)
 
-    def _transition(self, fact: ReportedFact) -> Transition:
+    def _carry(
+        self, fact: Fact, before_publish: Callable[[], None] | None = None
+    ) -> None:
+        """Takes ``fact`` to the machine in one transaction; runs what it asks."""
         machine = self._machine
-        match fact:
-            case StepSucceeded():
-                return machine.on_step_succeeded(fact)
-            case StepFailed():
-                return machine.on_step_failed(fact)
-            case ToolFinished():
-                return machine.on_tool_finished(fact)
-            case StepPrepared():
-                return machine.on_step_prepared(fact)
-            case CompactionBegan():
-                return machine.on_compaction_began(fact)
-            case InputReviewed():
-                return machine.on_input_reviewed(fact)
-            case TurnActorFailed():
-                return machine.on_turn_actor_failed(fact)
-            case _:
-                assert_never(fact)
+        self._run(self._state.take(lambda: machine.take(fact), before_publish).effects)
 
     def decide(self, fact: Decide) -> None:
         """Records an approval decision (UsageError if it is not pending)."""
-        self._run(self._state.take(lambda: self._machine.on_decide(fact)).effects)
+        self._carry(fact)
 
     def interrupt(self, op: Interrupt) -> None:
         """Ends the running turn (UsageError if it is not running)."""
-        self._run(self._state.take(lambda: self._machine.on_interrupt(op)).effects)
+        self._carry(op)
 
     def resume(self, *, ask_approvals: bool) -> None:
         """Picks up a turn that a restart or passivation left waiting."""
@@ -177,8 +149,7 @@ class TurnDriver:
         if turn is None or not self._state.session.running:
             return
         self._state.run = RunState(turn.submission_id)
-        fact = Resumed(ask_approvals)
-        self._run(self._state.take(lambda: self._machine.on_resumed(fact)).effects)
+        self._carry(Resumed(ask_approvals))
 
     def warn(self, number: int | None, note: str) -> None:
         """Records a warning on the running turn (if ``number`` is it)."""
@@ -203,7 +174,7 @@ class TurnDriver:
         reason = f"turn failed: {type(error).__name__}: {error}"
         fact = TurnFailed(reason)
         try:
-            transition = self._state.take(lambda: self._machine.on_turn_failed(fact))
+            transition = self._state.take(lambda: self._machine.take(fact))
             if transition is not IGNORED:
                 self._run(transition.effects)
                 return
@@ -223,7 +194,7 @@ class TurnDriver:
         """
         fact = TurnFailed(reason)
         try:
-            self._state.take(lambda: self._machine.on_turn_failed(fact))
+            self._state.take(lambda: self._machine.take(fact))
         except Exception:  # the failure itself may be the store's
             logger.exception(
                 "session %s: could not record its failure", self._state.session_id
@@ -257,8 +228,7 @@ class TurnDriver:
                 state.run = RunState(fact.submission_id)
                 state.publish(RunStarted(state.session_id, fact.submission_id))
 
-        transition = state.take(lambda: self._machine.on_input(fact), announce)
-        self._run(transition.effects)
+        self._carry(fact, announce)
 
     # -- effects out ---------------------------------------------------------------
 

@@ -23,6 +23,7 @@ import msgspec
 from turnlog.domain.approval import ApprovalRequest
 from turnlog.domain.hooks import UserPromptInfo
 from turnlog.domain.model import Item, ModelResponse
+from turnlog.domain.protocol import Interrupt
 from turnlog.domain.run import RunStatus
 from turnlog.domain.session import Session
 from turnlog.domain.turn import Turn
@@ -140,6 +141,46 @@ class Resumed(msgspec.Struct, frozen=True):
     """
 
     ask_approvals: bool = True
+
+
+Fact = (
+    TurnInput
+    | InputReviewed
+    | CompactionBegan
+    | StepPrepared
+    | StepSucceeded
+    | StepFailed
+    | ToolFinished
+    | Decide
+    | Interrupt
+    | TurnActorFailed
+    | TurnFailed
+    | Resumed
+)
+"""Everything the turn machine takes in (``Interrupt`` is the protocol's op)."""
+
+ReportedFact = (
+    StepSucceeded
+    | StepFailed
+    | ToolFinished
+    | StepPrepared
+    | CompactionBegan
+    | InputReviewed
+    | TurnActorFailed
+)
+"""What the TurnActor and the ToolExecutor tell a session of its running turn."""
+
+TEXT_OF: dict[type, str] = {
+    StepSucceeded: "the model's output",
+    StepFailed: "the model's error",
+    StepPrepared: "what the middleware hooks returned",
+    InputReviewed: "what the middleware hooks returned",
+    CompactionBegan: "the compaction's reason",
+    ToolFinished: "what the post_tool hooks returned",
+    TurnActorFailed: "the turn actor's error",
+}
+"""What each reported fact's text is, for the warning recorded when some of
+it could not be stored as it was (actors.encodable_facts)."""
 
 
 # --- what the machine is given ------------------------------------------------

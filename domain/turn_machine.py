@@ -47,18 +47,14 @@ Where a turn ends early, every open call, approval, compaction and step
 is settled first: :meth:`TurnMachine._abort`.
 
 A fact about a turn that already ended (the TurnActor's answer crossed
-an interrupt) is no transition: :data:`~turnlog.domain.turn_facts.IGNORED`.
-A fact the machine refuses (an interrupt with no turn running, a decision
-on a request that is not pending) raises UsageError before it triggers
-anything.
+an interrupt) is no transition: :data:`~turnlog.domain.turn_facts.IGNORED`;
+a refused one raises before it triggers anything (:meth:`TurnMachine.take`).
 """
 
 from __future__ import annotations
 
 import enum
-import functools
-from collections.abc import Callable
-from typing import TypeVar
+from typing import assert_never
 
 from turnlog.domain.approval import ApprovalRequest
 from turnlog.domain.errors import UsageError
@@ -75,6 +71,7 @@ from turnlog.domain.turn_facts import (
     Decide,
     Effect,
     EndTurn,
+    Fact,
     InputReviewed,
     PrepareModelStep,
     Resumed,
@@ -126,26 +123,6 @@ class Phase(enum.Enum):
     """A call of the last step waits for an approval decision."""
 
 
-Fact = TypeVar("Fact")
-
-
-def transition(
-    handler: Callable[[TurnMachine, Fact], Transition],
-) -> Callable[[TurnMachine, Fact], Transition]:
-    """Notes the (state, fact, state) each call of ``handler`` goes through."""
-
-    @functools.wraps(handler)
-    def noted(machine: TurnMachine, fact: Fact) -> Transition:
-        before = machine.phase()
-        taken = handler(machine, fact)
-        if taken is not IGNORED:
-            after = machine.phase()
-            machine.taken.add((before.value, type(fact).__name__, after.value))
-        return taken
-
-    return noted
-
-
 class TurnMachine:
     """The decisions of one session's turns (one machine per SessionActor)."""
 
@@ -174,10 +151,13 @@ class TurnMachine:
             return Phase.TOOLS
         return Phase.PREPARING
 
-    def running_turn(self, number: int) -> Turn | None:
-        """The running turn if it is turn ``number``; None for a stale fact."""
+    def running_turn(self, number: int, step: int | None = None) -> Turn | None:
+        """The running turn if it is turn ``number`` (running model step
+        ``step``, if one is given); None for a stale fact."""
         turn = self._state.turn
         if turn is None or turn.number != number or not self._state.session.running:
+            return None
+        if step is not None and (not turn.step_open or turn.steps != step):
             return None
         return turn
 
@@ -197,8 +177,45 @@ class TurnMachine:
 
     # -- facts -------------------------------------------------------------------
 
-    @transition
-    def on_input(self, fact: TurnInput) -> Transition:
+    def take(self, fact: Fact) -> Transition:
+        """What ``fact`` records and asks the actors to do; a refused fact
+        (UsageError, SessionBusyError) raises before it triggers anything."""
+        before = self.phase()
+        transition = self._decide(fact)
+        if transition is not IGNORED:
+            self.taken.add((before.value, type(fact).__name__, self.phase().value))
+        return transition
+
+    def _decide(self, fact: Fact) -> Transition:
+        match fact:
+            case TurnInput():
+                return self._on_input(fact)
+            case InputReviewed():
+                return self._on_input_reviewed(fact)
+            case CompactionBegan():
+                return self._on_compaction_began(fact)
+            case StepPrepared():
+                return self._on_step_prepared(fact)
+            case StepSucceeded():
+                return self._on_step_succeeded(fact)
+            case StepFailed():
+                return self._on_step_failed(fact)
+            case ToolFinished():
+                return self._on_tool_finished(fact)
+            case Decide():
+                return self._on_decide(fact)
+            case Interrupt():
+                return self._on_interrupt(fact)
+            case TurnActorFailed():
+                return self._on_turn_actor_failed(fact)
+            case TurnFailed():
+                return self._on_turn_failed(fact)
+            case Resumed():
+                return self._on_resumed(fact)
+            case _:
+                assert_never(fact)
+
+    def _on_input(self, fact: TurnInput) -> Transition:
         """Starts a turn for ``fact``, reviewing it first if hooks must."""
         state, rules = self._state, self._rules
         session = state.session
@@ -222,8 +239,7 @@ class TurnMachine:
             effects = (begin, *self._accept(turn, fact, contexts, stop))
         return Transition((session, turn), effects)
 
-    @transition
-    def on_input_reviewed(self, fact: InputReviewed) -> Transition:
+    def _on_input_reviewed(self, fact: InputReviewed) -> Transition:
         """Records the reviewed input (or its refusal) and goes on."""
         turn = self.running_turn(fact.turn)
         under_review = self._under_review
@@ -239,8 +255,7 @@ class TurnMachine:
             effects = self._accept(turn, under_review[1], fact.contexts, fact.stop)
         return Transition((self._state.session, turn), effects)
 
-    @transition
-    def on_compaction_began(self, fact: CompactionBegan) -> Transition:
+    def _on_compaction_began(self, fact: CompactionBegan) -> Transition:
         """Records that the hooks began compacting the context."""
         turn = self.running_turn(fact.turn)
         if turn is None:
@@ -248,8 +263,7 @@ class TurnMachine:
         turn.start_compaction(fact.compaction_id, fact.reason)
         return Transition((turn,))
 
-    @transition
-    def on_step_prepared(self, fact: StepPrepared) -> Transition:
+    def _on_step_prepared(self, fact: StepPrepared) -> Transition:
         """Records what the hooks prepared; starts the step unless they stop."""
         turn = self.running_turn(fact.turn)
         if turn is None or turn.step_open:
@@ -278,11 +292,10 @@ class TurnMachine:
             effects = self._call_model(turn)
         return Transition((session, turn), effects)
 
-    @transition
-    def on_step_succeeded(self, fact: StepSucceeded) -> Transition:
+    def _on_step_succeeded(self, fact: StepSucceeded) -> Transition:
         """Records the model's answer; runs, asks about or answers its calls."""
-        turn = self.running_turn(fact.turn)
-        if turn is None or not turn.step_open or turn.steps != fact.step:
+        turn = self.running_turn(fact.turn, fact.step)
+        if turn is None:
             return IGNORED
         session, usage = self._state.session, fact.response.usage
         output = [dict(item) for item in fact.response.output]
@@ -309,19 +322,17 @@ class TurnMachine:
                 effects = (*runs, AskApprovals(tuple(asks))) if asks else runs
         return Transition((session, turn), effects)
 
-    @transition
-    def on_step_failed(self, fact: StepFailed) -> Transition:
+    def _on_step_failed(self, fact: StepFailed) -> Transition:
         """Records the failed model call; the turn fails with it."""
-        turn = self.running_turn(fact.turn)
-        if turn is None or not turn.step_open or turn.steps != fact.step:
+        turn = self.running_turn(fact.turn, fact.step)
+        if turn is None:
             return IGNORED
         turn.fail_step(fact.step, fact.error_type, fact.message)
         reason = f"model step failed: {fact.error_type}: {fact.message}"
         effects = self._abort(turn, reason, failed=True)
         return Transition((self._state.session, turn), effects)
 
-    @transition
-    def on_tool_finished(self, fact: ToolFinished) -> Transition:
+    def _on_tool_finished(self, fact: ToolFinished) -> Transition:
         """Records a tool's output; the last one makes the next step due."""
         turn = self.running_turn(fact.turn)
         if turn is None or fact.call_id not in turn.open_calls:
@@ -337,8 +348,7 @@ class TurnMachine:
             effects = self._next_step(turn)
         return Transition((self._state.session, turn), effects)
 
-    @transition
-    def on_decide(self, fact: Decide) -> Transition:
+    def _on_decide(self, fact: Decide) -> Transition:
         """Records an approval decision; the turn goes on as it says.
 
         Raises UsageError, triggering nothing, if the request is not pending.
@@ -368,8 +378,7 @@ class TurnMachine:
             effects = (*effects, *self._next_step(turn))
         return Transition((session, turn), effects)
 
-    @transition
-    def on_interrupt(self, fact: Interrupt) -> Transition:
+    def _on_interrupt(self, fact: Interrupt) -> Transition:
         """Ends the running turn as interrupted (and drops queued input if asked).
 
         Raises UsageError, triggering nothing, if that turn is not running.
@@ -381,13 +390,12 @@ class TurnMachine:
         if fact.turn_id is not None and fact.turn_id != str(turn.id):
             msg = f"turn {fact.turn_id!r} is not the running turn"
             raise UsageError(msg)
-        effects = self._abort(turn, INTERRUPT_REASON, failed=False, interrupted=True)
+        effects = self._abort(turn, INTERRUPT_REASON, failed=False)
         if fact.clear_queue:
             session.drop_queued(INTERRUPT_REASON)
         return Transition((session, turn), effects)
 
-    @transition
-    def on_turn_actor_failed(self, fact: TurnActorFailed) -> Transition:
+    def _on_turn_actor_failed(self, fact: TurnActorFailed) -> Transition:
         """Fails the turn whose TurnActor died."""
         turn = self.running_turn(fact.turn)
         if turn is None:
@@ -395,8 +403,7 @@ class TurnMachine:
         effects = self._abort(turn, f"turn failed: {fact.error}", failed=True)
         return Transition((self._state.session, turn), effects)
 
-    @transition
-    def on_turn_failed(self, fact: TurnFailed) -> Transition:
+    def _on_turn_failed(self, fact: TurnFailed) -> Transition:
         """Fails the running turn, if the log still has it running."""
         turn, session = self._state.turn, self._state.session
         if turn is None or session.active_turn != turn.number:
@@ -404,8 +411,7 @@ class TurnMachine:
         effects = self._abort(turn, fact.reason, failed=True)
         return Transition((session, turn), effects)
 
-    @transition
-    def on_resumed(self, fact: Resumed) -> Transition:
+    def _on_resumed(self, fact: Resumed) -> Transition:
         """Runs again what a turn left by an earlier actor waits on."""
         turn = self._state.turn
         if turn is None or not self._state.session.running:
@@ -457,8 +463,6 @@ class TurnMachine:
         route = self._state.session.model_route
         return (RunModelStep(str(turn.id), turn.start_step(route), route),)
 
-    # -- endings ---------------------------------------------------------------
-
     def _complete(
         self, turn: Turn, final_output: str | None, *, settled: bool = False
     ) -> Effects:
@@ -473,16 +477,13 @@ class TurnMachine:
         failed: bool,
         cancelled: str | None = None,
         error: str | None = None,
-        interrupted: bool = False,
     ) -> Effects:
         """Ends the turn early: every open call is answered, every open
         approval, compaction and step settled (as ``cancelled``), then the
         turn is recorded as aborted for ``reason``; ``error`` is the run's.
         """
-        turn.close_open_work(
-            reason if cancelled is None else cancelled,
-            interrupted=interrupted,
-        )
+        cancelled = reason if cancelled is None else cancelled
+        turn.close_open_work(cancelled, interrupted=cancelled == INTERRUPT_REASON)
         self._state.session.abort_turn(turn.number, reason, failed=failed)
         status: RunStatus = "failed" if failed else "aborted"
         return self._ended(EndTurn(status, None, reason if error is None else error))

@@ -8,18 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from turn_machine_support import (
-    PROMPT,
-    Harness,
-    answer,
-    calls,
-    compaction,
-    decide,
-    finished,
-    harness_at,
-    play,
-    prepared,
-)
+import turn_machine_support as support
 
 from turnlog.domain.errors import SessionBusyError, UsageError
 from turnlog.domain.protocol import Interrupt
@@ -36,34 +25,34 @@ from turnlog.domain.turn_facts import (
 
 
 def test_a_stale_fact_is_no_transition() -> None:
-    harness = harness_at({}, [PROMPT, calls("echo")])
+    harness = support.harness_at({}, [support.PROMPT, support.calls("echo")])
     stale: list[Any] = [
-        answer("late", step=1),  # the step already completed
+        support.answer("late", step=1),  # the step already completed
         StepFailed(1, 1, "Cancelled", "model call was cancelled"),
-        finished("c9"),  # no such call
+        support.finished("c9"),  # no such call
         InputReviewed(1, None, (), None, None),  # nothing under review
         TurnActorFailed(2, "another turn"),
         CompactionBegan(2, "k1", "another turn"),
     ]
     for fact in stale:
-        assert play(harness.machine, fact) is IGNORED
-    harness.take(finished("c1"))
-    harness.take(answer("done", step=2))
-    assert play(harness.machine, finished("c1")) is IGNORED
-    assert play(harness.machine, TurnFailed("too late")) is IGNORED
+        assert harness.machine.take(fact) is IGNORED
+    harness.take(support.finished("c1"))
+    harness.take(support.answer("done", step=2))
+    assert harness.machine.take(support.finished("c1")) is IGNORED
+    assert harness.machine.take(TurnFailed("too late")) is IGNORED
 
 
 @pytest.mark.parametrize(
     "fact",
-    [decide("r9", "allow"), Interrupt(turn_id="not-this-one")],
+    [support.decide("r9", "allow"), Interrupt(turn_id="not-this-one")],
     ids=["a decision on no pending request", "an interrupt of another turn"],
 )
 def test_a_refused_fact_triggers_nothing(fact: Any) -> None:
-    harness = harness_at({}, [PROMPT, calls("risky")])
+    harness = support.harness_at({}, [support.PROMPT, support.calls("risky")])
     held = harness.held
     before = harness.machine.phase()
     with pytest.raises(UsageError):
-        play(harness.machine, fact)
+        harness.machine.take(fact)
     assert held.session.pending_events == []
     assert held.turn is not None
     assert held.turn.pending_events == []
@@ -71,19 +60,19 @@ def test_a_refused_fact_triggers_nothing(fact: Any) -> None:
 
 
 def test_an_interrupt_with_no_turn_running_is_refused() -> None:
-    harness = Harness()
+    harness = support.Harness()
     with pytest.raises(UsageError, match="no running turn"):
-        play(harness.machine, Interrupt())
+        harness.machine.take(Interrupt())
 
 
 def test_input_while_a_turn_runs_is_refused_by_the_session() -> None:
-    harness = harness_at({}, [PROMPT])
+    harness = support.harness_at({}, [support.PROMPT])
     with pytest.raises(SessionBusyError):
-        play(harness.machine, TurnInput("sub-2", "prompt", "again", []))
+        harness.machine.take(TurnInput("sub-2", "prompt", "again", []))
 
 
 def test_the_next_turn_takes_the_oldest_queued_input_with_its_review() -> None:
-    harness = harness_at({"reviews": True}, [])
+    harness = support.harness_at({"reviews": True}, [])
     harness.queue("sub-1", "follow_up", "first")
     harness.queue("sub-2", "follow_up", "second")
     answers: Reviewed = ((("user_prompt_hook", "noted"),), None)
@@ -100,18 +89,22 @@ def test_the_next_turn_takes_the_oldest_queued_input_with_its_review() -> None:
 
 
 def test_a_closed_session_starts_no_queued_input() -> None:
-    harness = Harness()
+    harness = support.Harness()
     harness.queue("sub-1", "follow_up", "first")
     harness.held.session.close()
     assert harness.machine.next_input() is None
 
 
 def test_a_step_after_compaction_tells_the_prompt_cache_it_was_rewritten() -> None:
-    harness = harness_at(
+    harness = support.harness_at(
         {"middleware": True},
-        [PROMPT, CompactionBegan(1, "k1", "long"), prepared(compaction=compaction())],
+        [
+            support.PROMPT,
+            CompactionBegan(1, "k1", "long"),
+            support.prepared(compaction=support.compaction()),
+        ],
     )
-    harness.take(answer("done"))
+    harness.take(support.answer("done"))
     (completed,) = [
         e for e in harness.events if type(e).__name__ == "ModelStepCompleted"
     ]
@@ -123,7 +116,7 @@ def test_a_step_after_compaction_tells_the_prompt_cache_it_was_rewritten() -> No
 
 
 def test_pending_approvals_are_read_with_their_arguments() -> None:
-    harness = harness_at({}, [PROMPT, calls("echo", "risky")])
+    harness = support.harness_at({}, [support.PROMPT, support.calls("echo", "risky")])
     (request,) = harness.machine.pending_approvals()
     assert (request.request_id, request.call_id, request.tool_name) == (
         "r1",

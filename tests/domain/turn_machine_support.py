@@ -22,31 +22,23 @@ from turnlog.domain.model import (
     function_call,
     user_message,
 )
-from turnlog.domain.protocol import Interrupt
 from turnlog.domain.session import Session
 from turnlog.domain.turn import Turn
 from turnlog.domain.turn_facts import (
     AskApprovals,
     BeginTurn,
-    CompactionBegan,
     Decide,
     Effect,
     EndTurn,
-    InputReviewed,
     PrepareModelStep,
-    Resumed,
     Reviewed,
     ReviewPrompt,
     RunModelStep,
     RunToolCalls,
     SettleApprovals,
-    StepFailed,
     StepPrepared,
     StepSucceeded,
     ToolFinished,
-    Transition,
-    TurnActorFailed,
-    TurnFailed,
     TurnInput,
     TurnRules,
 )
@@ -114,7 +106,7 @@ class Harness:
         self.events: list[Any] = []
 
     def take(self, fact: Any) -> tuple[list[str], list[str]]:
-        transition = play(self.machine, fact)
+        transition = self.machine.take(fact)
         for taken in self.machine.taken:
             assert any(matches(row, taken) for row in table()), taken
         events = in_decision_order(transition.record)
@@ -130,56 +122,27 @@ class Harness:
         self.held.session.collect_events()
 
 
-def play(machine: TurnMachine, fact: Any) -> Transition:
-    match fact:
-        case TurnInput():
-            return machine.on_input(fact)
-        case InputReviewed():
-            return machine.on_input_reviewed(fact)
-        case CompactionBegan():
-            return machine.on_compaction_began(fact)
-        case StepPrepared():
-            return machine.on_step_prepared(fact)
-        case StepSucceeded():
-            return machine.on_step_succeeded(fact)
-        case StepFailed():
-            return machine.on_step_failed(fact)
-        case ToolFinished():
-            return machine.on_tool_finished(fact)
-        case Decide():
-            return machine.on_decide(fact)
-        case Interrupt():
-            return machine.on_interrupt(fact)
-        case TurnActorFailed():
-            return machine.on_turn_actor_failed(fact)
-        case TurnFailed():
-            return machine.on_turn_failed(fact)
-        case Resumed():
-            return machine.on_resumed(fact)
-    raise AssertionError(fact)
-
-
 def describe(effect: Effect) -> str:
+    """The effect as a row of the tests writes it: its name and what it names."""
+    named: object
     match effect:
         case BeginTurn(turn=turn):
-            return f"BeginTurn({turn.number})"
+            named = turn.number
         case ReviewPrompt(info=info):
-            return f"ReviewPrompt({info.text})"
-        case PrepareModelStep(step=step):
-            return f"PrepareModelStep({step})"
-        case RunModelStep(step=step):
-            return f"RunModelStep({step})"
+            named = info.text
+        case PrepareModelStep(step=step) | RunModelStep(step=step):
+            named = step
         case RunToolCalls(calls=calls):
-            return f"RunToolCalls({','.join(c['call_id'] for c in calls)})"
+            named = ",".join(call["call_id"] for call in calls)
         case AskApprovals(requests=requests):
-            return f"AskApprovals({','.join(r.call_id for r in requests)})"
-        case SettleApprovals(request_ids=ids):
-            return f"SettleApprovals({','.join(ids)})"
+            named = ",".join(request.call_id for request in requests)
+        case SettleApprovals(request_ids=request_ids):
+            named = ",".join(request_ids)
         case EndTurn(status=status, final_output=output, error=error):
-            settled = ", settled" if effect.settled else ""
-            return f"EndTurn({status}, {output}, {error}{settled})"
+            named = f"{status}, {output}, {error}" + (", settled" * effect.settled)
         case _:
             assert_never(effect)
+    return f"{type(effect).__name__}({named})"
 
 
 # --- facts --------------------------------------------------------------------
