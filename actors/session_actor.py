@@ -177,7 +177,7 @@ class SessionActor(pykka.ThreadingActor):
                 return None
             case TextDelta(turn=turn, text=text):
                 # Transient: published as it comes, never recorded.
-                if self._state.current_turn(turn) is not None:
+                if self._turns.is_running(turn):
                     delta = encodable_text(text)[0]
                     self._state.publish_transient(AgentMessageDelta(delta))
                 return None

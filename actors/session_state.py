@@ -183,13 +183,6 @@ class SessionState:
         logger.error("session %s stopped: %s", self.session_id, error)
         self.actor_ref.stop(block=False)
 
-    def current_turn(self, number: int) -> Turn | None:
-        """The running turn if it is turn ``number``; None for a stale fact."""
-        turn = self.turn
-        if turn is None or turn.number != number or not self.session.running:
-            return None  # a fact from a turn that already ended
-        return turn
-
     def check_open(self) -> None:
         """Raises SessionClosedError if the session was closed for good."""
         if self.session.closed:
