@@ -235,6 +235,7 @@ class TurnMachine:
             )
             effects: Effects = (begin, ReviewPrompt(info))
         else:
+            self._under_review = None
             contexts, stop = fact.reviewed or ((), None)
             effects = (begin, *self._accept(turn, fact, contexts, stop))
         return Transition((session, turn), effects)
