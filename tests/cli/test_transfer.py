@@ -19,6 +19,7 @@ from turnlog import (
 )
 from turnlog.domain.ids import session_uuid, turn_uuid
 from turnlog.store.log import Store
+from turnlog.store.opening import location_of
 from turnlog.store.transfer import export_session, import_events
 from turnlog.store.verify import verify_session
 
@@ -143,6 +144,29 @@ def test_a_session_round_trips_sqlite_postgresql_sqlite(
         assert verdict(url, "s1") == (True, len(rows))
         sessions = turnlog("--store", url, "sessions").out.splitlines()
         assert [line.split()[:2] for line in sessions[1:]] == [["s1", "2"]]
+
+
+@pytest.mark.postgres
+def test_import_names_the_schema_it_wrote_into(
+    turnlog, sqlite_url: str, postgres_schema_url: str, tmp_path: Path, filled
+) -> None:
+    filled(sqlite_url, sessions=("s1",), turns=1)
+    export = tmp_path / "s1.jsonl"
+    assert turnlog("--store", sqlite_url, "export", "s1", "-o", str(export)).code == 0
+
+    result = turnlog("--store", postgres_schema_url, "import", str(export))
+
+    assert (result.code, result.err) == (0, "")
+    schema = postgres_schema_url.rsplit("schema=", 1)[1]
+    assert result.out.rstrip().endswith(f"?schema={schema}")
+
+
+def test_a_postgresql_location_keeps_its_schema_and_drops_the_password() -> None:
+    where = location_of("postgresql://ann:secret@db.example:5433/app?schema=tenant_a")
+    assert where == "postgresql://db.example:5433/app?schema=tenant_a"
+    assert location_of("postgresql://ann:secret@db.example/app") == (
+        "postgresql://db.example:5432/app"
+    )
 
 
 def test_an_imported_session_replays_verifies_and_audits_the_same(

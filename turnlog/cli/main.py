@@ -30,7 +30,9 @@ variable, else ``.turnlog/turnlog.sqlite3`` under the working directory (see
 mistake in what was asked (a bad URL, an unknown session, a file that is
 not an export), 1 for a log that cannot be opened or read, a run that
 failed, a chain that does not verify or a view that differs from its
-rebuild, and 130 for Ctrl-C.
+rebuild, and 130 for Ctrl-C. What turnlog's background threads log
+(retries, view runner trouble) is not shown unless ``--verbose`` (``-v``)
+is given, and then one line a record (see ``turnlog.cli.logging_setup``).
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ from turnlog.cli.exits import (
 )
 from turnlog.cli.history import command_export, command_import, command_replay
 from turnlog.cli.log_location import missing_sqlite_log, require_log, store_url
+from turnlog.cli.logging_setup import CommandLogging
 from turnlog.cli.parser import build_parser
 from turnlog.cli.progress import ProgressLine, catch_up, rebuild_summary, views_position
 from turnlog.cli.reading import open_for_reading, runtime_for_reading
@@ -315,6 +318,20 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(code, int):
             return code
         return EXIT_OK if code is None else EXIT_FAILURE
+    logs = CommandLogging(verbose=args.verbose)
+    logs.install()
+    try:
+        return _run_command(args)
+    finally:
+        # Run as the command (argv from sys.argv), the handler stays for
+        # whatever the interpreter's exit still logs; called in-process,
+        # the caller's logging is left as it was.
+        if argv is not None:
+            logs.uninstall()
+
+
+def _run_command(args: argparse.Namespace) -> int:
+    """Runs the command ``args`` names; errors become one line and an exit code."""
     try:
         return _COMMANDS[args.command](args)
     except UsageError as error:

@@ -68,6 +68,15 @@ def build_parser() -> argparse.ArgumentParser:
             ".turnlog/turnlog.sqlite3 under the working directory"
         ),
     )
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help=(
+            "show what turnlog logs (retries, view runner trouble, warnings) on "
+            "stderr, one line each; by default only the command's own output"
+        ),
+    )
     parser.add_argument("--version", action="version", version=f"turnlog {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
