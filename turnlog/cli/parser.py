@@ -99,9 +99,11 @@ def build_parser() -> argparse.ArgumentParser:
         "run",
         help="talk to a model in an interactive session",
         description=(
-            "An interactive session against an OpenAI-compatible endpoint, "
-            "configured by TURNLOG_MODEL, OPENAI_API_KEY, OPENAI_BASE_URL and "
-            "TURNLOG_API, or by routes in turnlog.toml. Answers stream as they "
+            "An interactive session against an OpenAI-compatible endpoint "
+            "(TURNLOG_MODEL, OPENAI_API_KEY, OPENAI_BASE_URL; TURNLOG_API=chat "
+            "for /chat/completions) or Anthropic's Messages API "
+            "(TURNLOG_API=anthropic, TURNLOG_MODEL, ANTHROPIC_API_KEY, "
+            "ANTHROPIC_BASE_URL), or by routes in turnlog.toml. Answers stream as they "
             "arrive; Ctrl-C stops a running turn, and Ctrl-C twice (or Ctrl-D "
             "at the prompt) quits."
         ),
