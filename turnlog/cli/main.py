@@ -90,7 +90,9 @@ from turnlog.runtime import Runtime
 from turnlog.store.log import Store
 from turnlog.store.opening import (
     as_store_error,
+    is_sqlite_file,
     location_of,
+    parse_store_url,
 )
 
 # -- demo -----------------------------------------------------------------
@@ -160,9 +162,45 @@ def _command_run(args: argparse.Namespace) -> int:
     if location == "memory":
         print(f"session {session_id} ended with the command (a memory:// log)")
     else:
-        hint = _command_hint(args, "run", "--session", session_id)
+        hint = _continue_command(args, session_id)
         print(f"session {session_id} is in the log at {location}; continue: {hint}")
     return EXIT_OK
+
+
+def _continue_command(args: argparse.Namespace, session_id: str) -> str:
+    """The ``turnlog run`` command that continues ``session_id`` as it ran.
+
+    Pasted into a shell, anywhere, it runs the same executable on the same
+    log with the same route file, tools and approval policy (the session
+    keeps its route in the log). Paths are made absolute: the default log
+    and a relative --config are relative to the working directory. A store
+    URL from TURNLOG_STORE that is not a file is left to the environment,
+    so a password in it is not printed.
+    """
+    command = [turnlog_executable()]
+    store = _store_argument(args)
+    if store is not None:
+        command += ["--store", store]
+    command += ["run", "--session", session_id]
+    if args.config is not None:
+        command += ["--config", str(args.config.expanduser().resolve())]
+    if args.tools:
+        command.append("--tools")
+    if args.no_mcp:
+        command.append("--no-mcp")
+    if args.approval != "ask":
+        command += ["--approval", args.approval]
+    return shlex.join(command)
+
+
+def _store_argument(args: argparse.Namespace) -> str | None:
+    """``--store`` as a later command must give it, or None to leave it out."""
+    url = store_url(args)
+    env = parse_store_url(url)
+    if is_sqlite_file(env):
+        return "sqlite:///" + str(Path(env["SQLITE_DBNAME"]).resolve())
+    typed: str | None = args.store  # the user's own (theirs to see), or None
+    return typed
 
 
 # -- sessions -------------------------------------------------------------

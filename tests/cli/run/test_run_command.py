@@ -22,6 +22,7 @@ from pty_support import (
     HEADER,
     PROMPT,
     TIMEOUT,
+    TURNLOG,
     Spawn,
     output_of,
     quits,
@@ -41,7 +42,7 @@ def test_a_streamed_answer_appears(spawn: Spawn, fake: FakeOpenAI) -> None:
     child.expect(r"assistant> Streaming works fine today\.\r\n")
     child.expect(PROMPT)
     output = quits(child)
-    assert "continue: turnlog --store" in output
+    assert f"continue: {TURNLOG} --store" in output
     [request] = fake.requests
     assert request.body["stream"] is True
     assert request.path == "/v1/responses"
