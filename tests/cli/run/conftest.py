@@ -66,7 +66,8 @@ def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.fixture
 def spawn(tmp_path: Path, workspace: Path, fake: FakeOpenAI) -> Iterator[Spawn]:
-    """``spawn(*args, configured=True, env={})``: ``turnlog run ARGS`` in a pty.
+    """``spawn(*args, configured=True, env={}, verbose=False)``: ``turnlog
+    [--verbose] run ARGS`` in a pty.
 
     The child runs in ``workspace`` against ``tmp_path/log.sqlite3``;
     ``configured`` points TURNLOG_MODEL / OPENAI_BASE_URL at the fake server.
@@ -76,7 +77,10 @@ def spawn(tmp_path: Path, workspace: Path, fake: FakeOpenAI) -> Iterator[Spawn]:
     children: list[pexpect.spawn] = []
 
     def start(
-        *args: str, configured: bool = True, env: dict[str, str] | None = None
+        *args: str,
+        configured: bool = True,
+        env: dict[str, str] | None = None,
+        verbose: bool = False,
     ) -> pexpect.spawn:
         environment = clean_environment()
         if configured:
@@ -88,7 +92,13 @@ def spawn(tmp_path: Path, workspace: Path, fake: FakeOpenAI) -> Iterator[Spawn]:
         environment.update(env or {})
         child = pexpect.spawn(
             str(TURNLOG),
-            ["--store", f"sqlite:///{tmp_path}/log.sqlite3", "run", *args],
+            [
+                *(["--verbose"] if verbose else []),
+                "--store",
+                f"sqlite:///{tmp_path}/log.sqlite3",
+                "run",
+                *args,
+            ],
             cwd=str(workspace),
             env=environment,
             encoding="utf-8",
