@@ -222,13 +222,16 @@ def build_parser() -> argparse.ArgumentParser:
         description=(
             "The session's spans (session, turns, model calls, tool calls, "
             "approval waits) as an OTLP/JSON ExportTraceServiceRequest: on "
-            "stdout, to --out FILE, or POSTed to an OTLP/HTTP --endpoint. Spans "
+            "stdout, to --output FILE, or POSTed to an OTLP/HTTP --endpoint. Spans "
             "the log never ended (a killed process) end at its last event, "
             "marked unfinished."
         ),
     )
     traces.add_argument("session", metavar="SESSION", help="the session id")
-    traces.add_argument("-o", "--out", metavar="FILE", help="default: stdout")
+    traces.add_argument("-o", "--output", metavar="FILE", help="default: stdout")
+    # --out was this option's name before export's --output was chosen for
+    # both; kept so scripts that use it still work, but not shown.
+    traces.add_argument("--out", dest="output", help=argparse.SUPPRESS)
     traces.add_argument(
         "--endpoint",
         metavar="URL",

@@ -21,12 +21,12 @@ def command_traces(args: argparse.Namespace) -> int:
         spans = session_spans(store, session_id)
     body = otlp_json(spans)
     count = f"{len(spans)} spans of {session_id!r}"
-    if args.out is not None:
-        Path(args.out).write_bytes(body + b"\n")
-        print(f"wrote {count} to {args.out}")
+    if args.output is not None:
+        Path(args.output).write_bytes(body + b"\n")
+        print(f"wrote {count} to {args.output}")
     if url is not None:
         send_otlp(url, body)
         print(f"sent {count} to {url}")
-    if args.out is None and url is None:
+    if args.output is None and url is None:
         sys.stdout.write(body.decode() + "\n")
     return EXIT_OK

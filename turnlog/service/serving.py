@@ -97,12 +97,18 @@ def serve(
                 flush=True,
             )
         print(
-            f"turnlog serve: {sorted(agents)} on http://{host}:{port} "
+            f"turnlog serve: {_agent_list(agents)} on http://{host}:{port} "
             f"(log: {runtime.location})",
             file=sys.stderr,
             flush=True,
         )
         uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+
+
+def _agent_list(agents: dict[str, AgentSource]) -> str:
+    """``agent demo`` or ``agents a, b``: the served agents' names, for people."""
+    names = sorted(agents)
+    return ("agent " if len(names) == 1 else "agents ") + ", ".join(names)
 
 
 __all__ = ["DEFAULT_TENANT", "load_agent", "load_tokens", "serve"]
