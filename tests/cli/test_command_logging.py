@@ -55,3 +55,19 @@ def test_quiet_by_default_even_for_thread_errors(
         logs.uninstall()
 
     assert capsys.readouterr() == ("", "")
+
+
+def test_warnings_alone_show_warnings_but_not_info() -> None:
+    stream = io.StringIO()
+    logs = CommandLogging(verbose=False, warnings=True, stream=stream)
+    logs.install()
+    try:
+        logger = logging.getLogger("turnlog.service.problems")
+        logger.info("not shown")
+        logger.error("request failed", exc_info=KeyError("k"))
+    finally:
+        logs.uninstall()
+
+    assert stream.getvalue().splitlines() == [
+        "turnlog: ERROR: request failed - KeyError: 'k'"
+    ]

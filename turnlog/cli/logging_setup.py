@@ -7,7 +7,8 @@ prints every warning, traceback included, on stderr: a CLI user asked for
 one line and got a page. So the command sets up logging itself:
 
 - by default, records go nowhere (the command says what matters in its
-  own words, once);
+  own words, once); ``turnlog serve``, which runs for others, shows its
+  warnings and errors, one line each;
 - with ``--verbose``, turnlog's records from INFO up and every other
   library's warnings go to stderr, one line each: an exception is shown
   as its type and message, never as a traceback.
@@ -62,13 +63,18 @@ class CommandLogging:
     """The handler the ``turnlog`` command installs on the root logger.
 
     Args:
-        verbose: show records on ``stream`` (else they go nowhere).
+        verbose: show records from INFO up on ``stream``.
+        warnings: show warnings and errors on ``stream`` even when not
+            verbose (``turnlog serve``: an operator must see a request that
+            failed); else, not verbose, records go nowhere.
         stream: where shown records go (default: stderr at install time).
     """
 
-    def __init__(self, *, verbose: bool, stream: TextIO | None = None) -> None:
+    def __init__(
+        self, *, verbose: bool, warnings: bool = False, stream: TextIO | None = None
+    ) -> None:
         self.verbose = verbose
-        if verbose:
+        if verbose or warnings:
             handler: logging.Handler = logging.StreamHandler(stream or sys.stderr)
             handler.setFormatter(OneLineFormatter(_FORMAT))
         else:

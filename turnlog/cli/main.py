@@ -356,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(code, int):
             return code
         return EXIT_OK if code is None else EXIT_FAILURE
-    logs = CommandLogging(verbose=args.verbose)
+    logs = CommandLogging(verbose=args.verbose, warnings=args.command == "serve")
     logs.install()
     try:
         return _run_command(args)
