@@ -2,8 +2,9 @@
 
 The body is an AG-UI ``RunAgentInput``; its ``threadId`` is the session
 id (of the caller's tenant: any other is a 404, like every resource). The
-answer is the run's AG-UI events over SSE (see
-:mod:`turnlog.service.agui_events` for the mapping).
+answer is the run's AG-UI events over SSE, each written by the AG-UI
+SDK's own ``EventEncoder`` (see :mod:`turnlog.service.agui_events` for the
+mapping).
 
 Without ``resume``, the last message, a user message, is the prompt: the
 run starts on the session (409 if the session is running, waiting on an
@@ -36,8 +37,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pydantic
-from ag_ui.core import ResumeEntry, RunAgentInput, TextPart, UserMessage
-from sse_starlette.event import ServerSentEvent
+from ag_ui.core import BaseEvent, ResumeEntry, RunAgentInput, TextPart, UserMessage
+from ag_ui.encoder import EventEncoder
 from sse_starlette.sse import EventSourceResponse
 from starlette.requests import Request
 from starlette.routing import Route
@@ -49,6 +50,7 @@ from turnlog.domain.run import EventsMissed, RunEvent, RunStarted
 from turnlog.service.agui_events import AguiTranslator
 from turnlog.service.context import ServiceContext
 from turnlog.service.problems import Problem
+from turnlog.service.sse_framing import sse_response
 from turnlog.session import AgentSession, Subscription
 
 logger = logging.getLogger(__name__)
@@ -109,10 +111,9 @@ class AguiEndpoint:
             subscription.close()
             raise
         translator = AguiTranslator(owned.session_id, run_input.run_id, shared)
-        return EventSourceResponse(
+        return sse_response(
             self._events(session, translator, scope, pending, subscription),
-            ping=self.context.heartbeat,
-            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+            heartbeat=self.context.heartbeat,
         )
 
     async def _prompt(
@@ -187,7 +188,7 @@ class AguiEndpoint:
         scope: Scope,
         pending: list[ApprovalRequest],
         subscription: Subscription,
-    ) -> AsyncIterator[ServerSentEvent]:
+    ) -> AsyncIterator[bytes]:
         try:
             for item in translator.start():
                 yield _sse(item)
@@ -252,9 +253,13 @@ def _next_batch(subscription: Subscription) -> list[Any]:
     return [subscription.get(), *subscription.drain()]
 
 
-def _sse(event: Any) -> ServerSentEvent:
-    """An AG-UI event as the SDK's encoder writes it (camelCase, no nulls)."""
-    return ServerSentEvent(event.model_dump_json(by_alias=True))
+_ENCODER = EventEncoder()
+
+
+def _sse(event: BaseEvent) -> bytes:
+    """An AG-UI event as the SDK's encoder writes it (camelCase, no nulls,
+    ``\n\n`` after it)."""
+    return _ENCODER.encode(event).encode()
 
 
 async def _decode(request: Request) -> RunAgentInput:
