@@ -1,10 +1,12 @@
 """``POST /agui``: a session driven by AG-UI clients.
 
 The body is an AG-UI ``RunAgentInput``; its ``threadId`` is the session
-id (of the caller's tenant: any other is a 404, like every resource). The
-answer is the run's AG-UI events over SSE, each written by the AG-UI
-SDK's own ``EventEncoder`` (see :mod:`turnlog.service.agui_events` for the
-mapping).
+id: the caller's tenant's session, or a new one of that tenant under that
+id, running the agent ``forwardedProps.agent`` names or the default one;
+another tenant's is a 404, like every resource (see
+:mod:`turnlog.service.agui_threads`). The answer is the run's AG-UI events
+over SSE, each written by the AG-UI SDK's own ``EventEncoder`` (see
+:mod:`turnlog.service.agui_events` for the mapping).
 
 Without ``resume``, the last message, a user message, is the prompt: the
 run starts on the session (409 if the session is running, waiting on an
@@ -48,6 +50,7 @@ from turnlog.domain.errors import SessionBusyError, TurnlogError
 from turnlog.domain.protocol import ApprovalRequested, Event
 from turnlog.domain.run import EventsMissed, RunEvent, RunStarted
 from turnlog.service.agui_events import AguiTranslator
+from turnlog.service.agui_threads import AguiThreads, requested_agent
 from turnlog.service.context import ServiceContext
 from turnlog.service.problems import Problem
 from turnlog.service.sse_framing import sse_response
@@ -83,6 +86,7 @@ class AguiEndpoint:
 
     def __init__(self, context: ServiceContext) -> None:
         self.context = context
+        self.threads = AguiThreads(context)
 
     def routes(self) -> list[Route]:
         """The endpoint's route."""
@@ -94,7 +98,12 @@ class AguiEndpoint:
         decisions = _decisions(run_input.resume) if run_input.resume else None
         prompt = None if decisions is not None else _prompt(run_input)
         state = _state(run_input.state)
-        owned = await self.context.owned_async(tenant, run_input.thread_id)
+        owned = await self.threads.session_of(
+            tenant,
+            run_input.thread_id,
+            requested_agent(run_input.forwarded_props),
+            resuming=decisions is not None,
+        )
         session = await self.context.session_async(owned)
         # Subscribed before the run starts or goes on: the subscription has
         # every event of it, deltas and durable ones in the order they came.

@@ -200,8 +200,11 @@ def openapi_document() -> dict[str, Any]:
             "post": {
                 "summary": (
                     "Runs a session as an AG-UI agent: the body is an AG-UI "
-                    "RunAgentInput (threadId = session id; resume entries decide "
-                    "pending approvals); the answer is AG-UI events over SSE."
+                    "RunAgentInput (threadId = session id, a new session of the "
+                    "caller's tenant if it has none by that id, running the "
+                    "agent forwardedProps.agent names or the default one; "
+                    "resume entries decide pending approvals); the answer is "
+                    "AG-UI events over SSE."
                 ),
                 "requestBody": {
                     "required": True,
