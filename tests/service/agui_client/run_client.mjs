@@ -5,6 +5,8 @@
 //
 // Usage: TURNLOG_URL=http://127.0.0.1:PORT TURNLOG_TOKEN=... node run_client.mjs
 
+import { randomUUID } from "node:crypto";
+
 import { HttpAgent } from "@ag-ui/client";
 
 const url = `${process.env.TURNLOG_URL}/agui`;
@@ -15,7 +17,7 @@ function newAgent() {
 }
 
 function say(agent, text) {
-  agent.addMessage({ id: crypto.randomUUID(), role: "user", content: text });
+  agent.addMessage({ id: randomUUID(), role: "user", content: text });
 }
 
 // One run: what it returned, and the type of every event in order.
