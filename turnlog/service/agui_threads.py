@@ -19,8 +19,11 @@ expect the agent to take them. So the thread id is the session id, and:
   so is a ``resume`` of an id the tenant never used, which has nothing to
   resume.
 
-Everything is checked before anything is written: a refused request
-records nothing. Concurrent first runs on one new id, in one process or
+Everything in the request is checked before anything is written: a
+refused request records nothing. (The agent's own ``user_prompt``
+middleware reviews the prompt only once the session exists: a new thread
+whose first prompt it refuses is left as a session with no turn.)
+Concurrent first runs on one new id, in one process or
 several on one PostgreSQL, make one session: the owner's row is claimed
 with ``INSERT ... ON CONFLICT DO NOTHING`` and every request goes on with
 the claim that won (the other runs then find the session running: 409).
