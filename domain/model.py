@@ -66,31 +66,17 @@ class ModelResponse(msgspec.Struct, frozen=True):
     model: str | None = None
 
 
-@runtime_checkable
-class NamedModel(Protocol):
-    """A provider that says which model it asks for, and whose it is.
+def model_identity(provider: object) -> tuple[str, str]:
+    """(model asked for, provider name) of ``provider``; "" where unknown.
 
     What a trace reports as ``gen_ai.request.model`` and
-    ``gen_ai.provider.name``; a provider without these is traced by its
-    route alone.
+    ``gen_ai.provider.name``, read from the provider's ``model`` (the model
+    name it sends) and ``provider_name`` (whose it is, as OpenTelemetry
+    names it: ``openai``, ``anthropic``, ...) attributes, each if it has
+    it. A provider with neither is traced by its route alone.
     """
-
-    @property
-    def model(self) -> str:
-        """The model name sent with each request."""
-        ...
-
-    @property
-    def provider_name(self) -> str:
-        """Who serves it, as OpenTelemetry names it (``openai``, ...)."""
-        ...
-
-
-def model_identity(provider: object) -> tuple[str, str]:
-    """(model asked for, provider name) of ``provider``; "" where unknown."""
-    if not isinstance(provider, NamedModel):
-        return "", ""
-    model, name = provider.model, provider.provider_name
+    model = getattr(provider, "model", None)
+    name = getattr(provider, "provider_name", None)
     return (
         model if isinstance(model, str) else "",
         name if isinstance(name, str) else "",

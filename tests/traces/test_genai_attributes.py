@@ -26,6 +26,7 @@ from turnlog import (
     tool_call,
 )
 from turnlog.domain import turn as t
+from turnlog.domain.model import ModelRequest, ModelResponse, assistant_message
 from turnlog.providers import (
     AnthropicMessagesProvider,
     HttpModelProvider,
@@ -219,3 +220,31 @@ def test_an_mcp_tool_is_an_extension_of_its_server_and_a_function_tool_a_functio
     assert tools["m1"]["turnlog.mcp.server"] == "srv"
     assert tools["f1"]["gen_ai.tool.type"] == "function"
     assert "turnlog.mcp.server" not in tools["f1"]
+
+
+class OwnModel:
+    """A provider of one's own: it may name its model, or say nothing."""
+
+    def __init__(self, model: str | None) -> None:
+        if model is not None:
+            self.model = model
+
+    async def respond(self, request: ModelRequest) -> ModelResponse:
+        return ModelResponse((assistant_message("ok"),))
+
+
+@pytest.mark.parametrize(
+    ("model", "name"), [("local-7b", "chat local-7b"), (None, "chat")]
+)
+def test_a_provider_of_ones_own_is_named_by_what_it_says(
+    model: str | None, name: str
+) -> None:
+    with Runtime.open("memory://") as rt:
+        agent = Agent("a", model=OwnModel(model))
+        rt.create_session(agent, session_id="s").prompt("hi", timeout=30)
+        [chat] = [span for span in session_spans(rt, "s") if span.kind == "client"]
+    assert chat.name == name
+    assert chat.attributes.get("gen_ai.request.model") == model
+    assert "gen_ai.provider.name" not in chat.attributes
+    assert "gen_ai.response.model" not in chat.attributes  # the answer named none
+    assert chat.attributes["turnlog.model.route"] == "default"
