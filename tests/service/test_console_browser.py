@@ -64,7 +64,7 @@ def test_chat_approve_reload_mid_run_and_audit(serve, page: Page) -> None:
     page.click("#new-session")
     current = page.locator("#sessions li.current")
     expect(current).to_have_count(1)
-    session_id = current.inner_text()
+    session_id = current.get_attribute("data-session-id") or ""
     assert session_id not in page.url  # nothing about the session or token in URLs
 
     # A prompt: the tool waits for approval, approved inline; the answer
@@ -80,7 +80,9 @@ def test_chat_approve_reload_mid_run_and_audit(serve, page: Page) -> None:
     send(page, "and again")
     expect(page.locator(".approval:not(.decided)")).to_have_count(1)
     page.reload()
-    expect(page.locator("#sessions li.current")).to_have_text(session_id)
+    expect(page.locator("#sessions li.current")).to_have_attribute(
+        "data-session-id", session_id
+    )
     pending = page.locator(".approval:not(.decided)")
     expect(pending).to_have_count(1)
     pending.locator("button.approve").click()
