@@ -1,4 +1,4 @@
-"""Read models: checkpoints, transcript pages and replay, from the views.
+"""Read models: checkpoints, transcript pages, session summaries and replay.
 
 Every read first brings the views up to the log's current end, so a read
 made after the session reported an event sees at least that event.
@@ -23,6 +23,7 @@ from turnlog.domain.translation import replay
 from turnlog.projections.checkpoints import CheckpointProjection, CheckpointState
 from turnlog.projections.executions import Execution, ExecutionProjection
 from turnlog.projections.runner import ProjectionRunner
+from turnlog.projections.sessions import SessionIndexProjection, SessionSummary
 from turnlog.projections.transcript import CHUNK, OPEN, TranscriptProjection
 from turnlog.store.transcoder import MsgspecTranscoder
 
@@ -312,6 +313,36 @@ class Checkpoints(_Reader):
         del fields["context_start"]
         del fields["running_turn_start"]
         return Checkpoint(**fields, context=tuple(rebuilt))
+
+
+class Summaries(_Reader):
+    """``rt.summaries``: one line per session, for listings (the sessions view).
+
+    Each :class:`SessionSummary` holds the session's state (running,
+    waiting for approval, failed, aborted, idle or closed), a preview of
+    its first prompt, its turns, its usage and its last activity.
+    """
+
+    @_while_open
+    def load(self, session_id: str) -> SessionSummary | None:
+        """The session's summary, or None if the log has no such session."""
+        check_session_id(session_id)
+        self._runner.catch_up()
+        doc = self._runner.tables.get(SessionIndexProjection.name, session_id, 0)
+        return None if doc is None else msgspec.convert(doc, SessionSummary)
+
+    @_while_open
+    def all(self) -> list[SessionSummary]:
+        """Every session's summary, the most recently active last."""
+        self._runner.catch_up()
+        tables, view = self._runner.tables, SessionIndexProjection.name
+        summaries = []
+        for part in tables.parts(view):
+            doc = tables.get(view, part, 0)
+            if doc is not None:
+                summaries.append(msgspec.convert(doc, SessionSummary))
+        summaries.sort(key=lambda summary: summary.last_position)
+        return summaries
 
 
 def replay_session(transcripts: Transcripts, session_id: str) -> list[Event]:

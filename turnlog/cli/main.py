@@ -77,7 +77,6 @@ from turnlog.domain.errors import (
     UsageError,
 )
 from turnlog.domain.ids import check_session_id
-from turnlog.projections.readers import Checkpoint
 from turnlog.projections.rebuild import (
     default_projections,
     rebuild,
@@ -166,12 +165,8 @@ def _command_run(args: argparse.Namespace) -> int:
 # -- sessions -------------------------------------------------------------
 
 
-def _status(checkpoint: Checkpoint | None) -> str:
-    if checkpoint is None:
-        return "unknown"
-    if checkpoint.closed:
-        return "closed"
-    return "running" if checkpoint.running_turn is not None else "idle"
+_PROMPT_COLUMN_LIMIT = 60
+"""Characters of a session's first prompt ``turnlog sessions`` shows."""
 
 
 def _command_sessions(args: argparse.Namespace) -> int:
@@ -180,33 +175,30 @@ def _command_sessions(args: argparse.Namespace) -> int:
     if missing is not None:
         print(f"no sessions: there is no log at {missing} yet (try `turnlog demo`)")
         return EXIT_OK
-    rows: list[tuple[int, str, str, str, str]] = []
     with runtime_for_reading(url) as runtime:
         location = runtime.location
-        for session_id in runtime.sessions():
-            checkpoint = runtime.checkpoints.load(session_id, context=False)
-            newest = runtime.transcript.page(session_id, max_batches=1).items
-            if not newest:
-                continue  # listed by the transcript view, so never empty
-            last = newest[-1]
-            turns = str(checkpoint.turn_count) if checkpoint is not None else "?"
-            rows.append(
-                (
-                    last.sequence,
-                    one_line(session_id, 200),
-                    turns,
-                    _status(checkpoint),
-                    format_time(last.event().timestamp),
-                )
-            )
-    if not rows:
+        summaries = runtime.summaries.all()  # the most recently active last
+    if not summaries:
         print(f"no sessions in the log at {location}")
         return EXIT_OK
-    rows.sort()  # by last activity: the most recent session is listed last
-    width = max(len("SESSION"), *(len(row[1]) for row in rows))
-    print(f"{'SESSION':<{width}}  TURNS  STATUS   LAST ACTIVITY (UTC)")
-    for _, session_id, turns, status, when in rows:
-        print(f"{session_id:<{width}}  {turns:>5}  {status:<7}  {when}")
+    rows = [
+        (
+            one_line(summary.session_id, 200),
+            str(summary.turns),
+            summary.state.replace("_", " "),
+            format_time(summary.last_activity) if summary.last_activity else "-",
+            one_line(summary.first_prompt, _PROMPT_COLUMN_LIMIT) or "-",
+        )
+        for summary in summaries
+    ]
+    header = ("SESSION", "TURNS", "STATE", "LAST ACTIVITY (UTC)", "FIRST PROMPT")
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(4)]
+    for row in [header, *rows]:
+        name, turns, state, when, prompt = row
+        print(
+            f"{name:<{widths[0]}}  {turns:>{widths[1]}}  {state:<{widths[2]}}  "
+            f"{when:<{widths[3]}}  {prompt}".rstrip()
+        )
     return EXIT_OK
 
 

@@ -141,9 +141,11 @@ def build_parser() -> argparse.ArgumentParser:
         "sessions",
         help="list the sessions in the log",
         description=(
-            "One line per session: id, turns, status (running, idle or closed) "
-            "and the time of its last event. A turn cut off by a crash shows "
-            "as running until the session is opened again."
+            "One line per session, the most recently active last: id, turns, "
+            "state (running, waiting for approval, failed, aborted, idle or "
+            "closed), the time of its last event and the start of its first "
+            "prompt. A turn cut off by a crash shows as running until the "
+            "session is opened again."
         ),
     )
 
