@@ -8,6 +8,7 @@ import asyncio
 import os
 import shutil
 import struct
+import threading
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -73,6 +74,33 @@ def deploy_agent() -> Agent:
     return Agent("deployer", model=DeployModel(), tools=[deploy])
 
 
+class FailingModel:
+    """Every call fails: the turn ends as failed."""
+
+    async def respond(
+        self, request: ModelRequest, on_delta: DeltaSink = discard_deltas
+    ) -> ModelResponse:
+        raise RuntimeError("the model is down")
+
+
+def failing_agent() -> Agent:
+    """An agent whose every turn fails."""
+    return Agent("failing", model=FailingModel())
+
+
+class HeldModel:
+    """Answers once ``release`` is set: its turns run until then."""
+
+    def __init__(self, release: threading.Event) -> None:
+        self.release = release
+
+    async def respond(
+        self, request: ModelRequest, on_delta: DeltaSink = discard_deltas
+    ) -> ModelResponse:
+        await asyncio.to_thread(self.release.wait, 30)
+        return reply("at last")
+
+
 @pytest.fixture
 def page() -> Iterator[Page]:
     """A Chromium page (Debian's chromium, headless) of a fixed size."""
@@ -93,11 +121,21 @@ def sign_in(page: Page, url: str, token: str = TOKEN_A) -> None:
     page.click("#save-token")
 
 
-def new_session(page: Page) -> str:
-    """Starts a session (the only agent's) and returns its id once open."""
+def new_session(page: Page, agent: str | None = None) -> str:
+    """Starts a session (with ``agent``, chosen from the menu, when the
+    service has several) and returns its id once it is open."""
+    before = (
+        page.locator("#sessions li.current").get_attribute("data-session-id", timeout=0)
+        if page.locator("#sessions li.current").count()
+        else None
+    )
     page.click("#new-session")
+    if agent is not None:
+        page.locator(f'#agent-menu button[data-agent="{agent}"]').click()
     current = page.locator("#sessions li.current")
     expect(current).to_have_count(1)
+    if before is not None:
+        expect(current).not_to_have_attribute("data-session-id", before)
     session_id = current.get_attribute("data-session-id")
     assert session_id
     return session_id

@@ -5,37 +5,19 @@ and see every event exactly once, and the audit's verify badge."""
 from __future__ import annotations
 
 import os
-import shutil
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
-from playwright.sync_api import Page, expect, sync_playwright
+from console_support import page
+from playwright.sync_api import Page, expect
 from service_support import TOKEN_A
 
 from turnlog.domain.translation import EventTranslator
 from turnlog.service.feed import read_entries
 
-CHROMIUM = shutil.which("chromium")
+__all__ = ["page"]  # the fixture, used by name
+
 SCREENSHOT = os.environ.get("TURNLOG_CONSOLE_SCREENSHOT")
 """A path to save a screenshot of the console at the end, to look at it."""
-
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None,
-    reason="Debian's chromium is not installed (.ci/run installs it with apt)",
-)
-
-
-@pytest.fixture
-def page() -> Iterator[Page]:
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True)
-        try:
-            context = browser.new_context(viewport={"width": 1280, "height": 760})
-            context.set_default_timeout(15_000)
-            yield context.new_page()
-        finally:
-            browser.close()
 
 
 def log_ids(runtime: Any, session_id: str) -> list[str]:
