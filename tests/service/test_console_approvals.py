@@ -118,3 +118,10 @@ def test_a_waiting_card_is_in_view_after_a_reload(serve, page: Page) -> None:
     shot = screenshot(page, "approval-after-reload")
     assert shot.count(box_of(card.locator("button.approve")), (0x2F, 0x6F, 0xDE)) > 200
     assert shot.count(box_of(card), (0xB7, 0x79, 0x1F), tolerance=30) > 100
+
+    request_id = card.get_attribute("data-request-id")
+    card.locator("button.allow-session").click()
+    decided = page.locator(f'.approval[data-request-id="{request_id}"]')
+    expect(decided.locator(".outcome")).to_have_text(
+        "Approved for the rest of this session by you."
+    )

@@ -91,11 +91,15 @@ def test_the_chart_draws_tokens_and_time_per_turn_and_step(serve, page: Page) ->
     per_step = page.locator("#chart-steps g.bar")
     expect(per_step).to_have_count(3)
     expect(page.locator("#chart-turns g.bar")).to_have_count(2)
-    # Each bar says what it stands for, from the executions view.
-    first = steps[0]
-    expect(per_step.first.locator("title")).to_have_text(
-        f"Turn 1, step 1: {first['usage']['total_tokens']} tokens, "
-        f"{first['seconds']:.3f} s"
+    # Each bar says what it stands for, from the executions view (and the
+    # chart catches up with the log without anyone asking).
+    expect(per_step.locator("title")).to_have_text(
+        [
+            f"Turn {turn['number']}, step {step['step']}, completed: "
+            f"{step['usage']['total_tokens']} tokens, {step['seconds']:.3f} s"
+            for turn in report["turns"]
+            for step in turn["steps"]
+        ]
     )
     # Bars as tall as their numbers: the most tokens, the tallest bar.
     heights = [
