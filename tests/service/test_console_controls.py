@@ -21,6 +21,7 @@ from console_support import (
     viewport_box,
 )
 from playwright.sync_api import Page, Response, expect
+from service_support import TOKEN_B
 
 from turnlog import Agent
 
@@ -171,3 +172,16 @@ def test_errors_show_beside_the_control_and_nothing_is_missing(
     icon = page.locator("link[rel=icon]")
     assert (icon.get_attribute("href") or "").startswith("data:")
     assert missing == []
+
+    # Another tenant's token in the same tab: that session is not theirs,
+    # and the page says so instead of retrying the stream for ever.
+    streams: list[str] = []
+    page.on("request", lambda r: streams.append(r.url) if "/events" in r.url else None)
+    page.fill("#token", TOKEN_B)
+    page.click("#save-token")
+    expect(page.locator("#notice-text")).to_have_text(
+        "This session is not one of this token's: choose another on the left."
+    )
+    expect(page.locator("#sessions li")).to_have_count(0)
+    page.wait_for_timeout(1500)  # the page's own retry would come after 1 s
+    assert len(streams) == 1
