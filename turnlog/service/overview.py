@@ -107,7 +107,7 @@ def executions_report(
     page = runtime.executions.page(session_id, limit=limit)
     turns = page.executions
     items = (
-        runtime.transcript.all(session_id, from_sequence=turns[0].sequence)
+        runtime.transcript.all(session_id, from_position=turns[0].position)
         if turns
         else []
     )

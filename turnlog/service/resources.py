@@ -99,7 +99,7 @@ def _int_query(request: Request, name: str, default: int | None) -> int | None:
 
 
 def record(item: TranscriptItem) -> dict[str, Any]:
-    """A stored event as JSON: position, session seq, time, name, fields."""
+    """A stored event as JSON: log position, session sequence, time, name, fields."""
     event = item.event()
     seq = getattr(event, SEQ_FIELD, None)
     timestamp = getattr(event, "timestamp", None)
@@ -109,8 +109,8 @@ def record(item: TranscriptItem) -> dict[str, Any]:
         else {}
     )
     return {
-        "position": item.sequence,
-        "session_seq": seq if isinstance(seq, int) else None,
+        "position": item.position,
+        "sequence": seq if isinstance(seq, int) else None,
         "time": timestamp.isoformat() if isinstance(timestamp, datetime) else None,
         "event": item.name,
         "data": {
@@ -313,7 +313,7 @@ class SessionResources:
         page = await asyncio.to_thread(
             self.context.runtime.transcript.page,
             owned.session_id,
-            before_sequence=before,
+            before_position=before,
             max_batches=min(limit, 1000),
         )
         return json_response(
