@@ -28,6 +28,10 @@ SHOTS = os.environ.get("TURNLOG_CONSOLE_SCREENSHOTS")
 """A folder to keep the tests' screenshots in, to look at them."""
 VIEWPORT = {"width": 1280, "height": 760}
 
+# Assertions retry until this many milliseconds pass: a loaded CI machine
+# (or six test runs on two cores) takes longer than Playwright's 5 s.
+expect.set_options(timeout=15_000)
+
 DEPLOY_ARGUMENTS = {
     "target": "staging",
     "options": {"replicas": 3, "regions": ["eu-west", "us-east"]},
