@@ -164,3 +164,15 @@ def test_executions_of_another_tenant_are_not_found(serve) -> None:
         assert answer.json()["detail"].replace(session_id, "X") == missing.json()[
             "detail"
         ].replace("session-0000000000000000", "X")
+
+
+def test_an_owner_row_without_a_session_is_not_listed(serve) -> None:
+    # A crash between writing the owner row and the session's first event
+    # leaves a row naming nothing: no client could open it.
+    served = serve({"deployer": deploy_agent})
+    owners = served.app.state.turnlog.owners
+    owners.claim("session-0123456789abcdef", "tenant-a", "deployer")
+    with served.client() as client:
+        created = client.post("/sessions", json={}).json()["session_id"]
+        listed = client.get("/sessions").json()["sessions"]
+    assert [entry["session_id"] for entry in listed] == [created]
