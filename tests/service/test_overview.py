@@ -9,9 +9,11 @@ from datetime import datetime
 
 import pytest
 from console_support import HeldModel, deploy_agent, failing_agent
-from service_support import TOKEN_B, wait_until
+from service_support import TOKEN_A, TOKEN_B, TOKENS, wait_until
+from starlette.testclient import TestClient
 
-from turnlog import Agent
+from turnlog import Agent, Runtime
+from turnlog.service import create_app
 from turnlog.service.overview import TURNS_MAX
 
 
@@ -176,3 +178,20 @@ def test_an_owner_row_without_a_session_is_not_listed(serve) -> None:
         created = client.post("/sessions", json={}).json()["session_id"]
         listed = client.get("/sessions").json()["sessions"]
     assert [entry["session_id"] for entry in listed] == [created]
+
+
+@pytest.mark.parametrize("session_id", ["a%00b", "x" * 201, "%07bell"])
+def test_a_session_id_no_session_can_have_is_not_found(
+    store_url: str, session_id: str
+) -> None:
+    # Refused before the owners table is asked: PostgreSQL refuses a NUL
+    # in text outright, which would be a 500.
+    runtime = Runtime.open(store_url)
+    try:
+        app = create_app(runtime, {"deployer": deploy_agent}, TOKENS)
+        with TestClient(app, headers={"Authorization": f"Bearer {TOKEN_A}"}) as client:
+            answer = client.get(f"/sessions/{session_id}/executions")
+    finally:
+        runtime.close()
+    assert answer.status_code == 404
+    assert answer.headers["content-type"].startswith("application/problem+json")

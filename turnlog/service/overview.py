@@ -19,7 +19,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from turnlog.domain.ids import turn_uuid
+from turnlog.domain.errors import InvalidInputError
+from turnlog.domain.ids import check_session_id, turn_uuid
 from turnlog.projections.executions import Execution
 from turnlog.projections.readers import TranscriptItem
 from turnlog.service.context import ServiceContext
@@ -45,6 +46,15 @@ def _limit(request: Request) -> int:
             422, f"limit must be a whole number from 1 to {TURNS_MAX}", field="limit"
         )
     return int(text)
+
+
+def _path_session_id(session_id: str) -> str:
+    """A session id from the path; a 404 for one no session can have,
+    before any query (PostgreSQL refuses NUL in text outright)."""
+    try:
+        return check_session_id(session_id)
+    except InvalidInputError as error:
+        raise Problem(404, f"no session {session_id!r}: {error}") from None
 
 
 def _iso(moment: datetime | None) -> str | None:
@@ -161,7 +171,7 @@ class Overview:
     async def executions(self, request: Request) -> Response:
         tenant = self.context.tenant(request)
         owned = await self.context.owned_async(
-            tenant, request.path_params["session_id"]
+            tenant, _path_session_id(request.path_params["session_id"])
         )
         limit = _limit(request)
         report = await asyncio.to_thread(
