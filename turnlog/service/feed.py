@@ -89,7 +89,7 @@ def read_entries(
     for item in transcripts.all(session_id, from_position):
         event = item.event()
         for index, message in enumerate(translator.translate(event, event_seq(event))):
-            entries.append(StreamEntry(item.sequence, index, message))
+            entries.append(StreamEntry(item.position, index, message))
     return entries
 
 

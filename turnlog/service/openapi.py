@@ -172,6 +172,29 @@ def openapi_document() -> dict[str, Any]:
                 "responses": _ok("timeline and verification"),
             }
         },
+        "/sessions/{session_id}/executions": {
+            "get": {
+                "summary": (
+                    "The newest turns (oldest first): outcome, tokens, time, and "
+                    "each model step's tokens and time"
+                ),
+                "parameters": [
+                    _SESSION,
+                    {
+                        "name": "limit",
+                        "in": "query",
+                        "schema": {"type": "integer", "minimum": 1, "maximum": 200},
+                    },
+                ],
+                "responses": _ok("the turns and their steps"),
+            }
+        },
+        "/agents": {
+            "get": {
+                "summary": "The agents a session may be created with, and the default",
+                "responses": {"200": {"description": "agents"}, "401": _PROBLEM},
+            }
+        },
         "/sessions/{session_id}/events": {
             "get": {
                 "summary": (

@@ -26,6 +26,7 @@ from turnlog.domain.run import RunResult, RunStarted
 from turnlog.projections.anchors import expected_heads
 from turnlog.projections.readers import TranscriptItem
 from turnlog.service.context import ServiceContext
+from turnlog.service.listing import session_entries
 from turnlog.service.problems import Problem, invalid_body
 from turnlog.service.tenancy import OwnedSession
 from turnlog.store.verify import verify_session
@@ -98,7 +99,7 @@ def _int_query(request: Request, name: str, default: int | None) -> int | None:
 
 
 def record(item: TranscriptItem) -> dict[str, Any]:
-    """A stored event as JSON: position, session seq, time, name, fields."""
+    """A stored event as JSON: log position, session sequence, time, name, fields."""
     event = item.event()
     seq = getattr(event, SEQ_FIELD, None)
     timestamp = getattr(event, "timestamp", None)
@@ -108,8 +109,8 @@ def record(item: TranscriptItem) -> dict[str, Any]:
         else {}
     )
     return {
-        "position": item.sequence,
-        "session_seq": seq if isinstance(seq, int) else None,
+        "position": item.position,
+        "sequence": seq if isinstance(seq, int) else None,
         "time": timestamp.isoformat() if isinstance(timestamp, datetime) else None,
         "event": item.name,
         "data": {
@@ -156,15 +157,11 @@ class SessionResources:
 
     async def list_sessions(self, request: Request) -> Response:
         tenant = self.context.tenant(request)
-        owned = await asyncio.to_thread(self.context.owners.list, tenant)
-        return json_response(
-            {
-                "sessions": [
-                    {"session_id": o.session_id, "agent": o.agent, "created": o.created}
-                    for o in owned
-                ]
-            }
+        runtime, owners = self.context.runtime, self.context.owners
+        entries = await asyncio.to_thread(
+            lambda: session_entries(runtime, owners.list(tenant))
         )
+        return json_response({"sessions": entries})
 
     async def create_session(self, request: Request) -> Response:
         tenant = self.context.tenant(request)
@@ -316,7 +313,7 @@ class SessionResources:
         page = await asyncio.to_thread(
             self.context.runtime.transcript.page,
             owned.session_id,
-            before_sequence=before,
+            before_position=before,
             max_batches=min(limit, 1000),
         )
         return json_response(
