@@ -113,7 +113,14 @@ class Approvals:
             turn.decide_approval(request, decided_as, decided_by)
             name = turn.requested_calls[call_id]
             arguments = arguments_of(state.context, call_id)
-            turn.start_tool_call(call_id, name, arguments)
+            tool = state.agent.tools_by_name.get(name)
+            turn.start_tool_call(
+                call_id,
+                name,
+                arguments,
+                "" if tool is None else tool.tool_type,
+                "" if tool is None else tool.mcp_server,
+            )
             run_now.append({"call_id": call_id, "name": name, "arguments": arguments})
 
         def decide() -> list[Any]:

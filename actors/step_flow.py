@@ -29,8 +29,14 @@ from turnlog.actors.messages import (
 from turnlog.actors.session_state import SessionState
 from turnlog.actors.turn_slot import TurnActorSlot
 from turnlog.domain.approval import ApprovalRequest
+from turnlog.domain.errors import UsageError
 from turnlog.domain.hooks import StepInfo
-from turnlog.domain.model import ModelRequest, final_text, tool_calls_in
+from turnlog.domain.model import (
+    ModelRequest,
+    final_text,
+    model_identity,
+    tool_calls_in,
+)
 from turnlog.domain.run import RunStatus
 from turnlog.domain.session import Session
 from turnlog.domain.turn import Turn
@@ -85,7 +91,7 @@ class StepFlow:
         if self._prepares:
             return PREPARE
         self._take_steers(turn)
-        return turn.start_step(self._state.session.model_route)
+        return self._start_step(turn, self._state.session.model_route)
 
     def after_step_due(self, turn: Turn, due: int) -> None:
         """Acts on what ``_step_due`` decided, once it is recorded."""
@@ -120,6 +126,14 @@ class StepFlow:
                     turn.add_hook_context(kind, text)
                 stop = stop or asked
         return stop
+
+    def _start_step(self, turn: Turn, route: str) -> int:
+        """Starts a step on ``route``, naming the model its provider is asked for."""
+        try:
+            model, provider = model_identity(self._agent.provider_for(route))
+        except UsageError:  # no such route: the model call fails, named
+            model, provider = "", ""
+        return turn.start_step(route, model, provider)
 
     def _call_model(self, turn: Turn) -> None:
         request = ModelRequest(
@@ -173,7 +187,7 @@ class StepFlow:
                 session.complete_turn(turn.number, None)
                 outcome.append("stopped")
             else:
-                turn.start_step(route)
+                self._start_step(turn, route)
             return [session, turn]
 
         self._state.record(decide)
@@ -201,7 +215,11 @@ class StepFlow:
             for _call_id, text in fact.pre_tool:
                 turn.add_hook_context("pre_tool_hook", text)
             turn.complete_step(
-                fact.step, output, response.usage, self._diagnostics(session)
+                fact.step,
+                output,
+                response.usage,
+                self._diagnostics(session),
+                response.model or "",
             )
             session.record_usage(
                 turn.number, fact.step, session.model_route, response.usage
@@ -247,7 +265,9 @@ class StepFlow:
                         )
                     )
                 else:
-                    turn.start_tool_call(call_id, name, arguments)
+                    turn.start_tool_call(
+                        call_id, name, arguments, tool.tool_type, tool.mcp_server
+                    )
                     to_run.append(call)
             if not calls:
                 final = final_text(output)

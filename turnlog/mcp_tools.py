@@ -355,6 +355,16 @@ class McpTool:
         """Always: calls are awaited on the I/O loop."""
         return True
 
+    @property
+    def tool_type(self) -> str:
+        """``extension``: a server runs it (OpenTelemetry's ``gen_ai.tool.type``)."""
+        return "extension"
+
+    @property
+    def mcp_server(self) -> str:
+        """The name of the server that runs it."""
+        return self._server.name
+
     def requires_approval(self, arguments: str) -> bool:
         """Whether a call needs a decision first (the server's setting)."""
         return self._needs_approval

@@ -128,6 +128,16 @@ class FunctionTool:
         """Whether the handler is a coroutine function."""
         return self._is_async
 
+    @property
+    def tool_type(self) -> str:
+        """``function``: turnlog calls it (OpenTelemetry's ``gen_ai.tool.type``)."""
+        return "function"
+
+    @property
+    def mcp_server(self) -> str:
+        """ "": no MCP server runs it."""
+        return ""
+
     def requires_approval(self, arguments: str) -> bool:
         """Whether a call with ``arguments`` needs a decision first."""
         rule = self._needs_approval

@@ -294,6 +294,7 @@ def test_another_tenants_thread_is_404_and_a_bad_input_is_422(serve) -> None:
         "threadId": thread,
         "runId": "r",
         "messages": [{"id": "m", "role": "user", "content": "hi"}],
+        "forwardedProps": {"agent": "chat"},
     }
     with served.client(TOKEN_B) as other:
         assert other.post("/agui", json=body).status_code == 404

@@ -221,10 +221,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="write a session's OpenTelemetry trace, rebuilt from the log",
         description=(
             "The session's spans (session, turns, model calls, tool calls, "
-            "approval waits) as an OTLP/JSON ExportTraceServiceRequest: on "
-            "stdout, to --output FILE, or POSTed to an OTLP/HTTP --endpoint. Spans "
-            "the log never ended (a killed process) end at its last event, "
-            "marked unfinished."
+            "approval waits) as an OTLP ExportTraceServiceRequest: as JSON on "
+            "stdout or to --output FILE, or POSTed to an OTLP/HTTP --endpoint "
+            "(protobuf, OTLP/HTTP's default). Work the log never ended (a "
+            "killed process) ends at its last event, marked unfinished."
         ),
     )
     traces.add_argument("session", metavar="SESSION", help="the session id")
@@ -236,6 +236,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--endpoint",
         metavar="URL",
         help="an OTLP/HTTP endpoint (/v1/traces is added to a bare host)",
+    )
+    traces.add_argument(
+        "--protocol",
+        choices=("http/protobuf", "http/json"),
+        help=(
+            "the encoding, for --endpoint and (if given) --output and stdout; "
+            "default: JSON for --output and stdout, and for --endpoint "
+            "$OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, $OTEL_EXPORTER_OTLP_PROTOCOL "
+            "or http/protobuf"
+        ),
     )
 
     export = commands.add_parser(

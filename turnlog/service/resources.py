@@ -26,6 +26,7 @@ from turnlog.domain.run import RunResult, RunStarted
 from turnlog.projections.anchors import expected_heads
 from turnlog.projections.readers import TranscriptItem
 from turnlog.service.context import ServiceContext
+from turnlog.service.listing import session_entries
 from turnlog.service.problems import Problem, invalid_body
 from turnlog.service.tenancy import OwnedSession
 from turnlog.store.verify import verify_session
@@ -156,15 +157,11 @@ class SessionResources:
 
     async def list_sessions(self, request: Request) -> Response:
         tenant = self.context.tenant(request)
-        owned = await asyncio.to_thread(self.context.owners.list, tenant)
-        return json_response(
-            {
-                "sessions": [
-                    {"session_id": o.session_id, "agent": o.agent, "created": o.created}
-                    for o in owned
-                ]
-            }
+        runtime, owners = self.context.runtime, self.context.owners
+        entries = await asyncio.to_thread(
+            lambda: session_entries(runtime, owners.list(tenant))
         )
+        return json_response({"sessions": entries})
 
     async def create_session(self, request: Request) -> Response:
         tenant = self.context.tenant(request)
