@@ -25,20 +25,22 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import json
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx2
+import msgspec
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
-from mcp.types import CONNECTION_CLOSED, CallToolResult, Tool
+from mcp.types import CONNECTION_CLOSED, Tool
 
 from turnlog.actors.io_loop import IoLoop
 from turnlog.domain.errors import McpServerError
+from turnlog.mcp_results import tool_result
 from turnlog.mcp_stdio import BadBytes, open_stdio
+from turnlog.tools import ToolResult
 
 if TYPE_CHECKING:
     from turnlog.mcp_targets import Target
@@ -128,19 +130,20 @@ class McpLink:
 
     def call_tool(
         self, name: str, arguments: dict[str, Any]
-    ) -> concurrent.futures.Future[tuple[str, bool]]:
-        """Calls a tool; the future holds (output, is_error).
+    ) -> concurrent.futures.Future[ToolResult]:
+        """Calls a tool; the future holds its output (text, media, is_error).
 
         Cancelling the future cancels the request. A failure of the server
         or of the connection is an McpServerError naming it.
         """
 
-        async def call(client: Client) -> tuple[str, bool]:
+        async def call(client: Client) -> ToolResult:
             replaced_before = self._bad_bytes.count
-            output, is_error = _render_result(await client.call_tool(name, arguments))
-            if self._bad_bytes.count > replaced_before and "\ufffd" in output:
-                output = f"{output}\n{BAD_BYTES_NOTE}"
-            return output, is_error
+            result = tool_result(await client.call_tool(name, arguments))
+            if self._bad_bytes.count > replaced_before and "\ufffd" in result.output:
+                output = f"{result.output}\n{BAD_BYTES_NOTE}"
+                result = msgspec.structs.replace(result, output=output)
+            return result
 
         return self._run(call)
 
@@ -281,34 +284,6 @@ async def _list_all_tools(client: Client) -> list[Tool]:
             return tools
     msg = f"the server's tool list has more than {MAX_LIST_PAGES} pages"
     raise McpServerError(msg)
-
-
-def _render_result(result: CallToolResult) -> tuple[str, bool]:
-    """The output the model sees: the content blocks, else the structured content.
-
-    Text blocks are joined by newlines. By the MCP spec a structured result
-    comes with its JSON as text too, for clients that read only text; a
-    result with structured content and no blocks is recorded as its JSON.
-    """
-    if not result.content and result.structured_content is not None:
-        output = json.dumps(result.structured_content, ensure_ascii=False)
-    else:
-        output = "\n".join(_render_block(block) for block in result.content)
-    return output, bool(result.is_error)
-
-
-def _render_block(block: Any) -> str:
-    kind = getattr(block, "type", "")
-    if kind == "text":
-        return str(block.text)
-    if kind in ("image", "audio"):
-        return f"[{kind} content: {getattr(block, 'mime_type', 'unknown type')}]"
-    if kind == "resource_link":
-        return f"[resource: {block.uri}]"
-    if kind == "resource":
-        text = getattr(block.resource, "text", None)
-        return str(text) if text is not None else f"[resource: {block.resource.uri}]"
-    return f"[{kind or 'unknown'} content]"
 
 
 def _broken(error: BaseException) -> bool:

@@ -333,8 +333,7 @@ class McpServer:
         # A timeout or an interrupt cancels this wait, which cancels the
         # request on the server's loop.
         future = self._connection().call_tool(remote_name, arguments)
-        output, is_error = await asyncio.wrap_future(future)
-        return ToolResult(output, is_error)
+        return await asyncio.wrap_future(future)
 
     def __repr__(self) -> str:
         return f"McpServer({self._name!r}, {self._target.kind})"

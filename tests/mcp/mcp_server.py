@@ -27,9 +27,24 @@ import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.stdio import stdio_server
-from mcp.types import CallToolResult, ToolAnnotations
+from mcp.types import (
+    AudioContent,
+    CallToolResult,
+    ImageContent,
+    TextContent,
+    ToolAnnotations,
+)
 
 BAD_UTF8_MARK = "<<not-utf-8>>"
+
+PNG = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQ"
+    "AAAABJRU5ErkJggg=="
+)
+"""A 1x1 PNG, base64."""
+
+WAV = "UklGRiQAAABXQVZFZm10IBAAAAABAAEAQB8AAIA+AAACABAAZGF0YQAAAAA="
+"""An empty WAV file (its 44-byte header), base64."""
 
 server = MCPServer("turnlog-test")
 
@@ -84,6 +99,19 @@ def pid() -> int:
     """This server's process id (annotated read-only)."""
     _called("pid")
     return os.getpid()
+
+
+@server.tool()
+def picture() -> CallToolResult:
+    """A chart: text, a PNG image and a WAV sound."""
+    _called("picture")
+    return CallToolResult(
+        content=[
+            TextContent(type="text", text="the chart"),
+            ImageContent(type="image", data=PNG, mime_type="image/png"),
+            AudioContent(type="audio", data=WAV, mime_type="audio/wav"),
+        ]
+    )
 
 
 @server.tool()
