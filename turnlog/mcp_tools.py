@@ -319,7 +319,7 @@ class McpServer:
             self,
             spec,
             tool.name,
-            needs_approval=not self._runs_unasked(tool),
+            asks_first=not self._runs_unasked(tool),
             idempotent=_selected(self._idempotent, tool.name),
         )
 
@@ -348,13 +348,13 @@ class McpTool:
         spec: ToolSpec,
         remote_name: str,
         *,
-        needs_approval: bool,
+        asks_first: bool,
         idempotent: bool,
     ) -> None:
         self._server = server
         self._spec = spec
         self._remote = remote_name
-        self._needs_approval = needs_approval
+        self._asks_first = asks_first
         self._idempotent = idempotent
 
     @property
@@ -394,7 +394,7 @@ class McpTool:
 
     def requires_approval(self, arguments: str) -> bool:
         """Whether a call needs a decision first: unless the user let it run unasked."""
-        return self._needs_approval
+        return self._asks_first
 
     def run_sync(self, arguments: str, context: Mapping[str, Any]) -> ToolResult:
         """Not used: MCP tools are async."""

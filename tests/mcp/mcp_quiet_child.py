@@ -28,13 +28,14 @@ SERVER = Path(__file__).with_name("mcp_server.py")
 
 def main() -> None:
     calls_log = sys.argv[1]
-    stderr_log = sys.argv[2] if len(sys.argv) > 2 else None
+    # Without STDERR_LOG, the server is built as before there was one.
+    options = {"stderr_log": sys.argv[2]} if len(sys.argv) > 2 else {}
     server = McpServer.stdio(
         sys.executable,
         [str(SERVER), "stdio"],
         name="srv",
         env={"MCP_TEST_MARK": calls_log},
-        stderr_log=stderr_log,
+        **options,
     )
     model = ScriptedModel([calls(tool_call("srv_noisy", {"text": "hello"})), "done"])
     agent = Agent("assistant", model=model, mcp_servers=[server])
