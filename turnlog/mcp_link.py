@@ -77,14 +77,6 @@ BAD_BYTES_NOTE = (
 """Added to a result that holds replaced bytes, so the model knows."""
 
 
-def _open_transport_for(
-    target: Target, label: str, bad: BadBytes
-) -> AbstractAsyncContextManager[Any]:
-    if target.kind == "stdio":
-        return open_stdio(target, label, bad)
-    return _http_transport(target.url, dict(target.headers))
-
-
 @contextlib.asynccontextmanager
 async def _http_transport(url: str, headers: dict[str, str]) -> AsyncIterator[Any]:
     # The SDK's own defaults: a response stream may stay open a long time.
@@ -225,7 +217,10 @@ class McpLink:
             opened.check = None
 
     def _open_transport(self) -> AbstractAsyncContextManager[Any]:
-        return _open_transport_for(self._target, self._label, self._bad_bytes)
+        target = self._target
+        if target.kind == "stdio":
+            return open_stdio(target, self._label, self._bad_bytes)
+        return _http_transport(target.url, dict(target.headers))
 
     def _drop(self, opened: _Open) -> None:
         # The owner closes the broken link (and reaps its process); the

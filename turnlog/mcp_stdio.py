@@ -26,7 +26,8 @@ import itertools
 import logging
 import os
 import threading
-from collections.abc import AsyncIterator
+import weakref
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -44,16 +45,31 @@ STDERR_DRAIN_TIMEOUT = 2.0
 of the server that kept the pipe open cannot hold the link's close)."""
 
 _handler_numbers = itertools.count(1)
+_free_names: list[str] = []
+_names_guard = threading.Lock()
 
 
 class BadBytes:
-    """Counts the bytes of a server's stdout that were not valid UTF-8."""
+    """Counts the bytes of a server's stdout that were not valid UTF-8.
+
+    :mod:`codecs` cannot forget a handler, so the names are reused: one
+    whose counter was collected goes back to a pool, and the registry
+    grows only as far as the most links alive at once.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._count = 0
-        self.handler_name = f"turnlog-mcp-replace-{next(_handler_numbers)}"
-        codecs.register_error(self.handler_name, self._replace)
+        with _names_guard:
+            name = (
+                _free_names.pop()
+                if _free_names
+                else f"turnlog-mcp-replace-{next(_handler_numbers)}"
+            )
+        self.handler_name = name
+        # The registry holds the handler, never this object.
+        codecs.register_error(name, _handler(weakref.ref(self)))
+        weakref.finalize(self, _free_names.append, name)
 
     @property
     def count(self) -> int:
@@ -68,6 +84,18 @@ class BadBytes:
             return "\ufffd", error.end
         # Encoding what turnlog sends: the SDK's JSON is valid UTF-8.
         return codecs.replace_errors(error)
+
+
+def _handler(
+    counter: weakref.ReferenceType[BadBytes],
+) -> Callable[[UnicodeError], tuple[str | bytes, int]]:
+    def replace(error: UnicodeError) -> tuple[str | bytes, int]:
+        alive = counter()
+        if alive is not None:
+            return alive._replace(error)
+        return codecs.replace_errors(error)
+
+    return replace
 
 
 @contextlib.asynccontextmanager

@@ -7,6 +7,7 @@ Each test runs the real test server (tests/mcp/mcp_server.py) over stdio.
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import subprocess
@@ -24,9 +25,11 @@ from turnlog import (
     Runtime,
     ScriptedModel,
     calls,
+    mcp_stdio,
     tool_call,
 )
 from turnlog.mcp_link import BAD_BYTES_NOTE
+from turnlog.mcp_stdio import BadBytes
 
 pytestmark = pytest.mark.subprocess
 
@@ -139,3 +142,20 @@ def test_a_server_frozen_past_the_timeout_is_started_again(
     assert files.called() == ["pid", "freeze", "pid"]
     with pytest.raises(ProcessLookupError):
         os.kill(frozen, 0)  # the frozen process was stopped, not left behind
+
+
+def test_a_links_decoding_counts_bad_bytes_and_its_handler_name_is_reused() -> None:
+    counter = BadBytes()
+    decoded = b"ok \xed\xa0\x80".decode("utf-8", errors=counter.handler_name)
+    assert decoded == "ok \ufffd\ufffd\ufffd"
+    assert counter.count == 3
+    name = counter.handler_name
+    del counter
+    gc.collect()
+    # codecs cannot forget a handler: a new link takes a free name over
+    # (this one, or another link's that was collected too).
+    free = set(mcp_stdio._free_names)
+    assert name in free
+    fresh = BadBytes()
+    assert fresh.handler_name in free
+    assert b"\xff".decode("utf-8", errors=name) == "\ufffd"  # still replaces
