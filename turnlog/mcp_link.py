@@ -147,16 +147,23 @@ class McpLink:
             if self._loop is None:
                 self._loop = IoLoop(name=f"turnlog-mcp-{self._label}")
             loop = self._loop
-        return loop.submit(self._with_client(work))
+        future = loop.submit(self._with_client(work))
+
+        def after(done: concurrent.futures.Future[T]) -> None:
+            # Runs in the cancelling thread, at once: the check is scheduled
+            # before any call made after the cancel, so that call waits for
+            # it (the cancelled request may take a while to unwind).
+            if done.cancelled():
+                with contextlib.suppress(RuntimeError):  # the loop is closed
+                    loop.call_soon_threadsafe(self._suspect)
+
+        future.add_done_callback(after)
+        return future
 
     async def _with_client(self, work: Callable[[Client], Awaitable[T]]) -> T:
         opened = await self._connected()
         try:
             return await work(opened.client)
-        except asyncio.CancelledError:
-            if opened.check is None and self._open is opened:
-                opened.check = asyncio.create_task(self._check(opened))
-            raise
         except McpServerError:
             raise
         except Exception as error:
@@ -202,6 +209,12 @@ class McpLink:
                     f"MCP server {self._label!r} did not start: {_describe(error)}"
                 )
                 ready.set_exception(failure)
+
+    def _suspect(self) -> None:
+        """After a cancelled call: checks the link before it is used again."""
+        opened = self._open
+        if opened is not None and opened.check is None and not opened.owner.done():
+            opened.check = asyncio.create_task(self._check(opened))
 
     async def _check(self, opened: _Open) -> None:
         """Drops the link unless the server answers a request in time.

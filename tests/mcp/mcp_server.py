@@ -133,6 +133,7 @@ def bad_bytes() -> str:
 async def freeze() -> str:
     """Blocks the server's event loop: it answers nothing, not even pings."""
     _called("freeze")
+    print("FREEZING", file=sys.stderr, flush=True)
     time.sleep(3600)
     return "unreachable"
 

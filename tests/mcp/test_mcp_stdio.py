@@ -12,11 +12,13 @@ import logging
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp_support import SERVER
 
 from turnlog import (
     Agent,
@@ -28,8 +30,9 @@ from turnlog import (
     mcp_stdio,
     tool_call,
 )
-from turnlog.mcp_link import BAD_BYTES_NOTE
+from turnlog.mcp_link import BAD_BYTES_NOTE, McpLink
 from turnlog.mcp_stdio import BadBytes
+from turnlog.mcp_targets import StdioTarget
 
 pytestmark = pytest.mark.subprocess
 
@@ -159,3 +162,40 @@ def test_a_links_decoding_counts_bad_bytes_and_its_handler_name_is_reused() -> N
     fresh = BadBytes()
     assert fresh.handler_name in free
     assert b"\xff".decode("utf-8", errors=name) == "\ufffd"  # still replaces
+
+
+def test_a_call_made_right_after_a_cancelled_one_waits_for_the_check(
+    files: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    # No model step in between: the cancelled request is still unwinding
+    # when the next call comes, and that call must not go to the frozen
+    # process.
+    target = StdioTarget(sys.executable, (str(SERVER), "stdio"), files.env, None)
+    link = McpLink("srv", target, check_timeout=1.0)
+    caplog.set_level(logging.INFO, logger="turnlog.mcp")  # restored after
+    freezing = SeenOnStderr("FREEZING")
+    logging.getLogger("turnlog.mcp").addHandler(freezing)
+    try:
+        frozen = int(link.call_tool("pid", {}).result(30).output)
+        stuck = link.call_tool("freeze", {})
+        assert freezing.seen.wait(30)  # the server's loop is blocked now
+        stuck.cancel()
+        answer = link.call_tool("pid", {}).result(30)
+        assert not answer.is_error, answer.output
+        assert int(answer.output) != frozen
+    finally:
+        logging.getLogger("turnlog.mcp").removeHandler(freezing)
+        link.close()
+
+
+class SeenOnStderr(logging.Handler):
+    """Sets ``seen`` once a server's stderr line holding ``text`` is logged."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(logging.INFO)
+        self.text = text
+        self.seen = threading.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.text in record.getMessage():
+            self.seen.set()
