@@ -152,6 +152,7 @@ class ToolFinished(msgspec.Struct, frozen=True):
     is_error: bool
     post_context: str | None = None
     hook_error: str | None = None
+    media: tuple[dict[str, str], ...] = ()
 
 
 class TextDelta(msgspec.Struct, frozen=True):

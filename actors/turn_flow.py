@@ -212,7 +212,9 @@ class TurnFlow:
         due: list[int] = []
 
         def decide() -> list[Any]:
-            turn.finish_tool_call(fact.call_id, fact.output, is_error=fact.is_error)
+            turn.finish_tool_call(
+                fact.call_id, fact.output, is_error=fact.is_error, media=fact.media
+            )
             if fact.post_context:
                 turn.add_hook_context("post_tool_hook", fact.post_context)
             if fact.hook_error is not None:

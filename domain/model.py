@@ -146,9 +146,26 @@ def function_call(call_id: str, name: str, arguments: str) -> Item:
     }
 
 
-def function_call_output(call_id: str, output: str) -> Item:
-    """The answer to a function call, as the next request lists it."""
-    return {"type": "function_call_output", "call_id": call_id, "output": output}
+MediaPart = dict[str, str]
+"""An image or audio part of a tool output: ``{"type": "image" | "audio",
+"mime_type": ..., "data": <base64>}``. Recorded once, in the
+``ToolCallFinished`` event; each provider sends what its API accepts."""
+
+MEDIA_TYPES = frozenset({"image", "audio"})
+
+
+def function_call_output(
+    call_id: str, output: str, media: Sequence[Mapping[str, str]] = ()
+) -> Item:
+    """The answer to a function call, as the next request lists it.
+
+    ``media`` (image and audio parts) rides along under the item's
+    ``media`` key, only when there is some.
+    """
+    item: Item = {"type": "function_call_output", "call_id": call_id, "output": output}
+    if media:
+        item["media"] = [dict(part) for part in media]
+    return item
 
 
 def tool_calls_in(output: Sequence[Mapping[str, Any]]) -> list[Item]:

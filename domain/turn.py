@@ -12,6 +12,8 @@ Invariants (a violation raises and records nothing):
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from dataclasses import field
 from typing import Any
 
 from eventsourcing.domain import Aggregate
@@ -20,7 +22,7 @@ from turnlog.domain.errors import InvalidInputError, InvariantViolation
 from turnlog.domain.events import TurnlogCreated, TurnlogEvent, register_stable_topic
 from turnlog.domain.ids import turn_uuid
 from turnlog.domain.inputs import check_input
-from turnlog.domain.model import Item
+from turnlog.domain.model import Item, MediaPart
 
 APPROVAL_DECISIONS = frozenset({"allow", "allow_session", "deny", "abort", "timeout"})
 
@@ -127,6 +129,9 @@ class ToolCallFinished(TurnlogEvent):
     name: str
     output: str
     is_error: bool
+    media: Sequence[MediaPart] = field(default=(), kw_only=True)
+    """Image and audio parts of the output (see ``domain.model.MediaPart``),
+    stored here once. Events recorded before it existed load with none."""
 
     def apply(self, aggregate: Turn) -> None:
         open_calls = dict(aggregate.open_calls)
@@ -357,8 +362,15 @@ class Turn(Aggregate):
             mcp_server=mcp_server,
         )
 
-    def finish_tool_call(self, call_id: str, output: str, *, is_error: bool) -> None:
-        """Records a tool call's output.
+    def finish_tool_call(
+        self,
+        call_id: str,
+        output: str,
+        *,
+        is_error: bool,
+        media: Sequence[Mapping[str, str]] = (),
+    ) -> None:
+        """Records a tool call's output (with its image and audio parts).
 
         A requested call may be answered without having started (an unknown
         tool, a denied approval); every call is answered exactly once.
@@ -376,6 +388,7 @@ class Turn(Aggregate):
             name=name,
             output=output,
             is_error=is_error,
+            media=[dict(part) for part in media],
         )
 
     def request_approval(

@@ -25,10 +25,19 @@ ApprovalRule = bool | Callable[[dict[str, Any]], bool]
 
 
 class ToolResult(msgspec.Struct, frozen=True):
-    """What a tool call produced, as the model will see it."""
+    """What a tool call produced, as the model will see it.
+
+    Attributes:
+        output: the text of the output.
+        is_error: whether the call failed.
+        media: image and audio parts, each ``{"type": "image" | "audio",
+            "mime_type": ..., "data": <base64>}``; each provider sends the
+            ones its API accepts (see the README's MCP section).
+    """
 
     output: str
     is_error: bool = False
+    media: tuple[dict[str, str], ...] = ()
 
 
 class ToolContext(msgspec.Struct, frozen=True):

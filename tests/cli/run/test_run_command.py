@@ -10,6 +10,7 @@ stopped at teardown.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -68,7 +69,7 @@ def test_a_tool_call_and_its_result_are_shown(
 
 
 def test_an_mcp_tool_of_the_trusted_file_runs_after_approval(
-    spawn: Spawn, fake: FakeOpenAI, tmp_path: Path
+    spawn: Spawn, fake: FakeOpenAI, tmp_path: Path, workspace: Path
 ) -> None:
     files = ServerFiles(tmp_path)
     config = tmp_path / "trusted.toml"
@@ -84,6 +85,8 @@ def test_an_mcp_tool_of_the_trusted_file_runs_after_approval(
     child = spawn("--config", str(config), env={"MCP_TEST_MARK": str(files.calls)})
     child.expect(HEADER)
     child.expect(r"mcp: srv: srv_echo, ")
+    stderr_log = workspace / ".turnlog" / "mcp" / "srv.log"
+    child.expect(rf"mcp: srv: its stderr goes to {re.escape(str(stderr_log))}\r\n")
     child.expect(PROMPT)
     child.sendline("echo something")
     child.expect(r'approve srv_echo\(\{"text": "from the model"\}\)\? ')
@@ -93,8 +96,11 @@ def test_an_mcp_tool_of_the_trusted_file_runs_after_approval(
     child.expect(r"  result  srv_echo: echo: from the model\r\n")
     child.expect(r"assistant> The server echoed it\.")
     child.expect(PROMPT)
-    quits(child)
+    printed = quits(child)
     assert files.called() == ["echo"]
+    # The server's stderr went to its log file, not to the terminal.
+    assert "MCP server started" not in printed
+    assert "turnlog-test MCP server started on stdio" in stderr_log.read_text()
     assert tool_outputs(fake.requests[1].body) == ["echo: from the model"]
     [tool] = [t for t in fake.requests[0].body["tools"] if t["name"] == "srv_echo"]
     assert tool["parameters"]["properties"]["text"]["type"] == "string"
