@@ -365,3 +365,37 @@ def _add_serve_parser(
         default=15.0,
         help="seconds between keep-alive comments on idle streams (default: 15)",
     )
+    # The connection's limits (turnlog.service.limits.ConnectionLimits holds
+    # the defaults; an option not given keeps them).
+    limits = serve.add_argument_group("connection limits (README: Service)")
+    limits.add_argument(
+        "--header-timeout",
+        metavar="SECONDS",
+        type=float,
+        help="a request's headers must be in this long after the connection "
+        "opens or the request starts (default: 10)",
+    )
+    limits.add_argument(
+        "--keep-alive-timeout",
+        metavar="SECONDS",
+        type=int,
+        help="an idle connection is closed after this long (default: 5)",
+    )
+    limits.add_argument(
+        "--max-header-bytes",
+        metavar="BYTES",
+        type=int,
+        help="request line and headers together (default: 16384)",
+    )
+    limits.add_argument(
+        "--max-headers",
+        metavar="N",
+        type=int,
+        help="header fields per request (default: 100)",
+    )
+    limits.add_argument(
+        "--max-connections",
+        metavar="N",
+        type=int,
+        help="connections served at once; more get a 503 (default: 1000)",
+    )

@@ -28,6 +28,7 @@ from starlette.routing import Route
 from turnlog.domain.protocol import SessionClosed, encode_json
 from turnlog.service.context import ServiceContext
 from turnlog.service.feed import Key, entries_after, parse_event_id
+from turnlog.service.parsing import path_session_id
 from turnlog.service.problems import Problem
 from turnlog.service.sse_framing import sse_event, sse_response
 
@@ -44,7 +45,7 @@ class EventStream:
 
     async def stream(self, request: Request) -> EventSourceResponse:
         tenant = self.context.tenant(request)
-        session_id = request.path_params["session_id"]
+        session_id = path_session_id(request.path_params["session_id"])
         owned = await self.context.owned_async(tenant, session_id)
         given = request.headers.get("last-event-id")
         field = "Last-Event-ID"
