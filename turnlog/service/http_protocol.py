@@ -117,10 +117,7 @@ class LimitedHttpProtocol(HttpToolsProtocol):
             and self._head_bytes > self.limits.max_header_bytes
             and not self.transport.is_closing()
         ):
-            limit = self.limits.max_header_bytes
-            self._refusal = Problem(
-                431, f"the request line and headers may have at most {limit} bytes"
-            )
+            self._refusal = self._head_too_large()
             self.send_400_response("")
 
     def on_message_begin(self) -> None:
@@ -150,11 +147,23 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         self._in_head = False
         self._head_started = False
         self._head_bytes = 0
+        # A head that came whole in one read was not seen growing.
+        size = len(self.url) + sum(
+            len(name) + len(value) for name, value in self.headers
+        )
+        if size > self.limits.max_header_bytes:
+            self._refuse(self._head_too_large())
         super().on_headers_complete()
 
     def on_message_complete(self) -> None:
         super().on_message_complete()
         self._in_head = True  # the next bytes are the next request's
+
+    def _head_too_large(self) -> Problem:
+        limit = self.limits.max_header_bytes
+        return Problem(
+            431, f"the request line and headers may have at most {limit} bytes"
+        )
 
     def _refuse(self, problem: Problem) -> None:
         """Stops the parser; uvicorn then calls ``send_400_response``."""
