@@ -3,6 +3,8 @@ problem+json body naming the field, no traceback, and records nothing."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from service_agents import approval_agent
 from service_support import TOKEN_A, TOKEN_B, TOKENS
@@ -10,6 +12,7 @@ from starlette.testclient import TestClient
 
 from turnlog import Runtime
 from turnlog.service import create_app
+from turnlog.service.limits import BodyLimit
 from turnlog.service.parsing import MAX_JSON_DEPTH
 from turnlog.service.problems import PROBLEM_JSON
 
@@ -322,3 +325,30 @@ def test_a_session_id_no_session_can_have_is_404_without_a_query(store_url) -> N
                 404,
             )
             assert runtime.store.max_position() == 0
+
+
+@pytest.mark.parametrize("declared", [b"9" * 5000, b"9" * 30, b"-1", b"1e3"])
+def test_a_content_length_that_is_no_size_is_413_not_500(declared) -> None:
+    """int() refused 5,000 digits with a ValueError, a 500 (a server in
+    front of the app may pass such a header on)."""
+
+    async def app(scope, receive, send):
+        pytest.fail("the app was called")
+
+    sent = []
+
+    async def receive():
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/sessions",
+        "headers": [(b"content-length", declared)],
+    }
+    asyncio.run(BodyLimit(app, max_body=1000)(scope, receive, send))
+    assert sent[0]["status"] == 413
+    assert (b"content-type", PROBLEM_JSON.encode()) in sent[0]["headers"]
