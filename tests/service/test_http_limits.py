@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-from test_serve_process import TOKEN, client, start_server, stop
+from test_serve_process import TOKEN, TURNLOG, client, start_server, stop
 
 from turnlog.service.problems import PROBLEM_JSON
 
@@ -249,3 +250,24 @@ def test_past_max_connections_a_request_gets_a_503(tmp_path: Path) -> None:
         for sock in idle:
             sock.close()
         stop(proc)
+
+
+def test_a_limit_that_is_not_above_0_is_refused_before_serving(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [
+            TURNLOG,
+            "--store",
+            f"sqlite:///{tmp_path}/log.sqlite3",
+            "serve",
+            "--demo",
+            "--header-timeout",
+            "0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode != 0
+    assert "header_timeout must be above 0" in done.stderr
+    assert "Traceback" not in done.stderr
