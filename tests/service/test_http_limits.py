@@ -244,8 +244,8 @@ def test_past_max_connections_a_request_gets_a_503(tmp_path: Path) -> None:
                 b"GET /healthz HTTP/1.1\r\nHost: x\r\n"
                 + f"Authorization: Bearer {TOKEN}\r\n\r\n".encode()
             )
-            status, _, _ = parse_response(read_until_closed(sock))
-        assert status == 503
+            problem = refusal(read_until_closed(sock), 503)
+        assert "at most 3 connections" in str(problem["detail"])
     finally:
         for sock in idle:
             sock.close()

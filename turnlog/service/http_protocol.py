@@ -13,7 +13,9 @@ open for good (its keep-alive timer starts only after a response).
   rest) and ``max_headers`` fields (431);
 - the headers must be complete ``header_timeout`` seconds after the
   connection opened or the request's first byte came (408 and closed
-  if part of a request came, closed silently if nothing did).
+  if part of a request came, closed silently if nothing did);
+- past ``max_connections`` (uvicorn's ``limit_concurrency``) a request
+  gets a 503 problem, where uvicorn would answer in plain text.
 
 Requests the parser cannot read (a method it does not know, a NUL in a
 header, a URL of over 64 KiB) get uvicorn's 400 as before, written here
@@ -153,7 +155,22 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         )
         if size > self.limits.max_header_bytes:
             self._refuse(self._head_too_large())
+        if self._over_capacity():  # uvicorn's own answer would be text/plain
+            self._refuse(
+                Problem(
+                    503,
+                    f"the server serves at most {self.limits.max_connections} "
+                    "connections at once; try again shortly",
+                )
+            )
         super().on_headers_complete()
+
+    def _over_capacity(self) -> bool:
+        """uvicorn's test for its ``limit_concurrency`` (connections or tasks)."""
+        limit = self.limit_concurrency
+        return limit is not None and (
+            len(self.connections) >= limit or len(self.tasks) >= limit
+        )
 
     def on_message_complete(self) -> None:
         super().on_message_complete()

@@ -77,8 +77,7 @@ class ConnectionLimits:
     """What ``turnlog serve`` holds each HTTP connection to.
 
     Refusals are ``application/problem+json``, written by the connection
-    itself since no app has seen the request yet; a connection over
-    ``max_connections`` gets uvicorn's own ``503`` (text/plain).
+    itself since no app has seen the request yet.
 
     Args:
         max_header_bytes: bytes the request line and headers may have
