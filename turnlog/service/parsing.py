@@ -92,6 +92,8 @@ def _check_depth(body: bytes) -> None:
     Only the brackets outside strings count; the field named is the
     member of the top-level object that holds the deep value.
     """
+    if body.count(b"[") + body.count(b"{") <= MAX_JSON_DEPTH:
+        return  # too few brackets to nest that deep (most bodies: no scan)
     depth = 0
     top_is_object = False
     key: bytes | None = None
