@@ -18,16 +18,20 @@ open for good (its keep-alive timer starts only after a response).
   gets a 503 problem, where uvicorn would answer in plain text.
 
 Requests the parser cannot read (a method it does not know, a NUL in a
-header, a URL of over 64 KiB) get uvicorn's 400 as before, written here
-as ``application/problem+json`` like every other refusal. Which methods
-reach the app at all is llhttp's list (GET, POST, PUT, DELETE, PATCH,
-OPTIONS, HEAD and the WebDAV ones...); the app answers those it has no
-route for with a 405 problem.
+header, spaces in the path) get uvicorn's 400 as before, written here
+as ``application/problem+json`` like every other refusal; it can only
+say that the request is not valid HTTP, since the parser stops at the
+first bad byte. Which methods reach the app at all is llhttp's list
+(GET, POST, PUT, DELETE, PATCH, OPTIONS, HEAD and the WebDAV ones...);
+the app answers those it has no route for with a 405 problem. uvicorn
+logs "Invalid HTTP request received." for every refusal that stops the
+parser (414, 431 and 503 here too); the answer says which it was.
 
 This leans on uvicorn's protocol class (its parser callbacks and
 ``send_400_response``), which uvicorn lets a server replace
-(``Config(http=...)``); the tests of this module pin the behaviour, so
-an upgrade that changes those names fails them.
+(``Config(http=...)``); ``tests/service/test_http_limits.py`` pins the
+behaviour against a real ``turnlog serve``, so an upgrade that changes
+those names fails it.
 """
 
 from __future__ import annotations
