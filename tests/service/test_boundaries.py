@@ -352,3 +352,13 @@ def test_a_content_length_that_is_no_size_is_413_not_500(declared) -> None:
     asyncio.run(BodyLimit(app, max_body=1000)(scope, receive, send))
     assert sent[0]["status"] == 413
     assert (b"content-type", PROBLEM_JSON.encode()) in sent[0]["headers"]
+
+
+def test_an_executions_limit_of_5000_digits_is_422_not_500(session) -> None:
+    """Found by the fuzz: int() refuses over 4,300 digits with a ValueError."""
+    served, session_id = session
+    with served.client() as client:
+        response = client.get(
+            f"/sessions/{session_id}/executions", params={"limit": "9" * 5000}
+        )
+    assert problem(response, 422)["field"] == "limit"

@@ -24,6 +24,7 @@ from turnlog.domain.ids import check_session_id, turn_uuid
 from turnlog.projections.executions import Execution
 from turnlog.projections.readers import TranscriptItem
 from turnlog.service.context import ServiceContext
+from turnlog.service.parsing import query_integer
 from turnlog.service.problems import Problem
 from turnlog.service.resources import json_response
 
@@ -38,14 +39,10 @@ _STEP_EVENTS = frozenset({"ModelStepStarted", "ModelStepCompleted", "ModelStepFa
 
 def _limit(request: Request) -> int:
     """``?limit=``, ASCII digits from 1 to ``TURNS_MAX``, or a 422."""
-    text = request.query_params.get("limit")
-    if text is None:
-        return TURNS_DEFAULT
-    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= TURNS_MAX:
-        raise Problem(
-            422, f"limit must be a whole number from 1 to {TURNS_MAX}", field="limit"
-        )
-    return int(text)
+    # query_integer bounds the digits before int(), which refuses over
+    # 4,300 of them with a ValueError (a 500 here before).
+    limit = query_integer(request.query_params.get("limit"), "limit", maximum=TURNS_MAX)
+    return TURNS_DEFAULT if limit is None else limit
 
 
 def _path_session_id(session_id: str) -> str:
