@@ -19,13 +19,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from turnlog.domain.errors import InvalidInputError
-from turnlog.domain.ids import check_session_id, turn_uuid
+from turnlog.domain.ids import turn_uuid
 from turnlog.projections.executions import Execution
 from turnlog.projections.readers import TranscriptItem
 from turnlog.service.context import ServiceContext
-from turnlog.service.parsing import query_integer
-from turnlog.service.problems import Problem
+from turnlog.service.parsing import path_session_id, query_integer
 from turnlog.service.resources import json_response
 
 TURNS_DEFAULT = 20
@@ -43,15 +41,6 @@ def _limit(request: Request) -> int:
     # 4,300 of them with a ValueError (a 500 here before).
     limit = query_integer(request.query_params.get("limit"), "limit", maximum=TURNS_MAX)
     return TURNS_DEFAULT if limit is None else limit
-
-
-def _path_session_id(session_id: str) -> str:
-    """A session id from the path; a 404 for one no session can have,
-    before any query (PostgreSQL refuses NUL in text outright)."""
-    try:
-        return check_session_id(session_id)
-    except InvalidInputError as error:
-        raise Problem(404, f"no session {session_id!r}: {error}") from None
 
 
 def _iso(moment: datetime | None) -> str | None:
@@ -168,7 +157,7 @@ class Overview:
     async def executions(self, request: Request) -> Response:
         tenant = self.context.tenant(request)
         owned = await self.context.owned_async(
-            tenant, _path_session_id(request.path_params["session_id"])
+            tenant, path_session_id(request.path_params["session_id"])
         )
         limit = _limit(request)
         report = await asyncio.to_thread(
