@@ -303,3 +303,30 @@ def test_another_tenants_thread_is_404_and_a_bad_input_is_422(serve) -> None:
     with served.client() as client:
         transcript = client.get(f"/sessions/{thread}/transcript").json()["items"]
         assert not any(item["event"] == "TurnStarted" for item in transcript)
+
+
+def test_a_deep_or_surrogate_body_is_a_422_naming_the_member(serve) -> None:
+    served = serve(agents=AGENTS)
+    with served.client() as client:
+        thread = new_session(client, "chat")
+        deep = (
+            b'{"threadId":"' + thread.encode() + b'","runId":"r","messages":[],'
+            b'"state":' + b"[" * 999 + b"]" * 999 + b"}"
+        )
+        answer = client.post(
+            "/agui", content=deep, headers={"content-type": "application/json"}
+        )
+        assert answer.status_code == 422
+        assert answer.headers["content-type"] == "application/problem+json"
+        assert answer.json()["field"] == "$.state"
+        surrogate = (
+            b'{"threadId":"' + thread.encode() + b'","runId":"r",'
+            b'"messages":[{"id":"m","role":"user","content":"\\ud800"}]}'
+        )
+        answer = client.post(
+            "/agui", content=surrogate, headers={"content-type": "application/json"}
+        )
+        assert answer.status_code == 422
+        assert answer.json()["field"] == "$.messages[0].content"
+        transcript = client.get(f"/sessions/{thread}/transcript").json()["items"]
+        assert not any(item["event"] == "TurnStarted" for item in transcript)

@@ -52,6 +52,7 @@ from turnlog.domain.run import EventsMissed, RunEvent, RunStarted
 from turnlog.service.agui_events import AguiTranslator
 from turnlog.service.agui_threads import AguiThreads, requested_agent
 from turnlog.service.context import ServiceContext
+from turnlog.service.parsing import parse_json
 from turnlog.service.problems import Problem
 from turnlog.service.sse_framing import sse_response
 from turnlog.session import AgentSession, Subscription
@@ -276,7 +277,9 @@ async def _decode(request: Request) -> RunAgentInput:
     if content_type.split(";")[0].strip().lower() != "application/json":
         raise Problem(415, "send the RunAgentInput as application/json")
     try:
-        return RunAgentInput.model_validate_json(await request.body())
+        # The shared parser bounds nesting and names a lone surrogate's field
+        # before pydantic sees the value.
+        return RunAgentInput.model_validate(parse_json(await request.body()))
     except pydantic.ValidationError as error:
         first = error.errors()[0]
         where = "$" + "".join(
