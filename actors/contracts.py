@@ -41,6 +41,16 @@ class RunnableTool(Protocol):
     @property
     def is_async(self) -> bool: ...
 
+    @property
+    def tool_type(self) -> str:
+        """``function`` or ``extension`` (an MCP server's), as traces say."""
+        ...
+
+    @property
+    def mcp_server(self) -> str:
+        """The MCP server that runs it ("" for a function tool)."""
+        ...
+
     def requires_approval(self, arguments: str) -> bool:
         """Whether this call needs a decision before it runs."""
         ...

@@ -118,7 +118,8 @@ class ToolExecutorActor(pykka.ThreadingActor):
             # this actor); this actor only frees the slot. If a timeout was
             # reported first, the session keeps that and drops this.
             if not future.cancelled():
-                _reply(request, *_outcome(future))
+                output, is_error, media = _outcome(future)
+                _reply(request, output, is_error, media)
             with contextlib.suppress(pykka.ActorDeadError):  # closed meanwhile
                 me.tell(ToolDone(token, future))
 
@@ -153,19 +154,28 @@ class ToolExecutorActor(pykka.ThreadingActor):
         self.on_stop()
 
 
-def _reply(request: RunTool, output: str, is_error: bool) -> None:
+def _reply(
+    request: RunTool,
+    output: str,
+    is_error: bool,
+    media: tuple[dict[str, str], ...] = (),
+) -> None:
     # A turn stopped (its session closed, or the runtime) wants no result.
     with contextlib.suppress(pykka.ActorDeadError):
         request.reply_to.tell(
-            ToolFinished(request.turn, request.call_id, output, is_error)
+            ToolFinished(request.turn, request.call_id, output, is_error, media=media)
         )
 
 
-def _outcome(future: concurrent.futures.Future[Any]) -> tuple[str, bool]:
+def _outcome(
+    future: concurrent.futures.Future[Any],
+) -> tuple[str, bool, tuple[dict[str, str], ...]]:
     if future.cancelled():
-        return "tool call was cancelled", True
+        return "tool call was cancelled", True, ()
     error = future.exception()
     if error is not None:
-        return f"tool failed: {type(error).__name__}: {error}", True
+        return f"tool failed: {type(error).__name__}: {error}", True, ()
     result = future.result()
-    return str(result.output), bool(result.is_error)
+    # Media is optional: a tool's own outcome type may not carry any.
+    media = tuple(dict(part) for part in getattr(result, "media", ()))
+    return str(result.output), bool(result.is_error), media

@@ -21,6 +21,7 @@ import contextlib
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+import msgspec
 import pykka
 
 from turnlog.actors.contracts import AgentDefinition
@@ -280,26 +281,15 @@ class TurnActor(LoopActor):
             result = await run_hook(layer, "post_tool", info)
             if result is not None and result.context:
                 texts.append(result.context)
-        return ToolFinished(
-            finished.turn,
-            finished.call_id,
-            finished.output,
-            finished.is_error,
-            "\n".join(texts) or None,
-        )
+        return msgspec.structs.replace(finished, post_context="\n".join(texts) or None)
 
     def _failed_post_tool(
         self, finished: ToolFinished
     ) -> Callable[[BaseException], ToolFinished]:
         def fact(error: BaseException) -> ToolFinished:
             # The tool's output stands; the hook's failure fails the turn.
-            return ToolFinished(
-                finished.turn,
-                finished.call_id,
-                finished.output,
-                finished.is_error,
-                None,
-                _describe(error),
+            return msgspec.structs.replace(
+                finished, post_context=None, hook_error=_describe(error)
             )
 
         return fact

@@ -35,7 +35,7 @@ from turnlog.actors.turn_slot import TurnActorSlot
 from turnlog.domain.approval import ApprovalRequest
 from turnlog.domain.errors import TurnlogError, UsageError
 from turnlog.domain.hooks import StepInfo
-from turnlog.domain.model import ModelRequest
+from turnlog.domain.model import ModelRequest, model_identity
 from turnlog.domain.protocol import Interrupt, SessionFileReference
 from turnlog.domain.run import RunFinished, RunResult, RunStarted
 from turnlog.domain.turn_facts import (
@@ -83,6 +83,16 @@ class TurnDriver:
                 return False
             return bool(tools[name].requires_approval(arguments))
 
+        def tool_identity(name: str) -> tuple[str, str]:
+            tool = tools.get(name)
+            return ("", "") if tool is None else (tool.tool_type, tool.mcp_server)
+
+        def route_identity(route: str) -> tuple[str, str]:
+            try:
+                return model_identity(agent.provider_for(route))
+            except UsageError:  # no such route: the model call fails, named
+                return "", ""
+
         self.reviews_input = any_implements(agent.middleware, "user_prompt")
         """Whether the agent's middleware reviews input (user_prompt hooks)."""
         self._machine = TurnMachine(
@@ -94,6 +104,8 @@ class TurnDriver:
                 tool_names=tools,
                 needs_approval=needs_approval,
                 new_request_id=lambda: uuid.uuid4().hex,
+                model_identity=route_identity,
+                tool_identity=tool_identity,
             ),
             state,
         )

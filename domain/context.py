@@ -76,8 +76,8 @@ def context_items(event: object) -> list[Item]:
             return [item]
         case ModelStepCompleted(output=output):
             return [dict(item) for item in output]
-        case ToolCallFinished(call_id=call_id, output=output):
-            return [function_call_output(call_id, output)]
+        case ToolCallFinished(call_id=call_id, output=output, media=media):
+            return [function_call_output(call_id, output, media)]
         case HookContextAdded(hook=hook, text=text):
             return [
                 {

@@ -57,11 +57,30 @@ class ModelResponse(msgspec.Struct, frozen=True):
     """A completed model step.
 
     ``usage`` is None when the provider did not report it: unknown usage is
-    recorded as unknown, never as zero.
+    recorded as unknown, never as zero. ``model`` is the model that
+    answered, as the response named it (None if it did not).
     """
 
     output: tuple[Item, ...]
     usage: dict[str, int] | None = None
+    model: str | None = None
+
+
+def model_identity(provider: object) -> tuple[str, str]:
+    """(model asked for, provider name) of ``provider``; "" where unknown.
+
+    What a trace reports as ``gen_ai.request.model`` and
+    ``gen_ai.provider.name``, read from the provider's ``model`` (the model
+    name it sends) and ``provider_name`` (whose it is, as OpenTelemetry
+    names it: ``openai``, ``anthropic``, ...) attributes, each if it has
+    it. A provider with neither is traced by its route alone.
+    """
+    model = getattr(provider, "model", None)
+    name = getattr(provider, "provider_name", None)
+    return (
+        model if isinstance(model, str) else "",
+        name if isinstance(name, str) else "",
+    )
 
 
 @runtime_checkable
@@ -127,9 +146,26 @@ def function_call(call_id: str, name: str, arguments: str) -> Item:
     }
 
 
-def function_call_output(call_id: str, output: str) -> Item:
-    """The answer to a function call, as the next request lists it."""
-    return {"type": "function_call_output", "call_id": call_id, "output": output}
+MediaPart = dict[str, str]
+"""An image or audio part of a tool output: ``{"type": "image" | "audio",
+"mime_type": ..., "data": <base64>}``. Recorded once, in the
+``ToolCallFinished`` event; each provider sends what its API accepts."""
+
+MEDIA_TYPES = frozenset({"image", "audio"})
+
+
+def function_call_output(
+    call_id: str, output: str, media: Sequence[Mapping[str, str]] = ()
+) -> Item:
+    """The answer to a function call, as the next request lists it.
+
+    ``media`` (image and audio parts) rides along under the item's
+    ``media`` key, only when there is some.
+    """
+    item: Item = {"type": "function_call_output", "call_id": call_id, "output": output}
+    if media:
+        item["media"] = [dict(part) for part in media]
+    return item
 
 
 def tool_calls_in(output: Sequence[Mapping[str, Any]]) -> list[Item]:
@@ -182,6 +218,9 @@ def check_response(response: object) -> ModelResponse:
     except (TypeError, msgspec.EncodeError) as error:
         msg = f"model output is not plain JSON data: {error}"
         raise ProviderError(msg) from error
+    if response.model is not None and not isinstance(response.model, str):
+        msg = f"model returned a model name that is not a string: {response.model!r}"
+        raise ProviderError(msg)
     call_ids = [item["call_id"] for item in tool_calls_in(response.output)]
     if len(call_ids) != len(set(call_ids)):
         msg = "model output repeats a function call id"

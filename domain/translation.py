@@ -85,7 +85,7 @@ class EventTranslator:
         ]
 
     def translate(self, event: object, sequence: int) -> list[Event]:
-        """The Events that ``event`` (at log position ``sequence``) yields."""
+        """The Events that ``event`` (its session sequence ``sequence``) yields."""
         match event:
             case s.SessionCreated(agent_name=agent_name, model_route=route):
                 return self._wrap(

@@ -12,6 +12,8 @@ Invariants (a violation raises and records nothing):
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from dataclasses import field
 from typing import Any
 
 from eventsourcing.domain import Aggregate
@@ -20,7 +22,7 @@ from turnlog.domain.errors import InvalidInputError, InvariantViolation
 from turnlog.domain.events import TurnlogCreated, TurnlogEvent, register_stable_topic
 from turnlog.domain.ids import turn_uuid
 from turnlog.domain.inputs import check_input
-from turnlog.domain.model import Item
+from turnlog.domain.model import Item, MediaPart
 
 APPROVAL_DECISIONS = frozenset({"allow", "allow_session", "deny", "abort", "timeout"})
 
@@ -59,6 +61,12 @@ class ModelStepStarted(TurnlogEvent):
 
     step: int
     route: str
+    model: str = ""
+    """The model the provider was asked for ("" if it did not say, and in
+    histories recorded before this was recorded)."""
+    provider: str = ""
+    """Who serves it, as OpenTelemetry's ``gen_ai.provider.name`` names it
+    (``openai``, ``anthropic``, ...; "" if unknown)."""
 
     def apply(self, aggregate: Turn) -> None:
         aggregate.steps = self.step
@@ -72,6 +80,9 @@ class ModelStepCompleted(TurnlogEvent):
     output: list[Item]
     usage: dict[str, int] | None
     diagnostics: dict[str, Any]
+    response_model: str = ""
+    """The model that answered, as the provider's response named it ("" if
+    it did not)."""
 
     def apply(self, aggregate: Turn) -> None:
         aggregate.step_open = False
@@ -100,6 +111,12 @@ class ToolCallStarted(TurnlogEvent):
     name: str
     arguments: str
     step: int
+    tool_type: str = ""
+    """What runs it, as OpenTelemetry's ``gen_ai.tool.type`` says:
+    ``function`` (turnlog calls a function) or ``extension`` (an MCP
+    server runs it); "" in histories recorded before this was recorded."""
+    mcp_server: str = ""
+    """The name of the MCP server that runs it ("" for a function tool)."""
 
     def apply(self, aggregate: Turn) -> None:
         aggregate.open_calls = {**aggregate.open_calls, self.call_id: self.name}
@@ -112,6 +129,9 @@ class ToolCallFinished(TurnlogEvent):
     name: str
     output: str
     is_error: bool
+    media: Sequence[MediaPart] = field(default=(), kw_only=True)
+    """Image and audio parts of the output (see ``domain.model.MediaPart``),
+    stored here once. Events recorded before it existed load with none."""
 
     def apply(self, aggregate: Turn) -> None:
         open_calls = dict(aggregate.open_calls)
@@ -262,8 +282,14 @@ class Turn(Aggregate):
         """Records that input was refused, without its content."""
         self.trigger_event(InputRejected, submission_id=submission_id, reason=reason)
 
-    def start_step(self, route: str) -> int:
-        """Starts the next model step and returns its number."""
+    def start_step(self, route: str, model: str = "", provider: str = "") -> int:
+        """Starts the next model step and returns its number.
+
+        Args:
+            route: the model route the step takes.
+            model: the model the route's provider is asked for, if it says.
+            provider: who serves it (``gen_ai.provider.name``), if known.
+        """
         if self.step_open:
             msg = f"model step {self.steps} is still running"
             raise InvariantViolation(msg)
@@ -271,7 +297,9 @@ class Turn(Aggregate):
             msg = "every tool call of the last step needs an output first"
             raise InvariantViolation(msg)
         step = self.steps + 1
-        self.trigger_event(ModelStepStarted, step=step, route=route)
+        self.trigger_event(
+            ModelStepStarted, step=step, route=route, model=model, provider=provider
+        )
         return step
 
     def _check_step_open(self, step: int) -> None:
@@ -285,6 +313,7 @@ class Turn(Aggregate):
         output: list[Item],
         usage: dict[str, int] | None,
         diagnostics: dict[str, Any] | None = None,
+        response_model: str = "",
     ) -> None:
         """Records the output of the running model step."""
         self._check_step_open(step)
@@ -294,6 +323,7 @@ class Turn(Aggregate):
             output=output,
             usage=usage,
             diagnostics=dict(diagnostics or {}),
+            response_model=response_model,
         )
 
     def fail_step(self, step: int, error_type: str, message: str) -> None:
@@ -303,8 +333,19 @@ class Turn(Aggregate):
             ModelStepFailed, step=step, error_type=error_type, message=message
         )
 
-    def start_tool_call(self, call_id: str, name: str, arguments: str) -> None:
-        """Records that a tool call is about to run."""
+    def start_tool_call(
+        self,
+        call_id: str,
+        name: str,
+        arguments: str,
+        tool_type: str = "",
+        mcp_server: str = "",
+    ) -> None:
+        """Records that a tool call is about to run.
+
+        ``tool_type`` and ``mcp_server`` say what runs it (see
+        :class:`ToolCallStarted`).
+        """
         if call_id not in self.requested_calls:
             msg = f"tool call {call_id!r} was never requested by the model"
             raise InvariantViolation(msg)
@@ -317,10 +358,19 @@ class Turn(Aggregate):
             name=name,
             arguments=arguments,
             step=self.steps,
+            tool_type=tool_type,
+            mcp_server=mcp_server,
         )
 
-    def finish_tool_call(self, call_id: str, output: str, *, is_error: bool) -> None:
-        """Records a tool call's output.
+    def finish_tool_call(
+        self,
+        call_id: str,
+        output: str,
+        *,
+        is_error: bool,
+        media: Sequence[Mapping[str, str]] = (),
+    ) -> None:
+        """Records a tool call's output (with its image and audio parts).
 
         A requested call may be answered without having started (an unknown
         tool, a denied approval); every call is answered exactly once.
@@ -338,6 +388,7 @@ class Turn(Aggregate):
             name=name,
             output=output,
             is_error=is_error,
+            media=[dict(part) for part in media],
         )
 
     def request_approval(

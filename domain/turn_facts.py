@@ -105,6 +105,7 @@ class ToolFinished(msgspec.Struct, frozen=True):
     is_error: bool
     post_context: str | None = None
     hook_error: str | None = None
+    media: tuple[dict[str, str], ...] = ()
 
 
 class Decide(msgspec.Struct, frozen=True):
@@ -201,6 +202,12 @@ class TurnRules(msgspec.Struct, frozen=True):
     decision (the approval policy and the tool's own rule; the session's
     allowances are the machine's to check)."""
     new_request_id: Callable[[], str]
+    model_identity: Callable[[str], tuple[str, str]] = lambda _route: ("", "")
+    """(model asked for, provider name) of a route, "" where unknown: what
+    a step records so traces can name them."""
+    tool_identity: Callable[[str], tuple[str, str]] = lambda _name: ("", "")
+    """(tool type, MCP server) of a tool, "" where unknown: what a started
+    call records so traces can name them."""
 
 
 class TurnState(Protocol):

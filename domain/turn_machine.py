@@ -305,7 +305,8 @@ class TurnMachine:
             turn.add_hook_context("pre_tool_hook", text)
         diagnostics = step_diagnostics(session, self._last_step_epoch)
         self._last_step_epoch = session.context_epoch
-        turn.complete_step(fact.step, output, usage, diagnostics)
+        model = fact.response.model or ""
+        turn.complete_step(fact.step, output, usage, diagnostics, model)
         session.record_usage(turn.number, fact.step, session.model_route, usage)
         if fact.stop is not None:
             for call in calls:
@@ -338,7 +339,9 @@ class TurnMachine:
         turn = self.running_turn(fact.turn)
         if turn is None or fact.call_id not in turn.open_calls:
             return IGNORED
-        turn.finish_tool_call(fact.call_id, fact.output, is_error=fact.is_error)
+        turn.finish_tool_call(
+            fact.call_id, fact.output, is_error=fact.is_error, media=fact.media
+        )
         if fact.post_context:
             turn.add_hook_context("post_tool_hook", fact.post_context)
         effects: Effects = ()
@@ -371,7 +374,7 @@ class TurnMachine:
             effects = self._abort(turn, APPROVAL_ABORT_REASON, failed=False)
             effects = (SettleApprovals((request_id,)), *effects)
             return Transition((session, turn), effects)
-        settled, run_now = record_decision(session, turn, state.context, fact)
+        settled, run_now = record_decision(session, turn, state, self._rules, fact)
         effects = (SettleApprovals(tuple(settled)),)
         if run_now:
             effects = (*effects, RunToolCalls(tuple(run_now)))
@@ -462,7 +465,8 @@ class TurnMachine:
 
     def _call_model(self, turn: Turn) -> Effects:
         route = self._state.session.model_route
-        return (RunModelStep(str(turn.id), turn.start_step(route), route),)
+        step = turn.start_step(route, *self._rules.model_identity(route))
+        return (RunModelStep(str(turn.id), step, route),)
 
     def _complete(
         self, turn: Turn, final_output: str | None, *, settled: bool = False

@@ -21,7 +21,7 @@ from turnlog.domain.model import Item
 from turnlog.domain.protocol import SessionFileReference
 from turnlog.domain.session import Session
 from turnlog.domain.turn import Turn
-from turnlog.domain.turn_facts import Decide, Reviewed, TurnInput, TurnRules
+from turnlog.domain.turn_facts import Decide, Reviewed, TurnInput, TurnRules, TurnState
 
 
 def sort_calls(
@@ -50,13 +50,13 @@ def sort_calls(
                 )
             )
         else:
-            turn.start_tool_call(call_id, name, arguments)
+            turn.start_tool_call(call_id, name, arguments, *rules.tool_identity(name))
             to_run.append(call)
     return to_run, asks
 
 
 def record_decision(
-    session: Session, turn: Turn, context: Sequence[Item], fact: Decide
+    session: Session, turn: Turn, state: TurnState, rules: TurnRules, fact: Decide
 ) -> tuple[list[str], list[Item]]:
     """Records a decision other than ``abort`` on a pending request.
 
@@ -69,14 +69,15 @@ def record_decision(
     call_id = turn.pending_approvals[request_id]
     settled, run_now = [request_id], []
     if decision in ("allow", "allow_session"):
-        run_now.append(allow_call(turn, context, request_id, decision, fact.decided_by))
+        allowed = (decision, fact.decided_by)
+        run_now.append(allow_call(turn, state, rules, request_id, allowed))
     if decision == "allow_session":
         name = turn.requested_calls[call_id]
         session.allow_tool_for_session(name, request_id)
+        allowance = ("allow", "session allowance")
         for other, other_call in list(turn.pending_approvals.items()):
             if turn.requested_calls[other_call] == name:
-                allowance = "session allowance"
-                run_now.append(allow_call(turn, context, other, "allow", allowance))
+                run_now.append(allow_call(turn, state, rules, other, allowance))
                 settled.append(other)
     elif decision != "allow":
         turn.decide_approval(request_id, decision, fact.decided_by)
@@ -91,16 +92,18 @@ def record_decision(
 
 def allow_call(
     turn: Turn,
-    context: Sequence[Item],
+    state: TurnState,
+    rules: TurnRules,
     request_id: str,
-    decision: str,
-    decided_by: str,
+    decided: tuple[str, str],
 ) -> Item:
-    """Records an allowed request and its call's start; returns the call."""
+    """Records request ``request_id`` as ``decided`` (decision, by whom) and
+    its call's start; returns the call."""
     call_id = turn.pending_approvals[request_id]
-    turn.decide_approval(request_id, decision, decided_by)
-    call = call_item(context, call_id, turn.requested_calls[call_id])
-    turn.start_tool_call(call_id, call["name"], call["arguments"])
+    turn.decide_approval(request_id, *decided)
+    name = turn.requested_calls[call_id]
+    call = call_item(state.context, call_id, name)
+    turn.start_tool_call(call_id, name, call["arguments"], *rules.tool_identity(name))
     return call
 
 

@@ -8,13 +8,18 @@ from turnlog.projections.readers import (
     Checkpoint,
     Checkpoints,
     Executions,
+    Summaries,
     Transcripts,
     replay_session,
 )
 from turnlog.projections.rebuild import default_projections, rebuild
 from turnlog.projections.rows import Projection
 from turnlog.projections.runner import ProjectionRunner
-from turnlog.projections.sessions import SessionIndexProjection
+from turnlog.projections.sessions import (
+    SessionIndexProjection,
+    SessionState,
+    SessionSummary,
+)
 from turnlog.projections.tables import ViewTables
 from turnlog.projections.transcript import TranscriptProjection
 
@@ -27,6 +32,9 @@ __all__ = [
     "Projection",
     "ProjectionRunner",
     "SessionIndexProjection",
+    "SessionState",
+    "SessionSummary",
+    "Summaries",
     "TranscriptProjection",
     "Transcripts",
     "ViewTables",

@@ -33,6 +33,8 @@ FROM_ANCHOR = "the anchor"
 
 _DIGEST = re.compile(r"[0-9a-f]{64}")
 _SEQ = re.compile(r"[1-9][0-9]{0,17}")
+_SEQUENCE_LABELS = ("sequence=", "seq=")
+"""How an anchor names its sequence: now, and as anchors printed before did."""
 
 
 class Anchor(msgspec.Struct, frozen=True):
@@ -48,32 +50,34 @@ class Anchor(msgspec.Struct, frozen=True):
 
 
 def format_anchor(session_id: str, head: ChainHead) -> str:
-    """The one-line anchor ``SESSION seq=N sha256=HEX``."""
-    return f"{session_id} seq={head.seq} sha256={head.digest}"
+    """The one-line anchor ``SESSION sequence=N sha256=HEX``.
+
+    N is the sequence (the place in its session) of the newest event.
+    """
+    return f"{session_id} sequence={head.seq} sha256={head.digest}"
 
 
 def anchor_record(session_id: str, head: ChainHead) -> str:
     """The anchor as one JSON object."""
-    record = {"session_id": session_id, "seq": head.seq, "sha256": head.digest}
+    record = {"session_id": session_id, "sequence": head.seq, "sha256": head.digest}
     return msgspec.json.encode(record).decode()
 
 
 def parse_anchor(text: str) -> Anchor:
-    """Reads an anchor: ``HEX``, ``N:HEX`` or ``[SESSION] seq=N sha256=HEX``.
+    """Reads an anchor: ``HEX``, ``N:HEX`` or ``[SESSION] sequence=N sha256=HEX``.
+
+    ``seq=N``, which ``turnlog audit --head`` printed before, is read too.
 
     Raises:
         InvalidInputError: ``text`` is none of these.
     """
     words = text.split()
     session_id: str | None = None
-    if (
-        len(words) >= 2
-        and words[-2].startswith("seq=")
-        and words[-1].startswith("sha256=")
-    ):
-        seq_text, digest = words[-2][4:], words[-1][7:]
-        # A session id may hold spaces: it is the text before " seq=".
-        session_id = text[: text.rindex("seq=")].strip() or None
+    label = words[-2].partition("=")[0] + "=" if len(words) >= 2 else ""
+    if label in _SEQUENCE_LABELS and words[-1].startswith("sha256="):
+        seq_text, digest = words[-2][len(label) :], words[-1][7:]
+        # A session id may hold spaces: it is the text before " sequence=".
+        session_id = text[: text.rindex(label)].strip() or None
     elif len(words) == 1 and ":" in words[0]:
         seq_text, digest = words[0].split(":", 1)
     elif len(words) == 1:
@@ -84,7 +88,8 @@ def parse_anchor(text: str) -> Anchor:
     if not _DIGEST.fullmatch(digest) or (seq_text and not _SEQ.fullmatch(seq_text)):
         msg = (
             f"{text[:100]!r} is not an anchor: give what `turnlog audit --head` "
-            "printed (SESSION seq=N sha256=HEX), N:HEX or the 64-digit HEX alone"
+            "printed (SESSION sequence=N sha256=HEX), N:HEX or the 64-digit HEX "
+            "alone"
         )
         raise InvalidInputError(msg)
     return Anchor(session_id, int(seq_text) if seq_text else 0, digest)

@@ -39,7 +39,7 @@ class CheckpointState(msgspec.Struct, gc=False):
     last_usage: dict[str, int] | None = None
     total_usage: dict[str, int] = msgspec.field(default_factory=dict)
     closed: bool = False
-    updated_sequence: int = 0
+    updated_position: int = 0
     running_turn_start: int = 0
 
 
@@ -61,7 +61,7 @@ def _context_rewritten(
     state.last_context_rewrite = {
         "reasons": list(event.reasons),
         "epoch": state.context_epoch,
-        "sequence": position,
+        "position": position,
     }
     if "compaction" in event.reasons:
         state.compaction_count += 1
@@ -132,7 +132,7 @@ class CheckpointProjection:
     """Keeps one checkpoint document per session."""
 
     name = "checkpoints"
-    version = 3  # 3: last_usage None after a call that reported no usage
+    version = 4  # 4: updated_position (was updated_sequence), a log position
     handles: frozenset[type] | None = frozenset(_APPLY)
 
     def fold(self, rows: Rows, session_id: str, entries: Entries) -> None:
@@ -143,5 +143,5 @@ class CheckpointProjection:
         )
         for position, event in entries:
             _APPLY[type(event)](state, event, position)
-        state.updated_sequence = entries[-1][0]
+        state.updated_position = entries[-1][0]
         rows.put(session_id, 0, state)

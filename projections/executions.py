@@ -32,7 +32,8 @@ class Execution(msgspec.Struct, gc=False):
     turn_id: str
     number: int
     submission_id: str
-    sequence: int
+    position: int
+    """The log position of the turn's ``TurnStarted``."""
     outcome: str = "running"
     reason: str | None = None
     model_calls: int = 0
@@ -84,7 +85,7 @@ class ExecutionProjection:
     """Keeps one execution record per turn."""
 
     name = "executions"
-    version = 2
+    version = 3  # 3: position (was sequence), a log position
     handles: frozenset[type] | None = frozenset({s.TurnStarted, *_APPLY})
 
     def fold(self, rows: Rows, session_id: str, entries: Entries) -> None:
@@ -101,7 +102,7 @@ class ExecutionProjection:
                     turn_id=event.turn_id,
                     number=event.number,
                     submission_id=event.submission_id,
-                    sequence=position,
+                    position=position,
                     started_at=event.timestamp,
                 )
                 pointer = {"turn_id": event.turn_id, "at": position}

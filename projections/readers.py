@@ -1,4 +1,4 @@
-"""Read models: checkpoints, transcript pages and replay, from the views.
+"""Read models: checkpoints, transcript pages, session summaries and replay.
 
 Every read first brings the views up to the log's current end, so a read
 made after the session reported an event sees at least that event.
@@ -23,6 +23,7 @@ from turnlog.domain.translation import replay
 from turnlog.projections.checkpoints import CheckpointProjection, CheckpointState
 from turnlog.projections.executions import Execution, ExecutionProjection
 from turnlog.projections.runner import ProjectionRunner
+from turnlog.projections.sessions import SessionIndexProjection, SessionSummary
 from turnlog.projections.transcript import CHUNK, OPEN, TranscriptProjection
 from turnlog.store.transcoder import MsgspecTranscoder
 
@@ -76,9 +77,14 @@ def _while_open(
 
 
 class TranscriptItem(msgspec.Struct, frozen=True):
-    """One positioned item of a session's transcript: a stored event."""
+    """One item of a session's transcript: a stored event and its place.
 
-    sequence: int
+    ``position`` is the event's place in the whole log (shared by every
+    session, with gaps); its place within its session is the event's
+    ``session_seq``, the sequence that ``Event.sequence`` carries.
+    """
+
+    position: int
     topic: str
     originator_id: str
     originator_version: int
@@ -109,8 +115,8 @@ class TranscriptPage(msgspec.Struct, frozen=True):
 
     @property
     def next_before(self) -> int | None:
-        """The ``before_sequence`` for the next older page, if there is one."""
-        return self.items[0].sequence if self.items and self.has_more else None
+        """The ``before_position`` for the next older page, if there is one."""
+        return self.items[0].position if self.items and self.has_more else None
 
 
 class Checkpoint(msgspec.Struct, frozen=True):
@@ -129,7 +135,8 @@ class Checkpoint(msgspec.Struct, frozen=True):
     last_usage: dict[str, int] | None
     total_usage: dict[str, int]
     closed: bool
-    updated_sequence: int
+    updated_position: int
+    """The log position of the newest event folded into the checkpoint."""
     context: tuple[Item, ...]
 
     def messages(self) -> list[Any]:
@@ -163,23 +170,23 @@ class Transcripts(_Reader):
     def page(
         self,
         session_id: str,
-        before_sequence: int | None = None,
+        before_position: int | None = None,
         max_batches: int = 100,
     ) -> TranscriptPage:
-        """Up to ``max_batches`` items before ``before_sequence``, oldest first."""
+        """Up to ``max_batches`` items before ``before_position``, oldest first."""
         check_session_id(session_id)
         if not isinstance(max_batches, int) or max_batches < 1:
             msg = "max_batches must be a positive int"
             raise InvalidInputError(msg)
         self._runner.catch_up()
-        positions = self._newest(session_id, before_sequence, max_batches + 1)
+        positions = self._newest(session_id, before_position, max_batches + 1)
         has_more = len(positions) > max_batches
         positions = sorted(positions[:max_batches])
         return TranscriptPage(tuple(_items(self._runner.store, positions)), has_more)
 
     @_while_open
-    def all(self, session_id: str, from_sequence: int = 0) -> list[TranscriptItem]:
-        """Every item of a session from ``from_sequence`` on, oldest first."""
+    def all(self, session_id: str, from_position: int = 0) -> list[TranscriptItem]:
+        """Every item of a session from ``from_position`` on, oldest first."""
         check_session_id(session_id)
         self._runner.catch_up()
         tables, view = self._runner.tables, TranscriptProjection.name
@@ -187,21 +194,21 @@ class Transcripts(_Reader):
         # a writer files between the two reads is then read once, as open.
         newest = self._open(session_id)
         bound = newest[0] if newest else None
-        # The filed chunk holding ``from_sequence`` starts at or before it.
-        upto = from_sequence + 1 if bound is None else min(from_sequence + 1, bound)
+        # The filed chunk holding ``from_position`` starts at or before it.
+        upto = from_position + 1 if bound is None else min(from_position + 1, bound)
         first = tables.range(
             view, session_id, from_position=1, before=upto, limit=1, newest_first=True
         )
         filed = first + tables.range(
-            view, session_id, from_position=from_sequence + 1, before=bound
+            view, session_id, from_position=from_position + 1, before=bound
         )
         positions = [
             position
             for _, raw in filed
             for position in _filed_decoder.decode(raw)
-            if position >= from_sequence
+            if position >= from_position
         ]
-        positions.extend(p for p in newest if p >= from_sequence)
+        positions.extend(p for p in newest if p >= from_position)
         return _items(self._runner.store, positions)
 
     def _open(self, session_id: str) -> list[int]:
@@ -256,9 +263,9 @@ class Executions(_Reader):
 
     @_while_open
     def page(
-        self, session_id: str, before_sequence: int | None = None, limit: int = 10
+        self, session_id: str, before_position: int | None = None, limit: int = 10
     ) -> ExecutionPage:
-        """Up to ``limit`` turns started before ``before_sequence``, oldest first."""
+        """Up to ``limit`` turns started before ``before_position``, oldest first."""
         check_session_id(session_id)
         if not isinstance(limit, int) or limit < 1:
             msg = "limit must be a positive int"
@@ -268,7 +275,7 @@ class Executions(_Reader):
             ExecutionProjection.name,
             session_id,
             from_position=1,
-            before=before_sequence,
+            before=before_position,
             limit=limit + 1,
             newest_first=True,
         )
@@ -314,6 +321,36 @@ class Checkpoints(_Reader):
         return Checkpoint(**fields, context=tuple(rebuilt))
 
 
+class Summaries(_Reader):
+    """``rt.summaries``: one line per session, for listings (the sessions view).
+
+    Each :class:`SessionSummary` holds the session's state (running,
+    waiting for approval, failed, aborted, idle or closed), a preview of
+    its first prompt, its turns, its usage and its last activity.
+    """
+
+    @_while_open
+    def load(self, session_id: str) -> SessionSummary | None:
+        """The session's summary, or None if the log has no such session."""
+        check_session_id(session_id)
+        self._runner.catch_up()
+        doc = self._runner.tables.get(SessionIndexProjection.name, session_id, 0)
+        return None if doc is None else msgspec.convert(doc, SessionSummary)
+
+    @_while_open
+    def all(self) -> list[SessionSummary]:
+        """Every session's summary, the most recently active last."""
+        self._runner.catch_up()
+        tables, view = self._runner.tables, SessionIndexProjection.name
+        summaries = []
+        for part in tables.parts(view):
+            doc = tables.get(view, part, 0)
+            if doc is not None:
+                summaries.append(msgspec.convert(doc, SessionSummary))
+        summaries.sort(key=lambda summary: summary.last_position)
+        return summaries
+
+
 def replay_session(transcripts: Transcripts, session_id: str) -> list[Event]:
     """``rt.replay_events``: a session's durable EventMsg stream from the log."""
     check_session_id(session_id)
@@ -323,4 +360,4 @@ def replay_session(transcripts: Transcripts, session_id: str) -> list[Event]:
 def items_of(pages: Sequence[TranscriptPage]) -> list[TranscriptItem]:
     """The items of several pages, oldest first (pages in any order)."""
     items = [item for page in pages for item in page.items]
-    return sorted(items, key=lambda item: item.sequence)
+    return sorted(items, key=lambda item: item.position)

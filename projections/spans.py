@@ -9,10 +9,15 @@ Spans follow the OpenTelemetry GenAI semantic conventions:
 - the session (``turnlog.session``): the root, from ``SessionCreated`` to
   ``SessionClosed``, with ``gen_ai.conversation.id`` = the session id;
 - each turn (``invoke_agent AGENT``), a child of the session;
-- each model call (``chat ROUTE``: ``gen_ai.operation.name`` = ``chat``,
-  the route as ``gen_ai.request.model``, since the log records the route a
-  step took rather than the provider's model name), with its token counts;
-- each tool call (``execute_tool NAME``) with its outcome;
+- each model call (``chat MODEL``: ``gen_ai.operation.name`` = ``chat``,
+  ``gen_ai.request.model`` the model the provider was asked for,
+  ``gen_ai.response.model`` the one that answered, ``gen_ai.provider.name``
+  whose it is, and turnlog's route as ``turnlog.model.route``), with its
+  token counts. A history recorded before turnlog logged the model names
+  none: its calls are named ``chat`` and carry the route alone;
+- each tool call (``execute_tool NAME``) with its outcome, typed as what
+  runs it (``gen_ai.tool.type``: ``function``, or ``extension`` for an MCP
+  server's tool, named in ``turnlog.mcp.server``);
 - each approval wait (``turnlog.approval NAME``) with the decision, who
   made it, and (as the span's length) how long it took;
 - each compaction (``turnlog.compaction``).
@@ -22,79 +27,41 @@ derived, never random: the trace id from the session id, a span id from the
 event that opens the span (its aggregate id and version), so a rebuild
 gives the very trace the live export gave.
 
-A span the log never ends (its process was killed mid-turn, or the session
-is still open) is ended at the time of the session's last event and marked
-``turnlog.unfinished = true``; its status is an error ("unfinished"),
-except for the session's own span, since an open session is not a failure.
-A turn that ends with a call or approval still open ends that child with
-it, the same way. Such spans end again, later, once the log ends them:
-that is why live export only ever sends spans the log has ended.
+Work the log never ends (a turn, model call, tool call, approval or
+compaction cut off by a killed process, or still running) is ended at the
+time of the session's last event and marked ``turnlog.unfinished = true``,
+with an error status ("unfinished"). A turn that ends with a call or
+approval still open ends that child with it, the same way. The session's
+own span is never so marked: a session stays open after its process exits
+cleanly (it can be taken up again), so an open session's span ends at its
+last event, with ``turnlog.session.closed = false``. Such spans end again,
+later, once the log ends them: that is why live export only ever sends
+spans the log has ended.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Iterable
-from datetime import UTC, datetime, timedelta
 from typing import Any
-from uuid import UUID
 
 import msgspec
 
 from turnlog.domain import session as s
 from turnlog.domain import turn as t
-
-Attribute = str | bool | int | float | list[str]
-"""An attribute value: what OpenTelemetry allows, as far as turnlog needs."""
+from turnlog.projections.span_records import (
+    Attribute,
+    SpanEvent,
+    SpanRecord,
+    span_id_of,
+    time_ns,
+    trace_id_of,
+)
 
 UNFINISHED = "unfinished"
 """Status message of a span the log never ended."""
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MICROSECOND = timedelta(microseconds=1)
-
-
-class SpanEvent(msgspec.Struct, frozen=True, gc=False):
-    """A timed annotation on a span (an exception, a warning)."""
-
-    name: str
-    time_ns: int
-    attributes: dict[str, Attribute] = msgspec.field(default_factory=dict)
-
-
-class SpanRecord(msgspec.Struct, frozen=True, gc=False):
-    """One span, as plain data; ids are lowercase hex, as OTLP/JSON has them."""
-
-    trace_id: str
-    span_id: str
-    parent_id: str | None
-    name: str
-    kind: str
-    """``internal`` or ``client`` (a model call leaves the process)."""
-    start_ns: int
-    end_ns: int
-    attributes: dict[str, Attribute]
-    status: str = "unset"
-    """``unset`` or ``error`` (turnlog never claims ``ok`` for anyone)."""
-    status_message: str = ""
-    events: tuple[SpanEvent, ...] = ()
-
-
-def trace_id_of(session_id: str) -> str:
-    """The trace id of a session: 16 bytes of a hash of its id, as hex."""
-    digest = hashlib.sha256(f"turnlog-trace:{session_id}".encode()).digest()
-    return digest[:16].hex()
-
-
-def span_id_of(originator_id: UUID, originator_version: int) -> str:
-    """The id of the span an event opens: 8 bytes of a hash of its identity."""
-    key = f"turnlog-span:{originator_id}:{originator_version}".encode()
-    return hashlib.sha256(key).digest()[:8].hex()
-
-
-def time_ns(moment: datetime) -> int:
-    """Nanoseconds since the epoch, exactly (events keep microseconds)."""
-    return (moment - _EPOCH) // _MICROSECOND * 1000
+SESSION_KEY = "session"
+"""The key of the session's own span among the open ones."""
 
 
 class _Open(msgspec.Struct, gc=False):
@@ -168,12 +135,18 @@ class SpanFold:
         return [] if handler is None else handler(event, at)
 
     def unfinished(self) -> list[SpanRecord]:
-        """The spans still open, ended now at the last event's time."""
+        """The spans still open, ended now at the last event's time.
+
+        Work cut off is marked unfinished; the session's own span is not
+        (an open session is not cut off work), it says it is still open.
+        """
         ended = []
         for key in list(self._open):
-            if key in self._open:
+            if key in self._open and key != SESSION_KEY:
                 ended += self._end(key, self.last_ns, unfinished=True)
-        return ended
+        return ended + self._end(
+            SESSION_KEY, self.last_ns, attributes={"turnlog.session.closed": False}
+        )
 
     # -- opening and ending -------------------------------------------------------
 
@@ -224,8 +197,7 @@ class SpanFold:
         status, message = ("error", error) if error is not None else ("unset", "")
         if unfinished:
             attrs["turnlog.unfinished"] = True
-            if key != "session":  # an open session is not a failure
-                status, message = "error", UNFINISHED
+            status, message = "error", UNFINISHED
         ended.append(
             SpanRecord(
                 trace_id=self.trace_id,
@@ -246,14 +218,14 @@ class SpanFold:
     def _under_turn(self) -> str:
         """The parent of a call: the running turn (the session if none runs)."""
         key = self._turn_key
-        return key if key is not None and key in self._open else "session"
+        return key if key is not None and key in self._open else SESSION_KEY
 
     # -- the session and its turns ------------------------------------------------
 
     def _session_created(self, event: s.SessionCreated, at: int) -> list[SpanRecord]:
         self.agent_name = event.agent_name
         self._begin(
-            "session",
+            SESSION_KEY,
             event,
             at,
             "turnlog.session",
@@ -266,7 +238,7 @@ class SpanFold:
         return []
 
     def _session_closed(self, _event: s.SessionClosed, at: int) -> list[SpanRecord]:
-        return self._end("session", at)
+        return self._end(SESSION_KEY, at, attributes={"turnlog.session.closed": True})
 
     def _turn_started(self, event: s.TurnStarted, at: int) -> list[SpanRecord]:
         self._turn_key = f"turn:{event.turn_id}"
@@ -283,7 +255,7 @@ class SpanFold:
                 "turnlog.turn.number": event.number,
                 "turnlog.submission.id": event.submission_id,
             },
-            parent="session",
+            parent=SESSION_KEY,
         )
         return []
 
@@ -327,17 +299,19 @@ class SpanFold:
     # -- inside a turn ------------------------------------------------------------
 
     def _step_started(self, event: t.ModelStepStarted, at: int) -> list[SpanRecord]:
+        attributes: dict[str, Attribute] = {"gen_ai.operation.name": "chat"}
+        if event.provider:
+            attributes["gen_ai.provider.name"] = event.provider
+        if event.model:
+            attributes["gen_ai.request.model"] = event.model
+        attributes["turnlog.model.route"] = event.route
+        attributes["turnlog.model.step"] = event.step
         self._begin(
             f"step:{event.originator_id}:{event.step}",
             event,
             at,
-            f"chat {event.route}",
-            {
-                "gen_ai.operation.name": "chat",
-                "gen_ai.request.model": event.route,
-                "turnlog.model.route": event.route,
-                "turnlog.model.step": event.step,
-            },
+            f"chat {event.model}" if event.model else "chat",
+            attributes,
             kind="client",
             parent=self._under_turn(),
         )
@@ -349,6 +323,8 @@ class SpanFold:
             "gen_ai.response.finish_reasons": ["tool_calls" if calls else "stop"],
             **_usage_attributes(event.usage),
         }
+        if event.response_model:
+            attributes["gen_ai.response.model"] = event.response_model
         route = event.diagnostics.get("route")
         if isinstance(route, str):
             attributes["turnlog.model.route"] = route
@@ -377,16 +353,22 @@ class SpanFold:
             "gen_ai.operation.name": "execute_tool",
             "gen_ai.tool.name": name,
             "gen_ai.tool.call.id": call_id,
-            "gen_ai.tool.type": "function",
         }
 
     def _tool_started(self, event: t.ToolCallStarted, at: int) -> list[SpanRecord]:
+        attributes = self._tool_attributes(event.name, event.call_id)
+        # What runs the tool is logged since turnlog traced MCP tools as
+        # extensions; older histories leave the type out rather than guess.
+        if event.tool_type:
+            attributes["gen_ai.tool.type"] = event.tool_type
+        if event.mcp_server:
+            attributes["turnlog.mcp.server"] = event.mcp_server
         self._begin(
             f"tool:{event.originator_id}:{event.call_id}",
             event,
             at,
             f"execute_tool {event.name}",
-            self._tool_attributes(event.name, event.call_id),
+            attributes,
             parent=self._under_turn(),
         )
         return []
@@ -486,3 +468,16 @@ def spans_of(session_id: str, events: Iterable[Any]) -> list[SpanRecord]:
     for event in events:
         spans += fold.apply(event)
     return spans + fold.unfinished()
+
+
+__all__ = [
+    "UNFINISHED",
+    "Attribute",
+    "SpanEvent",
+    "SpanFold",
+    "SpanRecord",
+    "span_id_of",
+    "spans_of",
+    "time_ns",
+    "trace_id_of",
+]

@@ -14,7 +14,10 @@ there (a timeout, an interrupt) cancels the request here.
 
 A link that broke (the process exited, the HTTP server went away) is
 dropped: the call that saw it becomes an error output, and the next call
-or tool listing opens a new link (for stdio, a new process).
+or tool listing opens a new link (for stdio, a new process). A call that
+was cancelled (it timed out, or its turn was interrupted) may have left
+the server stuck: the link is then checked with a request, which the next
+call waits for, and dropped if the server does not answer in time.
 """
 
 from __future__ import annotations
@@ -22,23 +25,25 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import json
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx2
+import msgspec
 from mcp import Client, MCPError
-from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.types import CONNECTION_CLOSED, CallToolResult, Tool
+from mcp.types import CONNECTION_CLOSED, Tool
 
 from turnlog.actors.io_loop import IoLoop
 from turnlog.domain.errors import McpServerError
+from turnlog.mcp_results import tool_result
+from turnlog.mcp_stdio import BadBytes, open_stdio
+from turnlog.tools import ToolResult
 
 if TYPE_CHECKING:
-    from turnlog.mcp_tools import Target
+    from turnlog.mcp_targets import Target
 
 T = TypeVar("T")
 
@@ -49,17 +54,27 @@ own process shutdown well within this)."""
 MAX_LIST_PAGES = 100
 """A server whose tools/list pages never end cannot hang a session start."""
 
+CHECK_TIMEOUT = 5.0
+"""Seconds a server may take to answer the check after a cancelled call."""
 
-def _open_transport(target: Target) -> AbstractAsyncContextManager[Any]:
-    if target.kind == "stdio":
-        parameters = StdioServerParameters(
-            command=target.command,
-            args=list(target.args),
-            env=dict(target.env) if target.env is not None else None,
-            cwd=target.cwd,
-        )
-        return stdio_client(parameters)
-    return _http_transport(target.url, dict(target.headers))
+
+def check_timeout_for(call_timeout: float | None) -> float:
+    """The check's timeout for a server whose calls may take ``call_timeout``.
+
+    A quarter of it, between 1 and :data:`CHECK_TIMEOUT` seconds: the next
+    call waits for the check, and a dead server must leave it time enough
+    to start again and answer.
+    """
+    if call_timeout is None:
+        return CHECK_TIMEOUT
+    return max(1.0, min(CHECK_TIMEOUT, call_timeout / 4))
+
+
+BAD_BYTES_NOTE = (
+    "[turnlog: the server sent bytes that are not valid UTF-8; "
+    "each is shown as U+FFFD (\ufffd)]"
+)
+"""Added to a result that holds replaced bytes, so the model knows."""
 
 
 @contextlib.asynccontextmanager
@@ -80,18 +95,26 @@ class _Open:
         self.client = client
         self.stop = stop
         self.owner = owner
+        self.check: asyncio.Task[None] | None = None
+        """The check after a cancelled call; the next call waits for it."""
 
 
 class McpLink:
     """The connection to one MCP server, opened on first use."""
 
-    def __init__(self, label: str, target: Target) -> None:
+    def __init__(
+        self, label: str, target: Target, check_timeout: float = CHECK_TIMEOUT
+    ) -> None:
         self._label = label
         self._target = target
+        self._check_timeout = check_timeout
+        self._bad_bytes = BadBytes()
         self._guard = threading.Lock()
         self._loop: IoLoop | None = None
         self._lock: asyncio.Lock | None = None
         self._open: _Open | None = None
+        self._closing: set[asyncio.Task[None]] = set()
+        """Owners still closing a link that was dropped."""
 
     def list_tools(self) -> concurrent.futures.Future[list[Tool]]:
         """Every tool the server offers (connecting first if need be)."""
@@ -99,15 +122,20 @@ class McpLink:
 
     def call_tool(
         self, name: str, arguments: dict[str, Any]
-    ) -> concurrent.futures.Future[tuple[str, bool]]:
-        """Calls a tool; the future holds (output, is_error).
+    ) -> concurrent.futures.Future[ToolResult]:
+        """Calls a tool; the future holds its output (text, media, is_error).
 
         Cancelling the future cancels the request. A failure of the server
         or of the connection is an McpServerError naming it.
         """
 
-        async def call(client: Client) -> tuple[str, bool]:
-            return _render_result(await client.call_tool(name, arguments))
+        async def call(client: Client) -> ToolResult:
+            replaced_before = self._bad_bytes.count
+            result = tool_result(await client.call_tool(name, arguments))
+            if self._bad_bytes.count > replaced_before and "\ufffd" in result.output:
+                output = f"{result.output}\n{BAD_BYTES_NOTE}"
+                result = msgspec.structs.replace(result, output=output)
+            return result
 
         return self._run(call)
 
@@ -119,7 +147,18 @@ class McpLink:
             if self._loop is None:
                 self._loop = IoLoop(name=f"turnlog-mcp-{self._label}")
             loop = self._loop
-        return loop.submit(self._with_client(work))
+        future = loop.submit(self._with_client(work))
+
+        def after(done: concurrent.futures.Future[T]) -> None:
+            # Runs in the cancelling thread, at once: the check is scheduled
+            # before any call made after the cancel, so that call waits for
+            # it (the cancelled request may take a while to unwind).
+            if done.cancelled():
+                with contextlib.suppress(RuntimeError):  # the loop is closed
+                    loop.call_soon_threadsafe(self._suspect)
+
+        future.add_done_callback(after)
+        return future
 
     async def _with_client(self, work: Callable[[Client], Awaitable[T]]) -> T:
         opened = await self._connected()
@@ -137,6 +176,9 @@ class McpLink:
         if self._lock is None:  # made on the loop it will be used on
             self._lock = asyncio.Lock()
         async with self._lock:
+            current = self._open
+            if current is not None and current.check is not None:
+                await asyncio.shield(current.check)  # drops a dead link
             if self._open is not None and not self._open.owner.done():
                 return self._open
             self._open = None
@@ -154,7 +196,7 @@ class McpLink:
         stop = asyncio.Event()
         try:
             async with AsyncExitStack() as stack:
-                transport = _open_transport(self._target)
+                transport = self._open_transport()
                 # The link keeps its own tool list; the SDK's response cache
                 # would serve a stale one after a refresh.
                 client = Client(transport, cache=None)
@@ -168,12 +210,39 @@ class McpLink:
                 )
                 ready.set_exception(failure)
 
+    def _suspect(self) -> None:
+        """After a cancelled call: checks the link before it is used again."""
+        opened = self._open
+        if opened is not None and opened.check is None and not opened.owner.done():
+            opened.check = asyncio.create_task(self._check(opened))
+
+    async def _check(self, opened: _Open) -> None:
+        """Drops the link unless the server answers a request in time.
+
+        The request is tools/list, which every server with tools answers:
+        ping is gone from the protocol as of 2026-07-28.
+        """
+        try:
+            await asyncio.wait_for(opened.client.list_tools(), self._check_timeout)
+        except Exception:  # noqa: BLE001 - no answer, whatever the reason
+            self._drop(opened)
+        else:
+            opened.check = None
+
+    def _open_transport(self) -> AbstractAsyncContextManager[Any]:
+        target = self._target
+        if target.kind == "stdio":
+            return open_stdio(target, self._label, self._bad_bytes)
+        return _http_transport(target.url, dict(target.headers))
+
     def _drop(self, opened: _Open) -> None:
         # The owner closes the broken link (and reaps its process); the
         # next call opens a new one.
         if self._open is opened:
             self._open = None
         opened.stop.set()
+        self._closing.add(opened.owner)
+        opened.owner.add_done_callback(self._closing.discard)
 
     def restart(self) -> None:
         """Closes the current connection; the next use opens a new one."""
@@ -186,8 +255,10 @@ class McpLink:
         opened, self._open = self._open, None
         if opened is not None:
             opened.stop.set()
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(asyncio.shield(opened.owner), CLOSE_TIMEOUT)
+            self._closing.add(opened.owner)
+        # Dropped links too: their processes are stopped before the loop is.
+        if self._closing:
+            await asyncio.wait(set(self._closing), timeout=CLOSE_TIMEOUT)
 
     def close(self) -> None:
         """Closes the connection and stops the loop thread; reusable after."""
@@ -221,34 +292,6 @@ async def _list_all_tools(client: Client) -> list[Tool]:
             return tools
     msg = f"the server's tool list has more than {MAX_LIST_PAGES} pages"
     raise McpServerError(msg)
-
-
-def _render_result(result: CallToolResult) -> tuple[str, bool]:
-    """The output the model sees: the content blocks, else the structured content.
-
-    Text blocks are joined by newlines. By the MCP spec a structured result
-    comes with its JSON as text too, for clients that read only text; a
-    result with structured content and no blocks is recorded as its JSON.
-    """
-    if not result.content and result.structured_content is not None:
-        output = json.dumps(result.structured_content, ensure_ascii=False)
-    else:
-        output = "\n".join(_render_block(block) for block in result.content)
-    return output, bool(result.is_error)
-
-
-def _render_block(block: Any) -> str:
-    kind = getattr(block, "type", "")
-    if kind == "text":
-        return str(block.text)
-    if kind in ("image", "audio"):
-        return f"[{kind} content: {getattr(block, 'mime_type', 'unknown type')}]"
-    if kind == "resource_link":
-        return f"[resource: {block.uri}]"
-    if kind == "resource":
-        text = getattr(block.resource, "text", None)
-        return str(text) if text is not None else f"[resource: {block.resource.uri}]"
-    return f"[{kind or 'unknown'} content]"
 
 
 def _broken(error: BaseException) -> bool:

@@ -15,15 +15,17 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import json
+import os
 import re
 import threading
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from turnlog.domain.errors import InvalidInputError, McpServerError
 from turnlog.domain.model import ToolSpec
+from turnlog.mcp_targets import HttpTarget, StdioTarget, Target
 from turnlog.tools import ToolResult
 
 if TYPE_CHECKING:
@@ -41,30 +43,15 @@ ToolSelection = bool | Collection[str]
 """True or False for every tool of a server, or the names (as the server
 calls them) of the tools it applies to."""
 
+NEEDS_APPROVAL_REMOVED = (
+    "needs_approval is no longer accepted: every MCP tool asks before it "
+    "runs unless named in run_unasked (e.g. run_unasked=['read_file']); "
+    "trust_read_only_hints=True also runs the tools the server marks read-only"
+)
+"""Why the old setting is refused: a list used to mean 'only these ask',
+so every tool it did not name (a server's edit and move tools) ran unasked."""
+
 _NAME = re.compile(r"[A-Za-z0-9_-]+")
-
-
-@dataclass(frozen=True)
-class StdioTarget:
-    """A server started as a subprocess, spoken to over stdin and stdout."""
-
-    command: str
-    args: tuple[str, ...]
-    env: Mapping[str, str] | None
-    cwd: str | None
-    kind: Literal["stdio"] = "stdio"
-
-
-@dataclass(frozen=True)
-class HttpTarget:
-    """A server reached over streamable HTTP."""
-
-    url: str
-    headers: Mapping[str, str]
-    kind: Literal["http"] = "http"
-
-
-Target = StdioTarget | HttpTarget
 
 
 class McpServer:
@@ -78,6 +65,12 @@ class McpServer:
     Tools are named ``<name>_<tool>`` so two servers (or a server and a
     function tool) cannot clash; ``tool_prefix=""`` keeps the server's own
     names. Characters a model API refuses in a tool name become ``_``.
+
+    Every tool asks for approval before each call unless the user said it
+    need not: ``run_unasked`` names the tools that run unasked, and
+    ``trust_read_only_hints=True`` adds those the server annotates
+    ``readOnlyHint``. (The run config's approval policy still decides for
+    the tools that ask: ``approval_policy="allow"`` runs them all.)
     """
 
     def __init__(
@@ -85,11 +78,18 @@ class McpServer:
         name: str,
         target: Target,
         *,
-        needs_approval: ToolSelection = True,
+        run_unasked: ToolSelection = False,
+        trust_read_only_hints: bool = False,
         timeout: float | None = DEFAULT_TIMEOUT,
         idempotent: ToolSelection = False,
         tool_prefix: str | None = None,
+        needs_approval: None = None,
     ) -> None:
+        if needs_approval is not None:
+            raise InvalidInputError(NEEDS_APPROVAL_REMOVED)
+        if not isinstance(trust_read_only_hints, bool):
+            msg = "trust_read_only_hints must be True or False"
+            raise InvalidInputError(msg)
         if not isinstance(name, str) or not _NAME.fullmatch(name):
             msg = f"MCP server name {name!r} may hold only letters, digits, _ and -"
             raise InvalidInputError(msg)
@@ -106,7 +106,8 @@ class McpServer:
             raise InvalidInputError(msg)
         self._name = name
         self._target = target
-        self._approval = _selection(needs_approval, "needs_approval")
+        self._unasked = _selection(run_unasked, "run_unasked")
+        self._trust_read_only = trust_read_only_hints
         self._idempotent = _selection(idempotent, "idempotent")
         self._timeout = float(timeout) if timeout is not None else None
         self._prefix = prefix
@@ -123,10 +124,13 @@ class McpServer:
         name: str | None = None,
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
-        needs_approval: ToolSelection = True,
+        stderr_log: str | os.PathLike[str] | None = None,
+        run_unasked: ToolSelection = False,
+        trust_read_only_hints: bool = False,
         timeout: float | None = DEFAULT_TIMEOUT,
         idempotent: ToolSelection = False,
         tool_prefix: str | None = None,
+        needs_approval: None = None,
     ) -> McpServer:
         """A server run as ``command args...``, spoken to over stdin/stdout.
 
@@ -137,11 +141,19 @@ class McpServer:
             env: variables added to a minimal default environment (the SDK
                 passes on only HOME, PATH and the like, not secrets).
             cwd: the working directory of the process.
-            needs_approval: which tools need a decision before each call
-                (default: all; the run config's approval policy decides).
+            stderr_log: a file the server's stderr is appended to (made
+                with its folder if need be); by default each line goes to
+                the ``turnlog.mcp`` logger at INFO. Never the terminal.
+            run_unasked: the tools that run without asking (default: none;
+                every other call waits for an approval decision).
+            trust_read_only_hints: also run unasked the tools the server
+                annotates ``readOnlyHint`` (default False: a hint is the
+                server's word, not the user's).
             timeout: seconds a call may take before it is an error output.
             idempotent: which tools may run again after a crash.
             tool_prefix: put before each tool name (default ``<name>_``).
+            needs_approval: removed (it made every tool it did not name run
+                unasked); passing it raises InvalidInputError.
         """
         if not isinstance(command, str) or not command:
             msg = "an MCP stdio server needs a command"
@@ -150,11 +162,17 @@ class McpServer:
             msg = "MCP server args must be a sequence of str"
             raise InvalidInputError(msg)
         _check_strings(env, "env")
+        if stderr_log is not None and not isinstance(stderr_log, str | os.PathLike):
+            msg = f"stderr_log must be a path, not {stderr_log!r}"
+            raise InvalidInputError(msg)
         default = re.sub(r"[^A-Za-z0-9_-]", "_", command.rsplit("/", 1)[-1])
-        target = StdioTarget(command, tuple(args), env, cwd)
+        log = Path(stderr_log) if stderr_log is not None else None
+        target = StdioTarget(command, tuple(args), env, cwd, log)
         return cls(
             name or default.removesuffix("_py") or "mcp",
             target,
+            run_unasked=run_unasked,
+            trust_read_only_hints=trust_read_only_hints,
             needs_approval=needs_approval,
             timeout=timeout,
             idempotent=idempotent,
@@ -168,10 +186,12 @@ class McpServer:
         *,
         name: str | None = None,
         headers: Mapping[str, str] | None = None,
-        needs_approval: ToolSelection = True,
+        run_unasked: ToolSelection = False,
+        trust_read_only_hints: bool = False,
         timeout: float | None = DEFAULT_TIMEOUT,
         idempotent: ToolSelection = False,
         tool_prefix: str | None = None,
+        needs_approval: None = None,
     ) -> McpServer:
         """A server reached over streamable HTTP at ``url``.
 
@@ -179,10 +199,14 @@ class McpServer:
             url: the server's MCP endpoint (``http://host:port/mcp``).
             name: the server's name (default: the URL's host name).
             headers: sent with every request (e.g. an Authorization header).
-            needs_approval: which tools need a decision before each call.
+            run_unasked: the tools that run without asking (default: none).
+            trust_read_only_hints: also run unasked the tools the server
+                annotates ``readOnlyHint`` (default False).
             timeout: seconds a call may take before it is an error output.
             idempotent: which tools may run again after a crash.
             tool_prefix: put before each tool name (default ``<name>_``).
+            needs_approval: removed (it made every tool it did not name run
+                unasked); passing it raises InvalidInputError.
         """
         parts = urlsplit(url) if isinstance(url, str) else None
         if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
@@ -193,6 +217,8 @@ class McpServer:
         return cls(
             name or default,
             HttpTarget(url, dict(headers or {})),
+            run_unasked=run_unasked,
+            trust_read_only_hints=trust_read_only_hints,
             needs_approval=needs_approval,
             timeout=timeout,
             idempotent=idempotent,
@@ -203,6 +229,11 @@ class McpServer:
     def name(self) -> str:
         """The server's name (the default tool prefix)."""
         return self._name
+
+    @property
+    def stderr_log(self) -> Path | None:
+        """The file a stdio server's stderr goes to (None: the logger, or HTTP)."""
+        return self._target.stderr_log if self._target.kind == "stdio" else None
 
     def describe(self) -> dict[str, Any]:
         """What of the server shapes an agent (no command, URL or secrets)."""
@@ -264,11 +295,12 @@ class McpServer:
             if self._link is None:
                 try:
                     # Imported here: the SDK is an optional extra.
-                    from turnlog.mcp_link import McpLink  # noqa: PLC0415
+                    from turnlog.mcp_link import McpLink, check_timeout_for  # noqa: PLC0415
                 except ImportError as error:
                     msg = "MCP servers need the mcp extra: pip install 'turnlog[mcp]'"
                     raise McpServerError(msg) from error
-                self._link = McpLink(self._name, self._target)
+                check = check_timeout_for(self._timeout)
+                self._link = McpLink(self._name, self._target, check)
             return self._link
 
     def __enter__(self) -> McpServer:
@@ -287,16 +319,21 @@ class McpServer:
             self,
             spec,
             tool.name,
-            needs_approval=_selected(self._approval, tool.name),
+            asks_first=not self._runs_unasked(tool),
             idempotent=_selected(self._idempotent, tool.name),
         )
+
+    def _runs_unasked(self, tool: Tool) -> bool:
+        if _selected(self._unasked, tool.name):
+            return True
+        hints = tool.annotations
+        return self._trust_read_only and bool(hints and hints.read_only_hint)
 
     async def _call(self, remote_name: str, arguments: dict[str, Any]) -> ToolResult:
         # A timeout or an interrupt cancels this wait, which cancels the
         # request on the server's loop.
         future = self._connection().call_tool(remote_name, arguments)
-        output, is_error = await asyncio.wrap_future(future)
-        return ToolResult(output, is_error)
+        return await asyncio.wrap_future(future)
 
     def __repr__(self) -> str:
         return f"McpServer({self._name!r}, {self._target.kind})"
@@ -311,13 +348,13 @@ class McpTool:
         spec: ToolSpec,
         remote_name: str,
         *,
-        needs_approval: bool,
+        asks_first: bool,
         idempotent: bool,
     ) -> None:
         self._server = server
         self._spec = spec
         self._remote = remote_name
-        self._needs_approval = needs_approval
+        self._asks_first = asks_first
         self._idempotent = idempotent
 
     @property
@@ -355,9 +392,19 @@ class McpTool:
         """Always: calls are awaited on the I/O loop."""
         return True
 
+    @property
+    def tool_type(self) -> str:
+        """``extension``: a server runs it (OpenTelemetry's ``gen_ai.tool.type``)."""
+        return "extension"
+
+    @property
+    def mcp_server(self) -> str:
+        """The name of the server that runs it."""
+        return self._server.name
+
     def requires_approval(self, arguments: str) -> bool:
-        """Whether a call needs a decision first (the server's setting)."""
-        return self._needs_approval
+        """Whether a call needs a decision first: unless the user let it run unasked."""
+        return self._asks_first
 
     def run_sync(self, arguments: str, context: Mapping[str, Any]) -> ToolResult:
         """Not used: MCP tools are async."""

@@ -11,9 +11,10 @@ A session this process did not start (revived after a crash, or opened
 after a restart) is first folded from its history in the log, so a span
 opened by an earlier process still gets its start, its id and its parent.
 Spans are exported when they end; a span the log has not ended when the
-runtime closes is not exported live (``turnlog traces`` shows it, ended
-as unfinished), since a later process may still end it: the session's own
-span is exported when the session is closed.
+runtime closes is not exported live (``turnlog traces`` shows it: cut-off
+work marked unfinished, an open session ended at its last event), since a
+later process may still end it: the session's own span is exported when
+the session is closed.
 """
 
 from __future__ import annotations

@@ -54,6 +54,7 @@ from turnlog.projections.follower import SessionFollower
 from turnlog.projections.readers import (
     Checkpoints,
     Executions,
+    Summaries,
     Transcripts,
     replay_session,
 )
@@ -111,6 +112,7 @@ class Runtime:
         self.transcript = Transcripts(self.projections, guard)
         self.checkpoints = Checkpoints(self.projections, self.transcript, guard)
         self.executions = Executions(self.projections, guard)
+        self.summaries = Summaries(self.projections, guard)
         # Started one by one; if one fails, what already runs is stopped.
         self._stoppers: list[Callable[[], None]] = []
         try:

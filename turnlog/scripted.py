@@ -71,7 +71,12 @@ class ScriptedModel:
         usage: usage reported with ``str`` responses (None: unreported).
         stream_chunk: if set, the answer's text is also streamed in
             fragments of this many characters (transient deltas).
+        model: the name it answers as (traces report it as the model asked
+            for and the model that answered).
     """
+
+    provider_name = "turnlog.scripted"
+    """Whose model this is, as traces report it: no provider's, turnlog's script."""
 
     def __init__(
         self,
@@ -79,7 +84,9 @@ class ScriptedModel:
         *,
         usage: Mapping[str, int] | None = DEFAULT_USAGE,
         stream_chunk: int | None = None,
+        model: str = "scripted",
     ) -> None:
+        self.model = model
         self._script: deque[Scripted] = deque(responses)
         self._usage = None if usage is None else dict(usage)
         self._stream_chunk = stream_chunk
@@ -110,6 +117,8 @@ class ScriptedModel:
                 raise ProviderError(msg)
             scripted = self._script.popleft()
         response = self._resolve(scripted, request)
+        if response.model is None:
+            response = msgspec.structs.replace(response, model=self.model)
         if self._stream_chunk:
             # Stream the answer's text in fragments, as a real provider would.
             text = final_text(response.output) or ""

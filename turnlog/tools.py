@@ -25,10 +25,19 @@ ApprovalRule = bool | Callable[[dict[str, Any]], bool]
 
 
 class ToolResult(msgspec.Struct, frozen=True):
-    """What a tool call produced, as the model will see it."""
+    """What a tool call produced, as the model will see it.
+
+    Attributes:
+        output: the text of the output.
+        is_error: whether the call failed.
+        media: image and audio parts, each ``{"type": "image" | "audio",
+            "mime_type": ..., "data": <base64>}``; each provider sends the
+            ones its API accepts (see the README's MCP section).
+    """
 
     output: str
     is_error: bool = False
+    media: tuple[dict[str, str], ...] = ()
 
 
 class ToolContext(msgspec.Struct, frozen=True):
@@ -127,6 +136,16 @@ class FunctionTool:
     def is_async(self) -> bool:
         """Whether the handler is a coroutine function."""
         return self._is_async
+
+    @property
+    def tool_type(self) -> str:
+        """``function``: turnlog calls it (OpenTelemetry's ``gen_ai.tool.type``)."""
+        return "function"
+
+    @property
+    def mcp_server(self) -> str:
+        """ "": no MCP server runs it."""
+        return ""
 
     def requires_approval(self, arguments: str) -> bool:
         """Whether a call with ``arguments`` needs a decision first."""

@@ -1,13 +1,16 @@
-"""A session's trace, made from the log: OpenTelemetry spans, as OTLP/JSON.
+"""A session's trace, made from the log: OpenTelemetry spans, as OTLP.
 
 The spans are a projection of the session's events
 (:mod:`turnlog.projections.spans`), so they can be made at any time after
 the fact, also for a session whose process was killed: no tracer had to be
-running. This module needs no OpenTelemetry package::
+running. OTLP/HTTP's default encoding is protobuf, built with the
+``opentelemetry-proto`` types (a dependency of turnlog); its JSON mapping
+needs nothing::
 
     spans = session_spans(runtime, "s1")
-    body = otlp_json(spans)               # an ExportTraceServiceRequest, as JSON
-    send_otlp("http://collector:4318", body)
+    body = otlp_protobuf(spans)           # an ExportTraceServiceRequest
+    send_otlp("http://collector:4318", body)    # as application/x-protobuf
+    send_otlp(url, otlp_json(spans), protocol=HTTP_JSON)  # or as JSON
 
 To export live, as the runtime saves, pass an OpenTelemetry ``SpanExporter``
 to ``Runtime.open(..., span_exporter=...)`` (the ``otel`` extra; see
@@ -18,14 +21,14 @@ attributes.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import msgspec
 from eventsourcing.persistence import Notification
 
-from turnlog.domain.errors import InvalidInputError, TraceExportError
+from turnlog.domain.errors import InvalidInputError, TraceExportError, UsageError
 from turnlog.projections.spans import (
     SpanEvent,
     SpanFold,
@@ -46,8 +49,27 @@ SCOPE_NAME = "turnlog"
 SEND_TIMEOUT = 10.0
 """Seconds :func:`send_otlp` waits for the endpoint."""
 
+HTTP_PROTOBUF = "http/protobuf"
+"""OTLP over HTTP, protobuf-encoded: OTLP/HTTP's default, and turnlog's."""
+HTTP_JSON = "http/json"
+"""OTLP over HTTP in protobuf's JSON mapping."""
+PROTOCOLS = (HTTP_PROTOBUF, HTTP_JSON)
+"""The protocols turnlog sends, named as ``OTEL_EXPORTER_OTLP_PROTOCOL`` names them."""
+CONTENT_TYPES = {HTTP_PROTOBUF: "application/x-protobuf", HTTP_JSON: "application/json"}
+"""The ``Content-Type`` OTLP/HTTP gives each encoding."""
+
 _KIND = {"internal": 1, "client": 3}  # OTLP's SpanKind numbers
 _STATUS = {"unset": 0, "ok": 1, "error": 2}  # and StatusCode numbers
+
+
+def checked_protocol(protocol: str) -> str:
+    """``protocol`` if turnlog sends it, else InvalidInputError naming those it does."""
+    if protocol in PROTOCOLS:
+        return protocol
+    msg = f"turnlog sends OTLP as {' or '.join(PROTOCOLS)}, not {protocol!r}" + (
+        " (gRPC is not supported)" if protocol == "grpc" else ""
+    )
+    raise InvalidInputError(msg)
 
 
 def session_events(store: Store, session_id: str) -> list[Any]:
@@ -161,6 +183,136 @@ def otlp_json(spans: Iterable[SpanRecord], *, service_name: str = "turnlog") -> 
     return msgspec.json.encode(request)
 
 
+def otlp_protobuf(
+    spans: Iterable[SpanRecord], *, service_name: str = "turnlog"
+) -> bytes:
+    """``spans`` as a protobuf-encoded OTLP ExportTraceServiceRequest.
+
+    The same request as :func:`otlp_json`, in OTLP/HTTP's default encoding,
+    built with the ``opentelemetry-proto`` message types.
+
+    Args:
+        spans: the spans (of one session or many).
+        service_name: the resource's ``service.name``.
+
+    Raises:
+        UsageError: the ``opentelemetry-proto`` package is not installed.
+    """
+    from turnlog import __version__  # noqa: PLC0415 - turnlog imports this module's users
+
+    pb = _protobuf_types()
+    request = pb.ExportTraceServiceRequest(
+        resource_spans=[
+            pb.ResourceSpans(
+                resource=pb.Resource(
+                    attributes=_pb_attributes(pb, {"service.name": service_name})
+                ),
+                scope_spans=[
+                    pb.ScopeSpans(
+                        scope=pb.InstrumentationScope(
+                            name=SCOPE_NAME, version=__version__
+                        ),
+                        spans=[_pb_span(pb, span) for span in spans],
+                    )
+                ],
+            )
+        ]
+    )
+    return bytes(request.SerializeToString())
+
+
+class _ProtobufTypes:
+    """The OTLP message classes, imported once they are needed."""
+
+    def __init__(self) -> None:
+        from opentelemetry.proto.collector.trace.v1 import (  # noqa: PLC0415
+            trace_service_pb2,
+        )
+        from opentelemetry.proto.common.v1 import common_pb2  # noqa: PLC0415
+        from opentelemetry.proto.resource.v1 import resource_pb2  # noqa: PLC0415
+        from opentelemetry.proto.trace.v1 import trace_pb2  # noqa: PLC0415
+
+        self.ExportTraceServiceRequest = trace_service_pb2.ExportTraceServiceRequest
+        self.ResourceSpans = trace_pb2.ResourceSpans
+        self.ScopeSpans = trace_pb2.ScopeSpans
+        self.Span = trace_pb2.Span
+        self.Status = trace_pb2.Status
+        self.Resource = resource_pb2.Resource
+        self.InstrumentationScope = common_pb2.InstrumentationScope
+        self.KeyValue = common_pb2.KeyValue
+        self.AnyValue = common_pb2.AnyValue
+        self.ArrayValue = common_pb2.ArrayValue
+
+
+def _protobuf_types() -> _ProtobufTypes:
+    try:
+        return _ProtobufTypes()
+    except ImportError as error:
+        msg = (
+            "sending OTLP as protobuf needs the opentelemetry-proto package "
+            "(pip install opentelemetry-proto), or send JSON: --protocol http/json"
+        )
+        raise UsageError(msg) from error
+
+
+def _pb_value(pb: _ProtobufTypes, value: Any) -> Any:
+    if isinstance(value, bool):
+        return pb.AnyValue(bool_value=value)
+    if isinstance(value, int):
+        return pb.AnyValue(int_value=value)
+    if isinstance(value, float):
+        return pb.AnyValue(double_value=value)
+    if isinstance(value, list | tuple):
+        values = [_pb_value(pb, item) for item in value]
+        return pb.AnyValue(array_value=pb.ArrayValue(values=values))
+    return pb.AnyValue(string_value=str(value))
+
+
+def _pb_attributes(pb: _ProtobufTypes, attributes: Mapping[str, Any]) -> list[Any]:
+    return [
+        pb.KeyValue(key=key, value=_pb_value(pb, value))
+        for key, value in attributes.items()
+    ]
+
+
+def _pb_span(pb: _ProtobufTypes, span: SpanRecord) -> Any:
+    return pb.Span(
+        trace_id=bytes.fromhex(span.trace_id),
+        span_id=bytes.fromhex(span.span_id),
+        parent_span_id=b"" if span.parent_id is None else bytes.fromhex(span.parent_id),
+        name=span.name,
+        kind=cast(Any, _KIND[span.kind]),  # the stubs want the enum's own type
+        start_time_unix_nano=span.start_ns,
+        end_time_unix_nano=span.end_ns,
+        attributes=_pb_attributes(pb, span.attributes),
+        events=[
+            pb.Span.Event(
+                time_unix_nano=event.time_ns,
+                name=event.name,
+                attributes=_pb_attributes(pb, event.attributes),
+            )
+            for event in span.events
+        ],
+        status=pb.Status(
+            code=cast(Any, _STATUS[span.status]), message=span.status_message
+        ),
+    )
+
+
+def otlp_body(
+    spans: Iterable[SpanRecord], protocol: str, *, service_name: str = "turnlog"
+) -> bytes:
+    """``spans`` as the body of an OTLP/HTTP request in ``protocol``.
+
+    Raises:
+        InvalidInputError: ``protocol`` is neither http/protobuf nor http/json.
+        UsageError: protobuf was asked for and opentelemetry-proto is missing.
+    """
+    if checked_protocol(protocol) == HTTP_JSON:
+        return otlp_json(spans, service_name=service_name)
+    return otlp_protobuf(spans, service_name=service_name)
+
+
 def traces_url(endpoint: str) -> str:
     """The URL to POST traces to: ``/v1/traces`` under a bare endpoint.
 
@@ -184,25 +336,32 @@ def send_otlp(
     endpoint: str,
     body: bytes,
     *,
+    protocol: str = HTTP_PROTOBUF,
     headers: Mapping[str, str] | None = None,
     timeout: float = SEND_TIMEOUT,
     transport: httpx.BaseTransport | None = None,
 ) -> None:
-    """POSTs an OTLP/JSON request (see :func:`otlp_json`) to an OTLP/HTTP endpoint.
+    """POSTs an OTLP request to an OTLP/HTTP endpoint.
 
     Args:
         endpoint: the collector's base URL, or its full traces URL.
-        body: the request, as :func:`otlp_json` made it.
+        body: the request, as :func:`otlp_protobuf` (or, with ``protocol``
+            http/json, :func:`otlp_json`) made it.
+        protocol: the body's encoding, which sets its ``Content-Type``.
         headers: extra headers (an API key, say).
         timeout: seconds to wait for the endpoint.
         transport: an httpx transport, for tests or a custom network.
 
     Raises:
-        InvalidInputError: ``endpoint`` is not an http(s) URL.
+        InvalidInputError: ``endpoint`` is not an http(s) URL, or
+            ``protocol`` not one turnlog sends.
         TraceExportError: the endpoint could not be reached or refused it.
     """
     url = traces_url(endpoint)
-    sent = {"Content-Type": "application/json", **(headers or {})}
+    sent = {
+        "Content-Type": CONTENT_TYPES[checked_protocol(protocol)],
+        **(headers or {}),
+    }
     try:
         with httpx.Client(timeout=timeout, transport=transport) as client:
             response = client.post(url, content=body, headers=sent)
@@ -218,10 +377,17 @@ def send_otlp(
 
 
 __all__ = [
+    "CONTENT_TYPES",
+    "HTTP_JSON",
+    "HTTP_PROTOBUF",
+    "PROTOCOLS",
     "SpanEvent",
     "SpanFold",
     "SpanRecord",
+    "checked_protocol",
+    "otlp_body",
     "otlp_json",
+    "otlp_protobuf",
     "send_otlp",
     "session_events",
     "session_spans",

@@ -121,13 +121,13 @@ def run_demo(capsys: pytest.CaptureFixture[str], store: str, *extra: str) -> str
 
 def audit_lines(out: str) -> list[tuple[int, str, str, str]]:
     header, *lines = out.splitlines()
-    assert header.split() == ["SEQ", "TIME", "(UTC)", "EVENT", "SUMMARY"]
+    assert header.split() == ["POS", "TIME", "(UTC)", "EVENT", "SUMMARY"]
     parsed = []
     for line in lines:
         match = AUDIT_LINE.match(line)
         assert match is not None, line
-        sequence, time, name, summary = match.groups()
-        parsed.append((int(sequence), time, name, summary))
+        position, time, name, summary = match.groups()
+        parsed.append((int(position), time, name, summary))
     return parsed
 
 

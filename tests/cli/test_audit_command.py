@@ -75,13 +75,14 @@ def test_audit_json_prints_one_object_per_event(
     assert (code, err) == (0, "")
     records = [json.loads(line) for line in out.splitlines()]
     assert [set(record) for record in records] == [
-        {"sequence", "session_seq", "time", "event", "data"}
+        {"position", "sequence", "time", "event", "data"}
     ] * len(DEMO_EVENTS)
     assert [record["event"] for record in records] == DEMO_EVENTS
     # its place in the session, which the hash chain numbers from 1
-    assert [r["session_seq"] for r in records] == list(range(1, len(DEMO_EVENTS) + 1))
+    assert [r["sequence"] for r in records] == list(range(1, len(DEMO_EVENTS) + 1))
     text_lines = audit_lines(text)
-    assert [r["sequence"] for r in records] == [line[0] for line in text_lines]
+    # its place in the whole log, which the text timeline's POS column shows
+    assert [r["position"] for r in records] == [line[0] for line in text_lines]
     # Same instants as the text timeline, at full (microsecond) precision.
     for record, line in zip(records, text_lines, strict=True):
         assert re.fullmatch(r"\S+\.\d{6}Z", record["time"])

@@ -74,7 +74,7 @@ def test_a_tampered_session_names_its_first_bad_event_and_exits_1(
     assert (result.code, result.err) == (1, "")
     assert result.out == (
         f"s1: FAILED, altered event at log position {position} "
-        f"(session seq {seq}, ToolCallFinished): its content does not match its link\n"
+        f"(sequence {seq}, ToolCallFinished): its content does not match its link\n"
     )
     other = turnlog("--store", sqlite_url, "audit", "s2", "--verify")
     assert (other.code, other.out) == (0, f"s2: ok, {OK_EVENTS} events checked\n")
@@ -129,7 +129,7 @@ def test_verify_json_prints_one_record_per_session(
             "problem": {
                 "kind": "altered",
                 "position": position,
-                "session_seq": seq,
+                "sequence": seq,
                 "topic": "turnlog:ToolCallFinished",
                 "detail": "its content does not match its link",
             },
@@ -197,10 +197,10 @@ def test_events_removed_from_a_sessions_end_fail_verify(
 
     assert (one.code, one.err) == (1, "")
     assert one.out == (
-        f"s1: FAILED, truncated after log position {last} (session seq "
+        f"s1: FAILED, truncated after log position {last} (sequence "
         f"{OK_EVENTS - 2}, {event_name_at(store_url, last)}): the chain ends here, "
-        f"but the sessions view holds its head at seq {OK_EVENTS}: events with "
-        f"seq {OK_EVENTS - 1} to {OK_EVENTS} are gone\n"
+        f"but the sessions view holds its head at sequence {OK_EVENTS}: events with "
+        f"sequence {OK_EVENTS - 1} to {OK_EVENTS} are gone\n"
     )
     assert every.code == 1
     assert every.out.splitlines()[:2] == [
@@ -239,14 +239,19 @@ def test_an_anchor_catches_a_removal_the_sessions_view_was_made_to_match(
     seq, digest = chain_at(store_url, positions[-1])
 
     assert (head.code, head.err) == (0, "")
-    assert head.out == f"s1 seq={OK_EVENTS} sha256={digest}\n"
+    assert head.out == f"s1 sequence={OK_EVENTS} sha256={digest}\n"
     assert seq == OK_EVENTS
-    assert json.loads(record.out) == {"session_id": "s1", "seq": seq, "sha256": digest}
+    assert json.loads(record.out) == {
+        "session_id": "s1",
+        "sequence": seq,
+        "sha256": digest,
+    }
     anchors = [
         head.out.strip(),
         f"{seq}:{digest}",
         digest,
-        f"seq={seq} sha256={digest}",
+        f"seq={seq} sha256={digest}",  # as audit --head printed before
+        f"s1 seq={seq} sha256={digest}",
     ]
     for anchor in anchors:
         intact = turnlog(
@@ -269,7 +274,7 @@ def test_an_anchor_catches_a_removal_the_sessions_view_was_made_to_match(
         f"s1: FAILED, truncated after log position {positions[-3]} "
     )
     assert full.out.endswith(
-        f"but the anchor holds its head at seq {OK_EVENTS}: events with seq "
+        f"but the anchor holds its head at sequence {OK_EVENTS}: events with sequence "
         f"{OK_EVENTS - 1} to {OK_EVENTS} are gone\n"
     )
     assert short.out.startswith(
@@ -295,7 +300,7 @@ def test_a_session_that_went_on_after_a_removal_is_caught_as_rewritten(
 
     assert by_anchor.code == 1
     assert by_anchor.out.startswith("s1: FAILED, rewritten event at log position ")
-    assert f"(session seq {OK_EVENTS}, " in by_anchor.out
+    assert f"(sequence {OK_EVENTS}, " in by_anchor.out
     if store_url.startswith("postgresql"):
         # The view saw the seq step back and kept the head it had.
         assert by_view.out == by_anchor.out

@@ -154,9 +154,19 @@ def test_sessions_lists_turns_status_and_last_activity(
 
     assert (code, err) == (0, "")
     header, row = out.splitlines()
-    assert header.split() == ["SESSION", "TURNS", "STATUS", "LAST", "ACTIVITY", "(UTC)"]
-    name, turns, status, last_activity = row.split()
+    assert header.split() == [
+        "SESSION",
+        "TURNS",
+        "STATE",
+        "LAST",
+        "ACTIVITY",
+        "(UTC)",
+        "FIRST",
+        "PROMPT",
+    ]
+    name, turns, status, last_activity, *prompt = row.split()
     assert (name, turns, status) == (session_id, "1", "idle")
+    assert " ".join(prompt) == QUESTION
     _, out, _ = run(capsys, "--store", store, "audit", session_id)
     assert last_activity == audit_lines(out)[-1][1]
 

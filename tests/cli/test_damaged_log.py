@@ -11,6 +11,8 @@ import json
 import os
 import random
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -155,3 +157,60 @@ def test_an_intact_log_still_verifies(
 
     assert outcome.code == 0, outcome.err
     assert outcome.out.splitlines()[0] == "s1: ok, 13 events checked"
+
+
+TURNLOG = Path(sys.executable).with_name("turnlog")
+"""The installed console script: only a real process shows what Python's
+last-resort handler prints (under pytest, its logging plugin handles records)."""
+
+RUNS = 10
+"""Runs of each command: the view runner's thread lost the race to print
+its traceback in about a third of them."""
+
+
+def _turnlog_process(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(TURNLOG), *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={k: v for k, v in os.environ.items() if not k.startswith("TURNLOG_")},
+    )
+
+
+@pytest.mark.subprocess
+@pytest.mark.parametrize("command", [["sessions"], ["replay", "s1"]], ids=" ".join)
+def test_a_damaged_log_is_one_line_of_stderr_in_every_run(
+    tmp_path: Path, filled: Callable[..., None], command: list[str]
+) -> None:
+    path = tmp_path / "log.sqlite3"
+    filled(f"sqlite:///{path}", sessions=("s1", "s2", "s3", "s4"), turns=3)
+    _garbage_in_the_middle(path)
+
+    for _ in range(RUNS):
+        done = _turnlog_process("--store", f"sqlite:///{path}", *command)
+
+        assert done.returncode == 1
+        assert done.stderr.splitlines() == [
+            f"turnlog: error: the log at {path} is damaged: "
+            "database disk image is malformed"
+        ], done.stderr
+
+
+@pytest.mark.subprocess
+def test_verbose_shows_what_turnlog_logs_one_line_a_record(
+    tmp_path: Path, filled: Callable[..., None]
+) -> None:
+    path = tmp_path / "log.sqlite3"
+    filled(f"sqlite:///{path}", sessions=("s1", "s2"), turns=1)
+    _garbage_in_the_middle(path)
+
+    done = _turnlog_process("--verbose", "--store", f"sqlite:///{path}", "sessions")
+
+    assert done.returncode == 1
+    lines = done.stderr.splitlines()
+    assert "turnlog: INFO: this process now keeps the views current" in lines
+    assert lines[-1].startswith(f"turnlog: error: the log at {path} is damaged: ")
+    assert all(line.startswith("turnlog: ") for line in lines), done.stderr
+    assert "Traceback" not in done.stderr

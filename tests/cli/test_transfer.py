@@ -19,6 +19,7 @@ from turnlog import (
 )
 from turnlog.domain.ids import session_uuid, turn_uuid
 from turnlog.store.log import Store
+from turnlog.store.opening import location_of
 from turnlog.store.transfer import export_session, import_events
 from turnlog.store.verify import verify_session
 
@@ -145,6 +146,29 @@ def test_a_session_round_trips_sqlite_postgresql_sqlite(
         assert [line.split()[:2] for line in sessions[1:]] == [["s1", "2"]]
 
 
+@pytest.mark.postgres
+def test_import_names_the_schema_it_wrote_into(
+    turnlog, sqlite_url: str, postgres_schema_url: str, tmp_path: Path, filled
+) -> None:
+    filled(sqlite_url, sessions=("s1",), turns=1)
+    export = tmp_path / "s1.jsonl"
+    assert turnlog("--store", sqlite_url, "export", "s1", "-o", str(export)).code == 0
+
+    result = turnlog("--store", postgres_schema_url, "import", str(export))
+
+    assert (result.code, result.err) == (0, "")
+    schema = postgres_schema_url.rsplit("schema=", 1)[1]
+    assert result.out.rstrip().endswith(f"?schema={schema}")
+
+
+def test_a_postgresql_location_keeps_its_schema_and_drops_the_password() -> None:
+    where = location_of("postgresql://ann:secret@db.example:5433/app?schema=tenant_a")
+    assert where == "postgresql://db.example:5433/app?schema=tenant_a"
+    assert location_of("postgresql://ann:secret@db.example/app") == (
+        "postgresql://db.example:5432/app"
+    )
+
+
 def test_an_imported_session_replays_verifies_and_audits_the_same(
     turnlog, sqlite_url: str, tmp_path: Path, filled
 ) -> None:
@@ -169,7 +193,7 @@ def test_an_imported_session_replays_verifies_and_audits_the_same(
             ).out.splitlines()
         ]
         for record in records:
-            del record["sequence"]  # the log position differs, nothing else
+            del record["position"]  # the log position differs, nothing else
         return records
 
     assert audit(target) == audit(sqlite_url)
@@ -275,7 +299,7 @@ BAD_FILES = {
     "text": lambda export: b"root:x:0:0:root:/root:/bin/bash\n",
     "a JSON array": lambda export: b"[1, 2, 3]\n",
     "an audit": lambda export: (
-        b'{"sequence":1,"session_seq":1,"time":"x","event":"E","data":{}}\n'
+        b'{"position":1,"sequence":1,"time":"x","event":"E","data":{}}\n'
     ),
     "a line without state": lambda export: tampered(
         export, replace_in_line(1, ',"state":', ',"other":')
@@ -314,14 +338,14 @@ EXPECTED_ERRORS = {
     "a bad version": "line 2 is not a turnlog export event: Expected `int` >= 1",
     "an unknown topic": "line 4 has topic 'turnlog:Nope",
     "an altered event": "is altered: its content does not match its link",
-    "a missing event": "is missing: events with seq 6 to 6 are gone",
+    "a missing event": "is missing: events with sequence 6 to 6 are gone",
     "reordered events": "is reordered",
     "a foreign aggregate": "line 2 is not a turnlog export event: Invalid UUID",
     "a cut-off file": "line 4 is not a turnlog export event: Input data was truncated",
     "the last events cut off": (
-        "session 's1' is cut short after line 12 (ModelStepCompleted, session seq "
-        "11): the chain ends here, but the export header holds its head at seq 13: "
-        "events with seq 12 to 13 are gone"
+        "session 's1' is cut short after line 12 (ModelStepCompleted, sequence "
+        "11): the chain ends here, but the export header holds its head at "
+        "sequence 13: events with sequence 12 to 13 are gone"
     ),
     "no header": "no export header names the head of session 's1'",
     "only a header": "the file holds no events",
@@ -460,6 +484,6 @@ def test_a_cut_export_with_its_header_edited_imports_but_fails_its_anchor(
     assert checked.code == 1
     assert checked.out.startswith("s1: FAILED, truncated after log position ")
     assert checked.out.endswith(
-        f"but the anchor holds its head at seq {len(events)}: events with seq "
-        f"{len(events) - 1} to {len(events)} are gone\n"
+        f"but the anchor holds its head at sequence {len(events)}: events with "
+        f"sequence {len(events) - 1} to {len(events)} are gone\n"
     )

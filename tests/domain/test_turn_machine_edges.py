@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 import pytest
 import turn_machine_support as support
 
@@ -124,3 +125,34 @@ def test_pending_approvals_are_read_with_their_arguments() -> None:
         "risky",
     )
     assert request.arguments == '{"x": 1}'
+
+
+def test_steps_and_calls_record_what_traces_name_them_by() -> None:
+    tools = {"echo": ("function", ""), "risky": ("extension", "files")}
+    harness = support.Harness(
+        model_identity=lambda route: ("gpt-test", f"openai via {route}"),
+        tool_identity=lambda name: tools[name],
+    )
+
+    def recorded(name: str) -> list[Any]:
+        return [e for e in harness.events if type(e).__name__ == name]
+
+    harness.take(support.PROMPT)
+    (started,) = recorded("ModelStepStarted")
+    assert (started.model, started.provider) == ("gpt-test", "openai via default")
+    step = support.calls("echo", "risky")
+    answered = msgspec.structs.replace(
+        step, response=msgspec.structs.replace(step.response, model="gpt-test-2")
+    )
+    harness.take(answered)
+    (completed,) = recorded("ModelStepCompleted")
+    assert completed.response_model == "gpt-test-2"
+    (echo,) = recorded("ToolCallStarted")
+    assert (echo.tool_type, echo.mcp_server) == ("function", "")
+    harness.take(support.decide("r1", "allow"))
+    (risky,) = recorded("ToolCallStarted")
+    assert (risky.tool_type, risky.mcp_server) == ("extension", "files")
+    image = {"type": "image", "mime_type": "image/png", "data": "aGk="}
+    harness.take(support.finished("c1", media=(image,)))
+    (finished,) = recorded("ToolCallFinished")
+    assert list(finished.media) == [image]

@@ -90,6 +90,7 @@ class Harness:
         reviews: bool = False,
         max_steps: int = 8,
         held: Held | None = None,
+        **identities: Any,
     ) -> None:
         self.held = held or Held()
         request_ids = (f"r{n}" for n in itertools.count(1))
@@ -101,6 +102,7 @@ class Harness:
             tool_names=TOOLS,
             needs_approval=lambda name, _arguments: name == "risky",
             new_request_id=lambda: next(request_ids),
+            **identities,
         )
         self.machine = TurnMachine(rules, self.held)
         self.events: list[Any] = []

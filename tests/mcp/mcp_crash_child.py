@@ -2,12 +2,14 @@
 
 Usage: python mcp_crash_child.py STORE_URL SESSION_ID CALLS_LOG
 The session calls the test server's ``slow_mark`` tool, which prints
-``TOOL STARTED <pid>`` to stderr (inherited from this process) and never
-returns; the parent SIGKILLs this process then.
+``TOOL STARTED <pid>`` to its stderr and never returns; turnlog logs the
+server's stderr lines to the ``turnlog.mcp`` logger, which this process
+shows on its own stderr; the parent SIGKILLs this process then.
 """
 
 from __future__ import annotations
 
+import logging
 import sys
 import threading
 from pathlib import Path
@@ -27,6 +29,7 @@ SERVER = Path(__file__).with_name("mcp_server.py")
 
 def main() -> None:
     url, session_id, calls_log = sys.argv[1:4]
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
     server = McpServer.stdio(
         sys.executable,
         [str(SERVER), "stdio"],

@@ -39,8 +39,8 @@ def kill_during_the_call(url: str, session_id: str, calls_log: Path) -> None:
             seen = []
             for line in proc.stderr:
                 seen.append(line)
-                if line.startswith("TOOL STARTED"):
-                    server_pid = int(line.split()[2])
+                if "TOOL STARTED" in line:
+                    server_pid = int(line.split()[-1])
                     break
             else:
                 pytest.fail(f"child exited early ({proc.wait()}): {''.join(seen)}")

@@ -103,7 +103,7 @@ def test_text_structured_and_error_results_are_tool_outputs(
     assert sorted(files.called()) == ["echo", "fail", "weather"]
 
 
-def test_a_tool_needing_approval_runs_only_once_approved(
+def test_an_unlisted_tool_asks_and_a_listed_one_runs_unasked(
     make_server: MakeServer, files: Any
 ) -> None:
     model = ScriptedModel(
@@ -113,7 +113,7 @@ def test_a_tool_needing_approval_runs_only_once_approved(
             "done",
         ]
     )
-    server = make_server(needs_approval=["echo"])
+    server = make_server(run_unasked=["weather"])
     agent = Agent("a", model=model, mcp_servers=[server])
     with Runtime.open("memory://") as rt:
         session = rt.create_session(agent, session_id="s1")
@@ -131,7 +131,36 @@ def test_a_tool_needing_approval_runs_only_once_approved(
         events.close()
         assert results[0].final_output == "done"
         assert outputs(model, 1) == [("c1", "echo: asked")]
-    assert files.called() == ["echo", "weather"]  # weather did not ask
+        requested = [
+            e.msg.name
+            for e in rt.replay_events("s1")
+            if isinstance(e.msg, p.ApprovalRequested)
+        ]
+        assert requested == ["srv_echo"]  # weather, listed, did not ask
+    assert files.called() == ["echo", "weather"]
+
+
+def test_read_only_hints_count_only_when_the_user_trusts_them(
+    make_server: MakeServer,
+) -> None:
+    # The test server annotates pid readOnlyHint, and echo not.
+    default = {tool.remote_name: tool for tool in make_server().tools()}
+    assert default["pid"].requires_approval("{}")
+    assert default["echo"].requires_approval("{}")
+    trusting = make_server(trust_read_only_hints=True).tools()
+    trusted = {tool.remote_name: tool for tool in trusting}
+    assert not trusted["pid"].requires_approval("{}")
+    assert trusted["echo"].requires_approval("{}")
+    assert trusted["noisy"].requires_approval("{}")
+
+
+def test_needs_approval_is_refused_naming_run_unasked() -> None:
+    for make in (
+        lambda: McpServer.stdio("server", needs_approval=["write_file"]),
+        lambda: McpServer.http("http://127.0.0.1:1/mcp", needs_approval=False),
+    ):
+        with pytest.raises(InvalidInputError, match="run_unasked"):
+            make()
 
 
 def test_a_hung_call_times_out_as_an_error_and_the_turn_goes_on(
@@ -287,7 +316,9 @@ def test_bad_server_settings_are_refused_at_once() -> None:
     with pytest.raises(InvalidInputError):
         McpServer.stdio("server", timeout=0)
     with pytest.raises(InvalidInputError):
-        McpServer.stdio("server", needs_approval="echo")
+        McpServer.stdio("server", run_unasked="echo")  # a str, not a list
+    with pytest.raises(InvalidInputError):
+        McpServer.stdio("server", trust_read_only_hints="yes")  # type: ignore[arg-type]
     twin = McpServer.stdio("server")
     with pytest.raises(InvalidInputError, match="two MCP servers"):
         Agent(

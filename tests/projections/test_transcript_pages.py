@@ -48,9 +48,9 @@ def test_pages_match_the_log_before_every_position(
                 older = [p for p in positions if before is None or p < before]
                 for size in (1, 7, CHUNK - 1, CHUNK, CHUNK + 1, 1000):
                     page = rt.transcript.page(
-                        session_id, before_sequence=before, max_batches=size
+                        session_id, before_position=before, max_batches=size
                     )
-                    assert [item.sequence for item in page.items] == older[-size:]
+                    assert [item.position for item in page.items] == older[-size:]
                     assert page.has_more == (len(older) > size)
 
 
@@ -63,7 +63,7 @@ def test_paging_back_from_the_newest_item_visits_every_event_once(
             before = None
             while True:
                 page = rt.transcript.page(session_id, before, max_batches=10)
-                seen[:0] = [item.sequence for item in page.items]
+                seen[:0] = [item.position for item in page.items]
                 before = page.next_before
                 if before is None:
                     break
@@ -77,7 +77,7 @@ def test_all_from_any_position_lists_the_rest_of_the_session(
         for session_id, positions in long_sessions.items():
             starts = [0, *positions[::3], positions[-1], positions[-1] + 1]
             for start in starts:
-                items = rt.transcript.all(session_id, from_sequence=start)
-                assert [item.sequence for item in items] == [
+                items = rt.transcript.all(session_id, from_position=start)
+                assert [item.position for item in items] == [
                     p for p in positions if p >= start
                 ]

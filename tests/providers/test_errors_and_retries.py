@@ -116,6 +116,21 @@ def test_a_server_that_keeps_failing_gives_up_after_max_attempts(
     assert len(fake.requests) == 3
 
 
+def test_with_one_attempt_allowed_a_failure_says_it_was_not_retried(
+    fake: FakeOpenAI, dialect: str, run: Any
+) -> None:
+    provider = make_provider(dialect, fake.base_url, retry=RetryPolicy(max_attempts=1))
+    fake.script(Fail(500, "The server had an error.", type="server_error"))
+    try:
+        with pytest.raises(ServerError) as caught:
+            run(respond(provider, model_request()))
+    finally:
+        run(provider.aclose())
+    assert str(caught.value).endswith("(not retried: one attempt allowed)")
+    assert "attempts" not in str(caught.value)  # never "after 1 attempts"
+    assert len(fake.requests) == 1
+
+
 def test_a_retry_after_beyond_the_turns_budget_fails_at_once(
     fake: FakeOpenAI, provider: Any, run: Any
 ) -> None:

@@ -44,6 +44,7 @@ def test_a_plain_answer_streams_in_chunks_and_reports_usage(
             },
         ),
         expected_usage(dialect, FULL_USAGE),
+        provider.model,  # the model that answered, as the answer named it
     )
     assert len(deltas) == 6
     assert "".join(deltas) == "The weather in Paris is sunny."

@@ -227,7 +227,7 @@ def test_compaction_notice_waits_for_later_preparation_hooks_to_settle(
     saved = rt.checkpoints.load(session_id)
     assert saved.compaction_count == int(outcome == "success")
     assert saved.context_epoch == int(outcome == "success")
-    transcript = rt.transcript.page(session_id, before_sequence=None, max_batches=100)
+    transcript = rt.transcript.page(session_id, before_position=None, max_batches=100)
     replayed = replay(session_id, (i.event() for i in transcript.items))
     done = [b for b in compaction_blocks(replayed) if b.title == "Context compacted"]
     assert len(done) == int(outcome == "success")
@@ -257,7 +257,7 @@ def test_compaction_marker_survives_transcript_replay(rt: Runtime) -> None:
     from turnlog import replay_events
 
     page = rt.transcript.page(
-        "durable-compaction", before_sequence=None, max_batches=100
+        "durable-compaction", before_position=None, max_batches=100
     )
     replayed = replay_events(page.items, "durable-compaction")
     assert live_markers == 1

@@ -213,7 +213,7 @@ def test_provider_failure_records_one_failed_execution(rt: Runtime) -> None:
     handle.submit(UserInput("fail"))
     until(handle, p.TurnAborted)
     execution = rt.executions.page(
-        "provider-failure", before_sequence=None, limit=1
+        "provider-failure", before_position=None, limit=1
     ).executions.pop()
     assert (execution.outcome, execution.model_calls, execution.tool_calls) == (
         "failed",

@@ -294,11 +294,39 @@ def test_another_tenants_thread_is_404_and_a_bad_input_is_422(serve) -> None:
         "threadId": thread,
         "runId": "r",
         "messages": [{"id": "m", "role": "user", "content": "hi"}],
+        "forwardedProps": {"agent": "chat"},
     }
     with served.client(TOKEN_B) as other:
         assert other.post("/agui", json=body).status_code == 404
     with served.client(None) as anonymous:
         assert anonymous.post("/agui", json=body).status_code == 401
     with served.client() as client:
+        transcript = client.get(f"/sessions/{thread}/transcript").json()["items"]
+        assert not any(item["event"] == "TurnStarted" for item in transcript)
+
+
+def test_a_deep_or_surrogate_body_is_a_422_naming_the_member(serve) -> None:
+    served = serve(agents=AGENTS)
+    with served.client() as client:
+        thread = new_session(client, "chat")
+        deep = (
+            b'{"threadId":"' + thread.encode() + b'","runId":"r","messages":[],'
+            b'"state":' + b"[" * 999 + b"]" * 999 + b"}"
+        )
+        answer = client.post(
+            "/agui", content=deep, headers={"content-type": "application/json"}
+        )
+        assert answer.status_code == 422
+        assert answer.headers["content-type"] == "application/problem+json"
+        assert answer.json()["field"] == "$.state"
+        surrogate = (
+            b'{"threadId":"' + thread.encode() + b'","runId":"r",'
+            b'"messages":[{"id":"m","role":"user","content":"\\ud800"}]}'
+        )
+        answer = client.post(
+            "/agui", content=surrogate, headers={"content-type": "application/json"}
+        )
+        assert answer.status_code == 422
+        assert answer.json()["field"] == "$.messages[0].content"
         transcript = client.get(f"/sessions/{thread}/transcript").json()["items"]
         assert not any(item["event"] == "TurnStarted" for item in transcript)

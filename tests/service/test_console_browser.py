@@ -5,37 +5,19 @@ and see every event exactly once, and the audit's verify badge."""
 from __future__ import annotations
 
 import os
-import shutil
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
-from playwright.sync_api import Page, expect, sync_playwright
+from console_support import page
+from playwright.sync_api import Page, expect
 from service_support import TOKEN_A
 
 from turnlog.domain.translation import EventTranslator
 from turnlog.service.feed import read_entries
 
-CHROMIUM = shutil.which("chromium")
+__all__ = ["page"]  # the fixture, used by name
+
 SCREENSHOT = os.environ.get("TURNLOG_CONSOLE_SCREENSHOT")
 """A path to save a screenshot of the console at the end, to look at it."""
-
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None,
-    reason="Debian's chromium is not installed (.ci/run installs it with apt)",
-)
-
-
-@pytest.fixture
-def page() -> Iterator[Page]:
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True)
-        try:
-            context = browser.new_context(viewport={"width": 1280, "height": 760})
-            context.set_default_timeout(15_000)
-            yield context.new_page()
-        finally:
-            browser.close()
 
 
 def log_ids(runtime: Any, session_id: str) -> list[str]:
@@ -64,7 +46,7 @@ def test_chat_approve_reload_mid_run_and_audit(serve, page: Page) -> None:
     page.click("#new-session")
     current = page.locator("#sessions li.current")
     expect(current).to_have_count(1)
-    session_id = current.inner_text()
+    session_id = current.get_attribute("data-session-id") or ""
     assert session_id not in page.url  # nothing about the session or token in URLs
 
     # A prompt: the tool waits for approval, approved inline; the answer
@@ -80,7 +62,9 @@ def test_chat_approve_reload_mid_run_and_audit(serve, page: Page) -> None:
     send(page, "and again")
     expect(page.locator(".approval:not(.decided)")).to_have_count(1)
     page.reload()
-    expect(page.locator("#sessions li.current")).to_have_text(session_id)
+    expect(page.locator("#sessions li.current")).to_have_attribute(
+        "data-session-id", session_id
+    )
     pending = page.locator(".approval:not(.decided)")
     expect(pending).to_have_count(1)
     pending.locator("button.approve").click()

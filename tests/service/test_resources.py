@@ -107,6 +107,10 @@ def test_the_transcript_pages_back_and_the_audit_verifies(serve) -> None:
         assert positions == [r["position"] for r in audit["timeline"]]
         assert positions == sorted(set(positions))
         assert audit["timeline"][0]["event"] == "SessionCreated"
+        # position: the place in the whole log; sequence: in the session
+        sequences = [r["sequence"] for r in audit["timeline"]]
+        assert sequences == list(range(1, len(positions) + 1))
+        assert "updated_position" in client.get(base).json()
         assert audit["verification"]["ok"] is True
         assert audit["verification"]["events"] == len(positions)
         document = client.get("/openapi.json").json()

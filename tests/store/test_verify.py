@@ -227,14 +227,14 @@ def test_events_removed_from_the_end_are_named_by_the_recorded_head(
     finally:
         store.close()
     problem = report.problem
-    assert (problem.kind, problem.position, problem.session_seq) == (
+    assert (problem.kind, problem.position, problem.sequence) == (
         "truncated",
         last_left,
         1 + 3 * 12 - 2,
     )
     assert problem.detail == (
-        "the chain ends here, but the sessions view holds its head at seq 37: "
-        "events with seq 36 to 37 are gone"
+        "the chain ends here, but the sessions view holds its head at sequence 37: "
+        "events with sequence 36 to 37 are gone"
     )
     assert every["s"].problem == problem
     assert every["o"].ok

@@ -73,10 +73,10 @@ def test_the_live_export_equals_the_rebuild_from_the_log(store_url: str) -> None
     assert live == rebuilt
     names = sorted(span[3] for span in live)
     assert names == [
-        "chat default",
-        "chat default",
-        "chat default",
-        "chat default",
+        "chat scripted",
+        "chat scripted",
+        "chat scripted",
+        "chat scripted",
         "execute_tool deploy",
         "execute_tool lookup",
         "invoke_agent tracer",
@@ -99,7 +99,7 @@ def test_a_session_opened_again_is_traced_from_its_history(sqlite_url: str) -> N
         rebuilt = {span.span_id: span for span in session_spans(rt, "again")}
     live = [comparable(span) for span in exporter.get_finished_spans()]
     assert [span[3] for span in live] == [
-        "chat default",
+        "chat scripted",
         "invoke_agent tracer",
         "turnlog.session",
     ]

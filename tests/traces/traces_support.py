@@ -204,6 +204,68 @@ def check_otlp(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return spans
 
 
+def _json_value(value: dict[str, Any]) -> Any:
+    ((kind, inner),) = value.items()
+    if kind == "arrayValue":
+        return [_json_value(item) for item in inner["values"]]
+    return int(inner) if kind == "intValue" else inner
+
+
+def json_spans(doc: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """What an OTLP/JSON request says of each span, comparable with protobuf's."""
+    return [
+        (
+            span["traceId"],
+            span["spanId"],
+            span.get("parentSpanId", ""),
+            span["name"],
+            span["kind"],
+            int(span["startTimeUnixNano"]),
+            int(span["endTimeUnixNano"]),
+            {a["key"]: _json_value(a["value"]) for a in span["attributes"]},
+            [(e["name"], int(e["timeUnixNano"])) for e in span["events"]],
+            span["status"]["code"],
+            span["status"].get("message", ""),
+        )
+        for span in check_otlp(doc)
+    ]
+
+
+def _protobuf_value(value: Any) -> Any:
+    kind = value.WhichOneof("value")
+    if kind == "array_value":
+        return [_protobuf_value(item) for item in value.array_value.values]
+    return getattr(value, kind)
+
+
+def protobuf_spans(body: bytes) -> list[tuple[Any, ...]]:
+    """What a protobuf OTLP request says of each span (opentelemetry-proto reads it)."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    request = ExportTraceServiceRequest()
+    request.ParseFromString(body)
+    return [
+        (
+            span.trace_id.hex(),
+            span.span_id.hex(),
+            span.parent_span_id.hex(),
+            span.name,
+            span.kind,
+            span.start_time_unix_nano,
+            span.end_time_unix_nano,
+            {a.key: _protobuf_value(a.value) for a in span.attributes},
+            [(e.name, e.time_unix_nano) for e in span.events],
+            span.status.code,
+            span.status.message,
+        )
+        for resource_spans in request.resource_spans
+        for scope_spans in resource_spans.scope_spans
+        for span in scope_spans.spans
+    ]
+
+
 def attributes_of(span: dict[str, Any]) -> dict[str, Any]:
     """An OTLP/JSON span's attributes as a plain dict."""
     return {a["key"]: next(iter(a["value"].values())) for a in span["attributes"]}

@@ -48,7 +48,9 @@ def command_audit(args: argparse.Namespace) -> int:
                 print(timeline.record(item))
             return EXIT_OK
         width = max(len("EVENT"), *(len(item.name) for item in items))
-        print(f"{'SEQ':>6}  {'TIME (UTC)':<24}  {'EVENT':<{width}}  SUMMARY")
+        # POS: the event's position in the whole log (not its sequence in
+        # the session, which --json gives as "sequence").
+        print(f"{'POS':>6}  {'TIME (UTC)':<24}  {'EVENT':<{width}}  SUMMARY")
         for item in items:
             print(timeline.line(item, width))
     return EXIT_OK

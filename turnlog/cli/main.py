@@ -30,7 +30,9 @@ variable, else ``.turnlog/turnlog.sqlite3`` under the working directory (see
 mistake in what was asked (a bad URL, an unknown session, a file that is
 not an export), 1 for a log that cannot be opened or read, a run that
 failed, a chain that does not verify or a view that differs from its
-rebuild, and 130 for Ctrl-C.
+rebuild, and 130 for Ctrl-C. What turnlog's background threads log
+(retries, view runner trouble) is not shown unless ``--verbose`` (``-v``)
+is given, and then one line a record (see ``turnlog.cli.logging_setup``).
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ from turnlog.cli.exits import (
 )
 from turnlog.cli.history import command_export, command_import, command_replay
 from turnlog.cli.log_location import missing_sqlite_log, require_log, store_url
+from turnlog.cli.logging_setup import CommandLogging
 from turnlog.cli.parser import build_parser
 from turnlog.cli.progress import ProgressLine, catch_up, rebuild_summary, views_position
 from turnlog.cli.reading import open_for_reading, runtime_for_reading
@@ -77,7 +80,6 @@ from turnlog.domain.errors import (
     UsageError,
 )
 from turnlog.domain.ids import check_session_id
-from turnlog.projections.readers import Checkpoint
 from turnlog.projections.rebuild import (
     default_projections,
     rebuild,
@@ -88,7 +90,9 @@ from turnlog.runtime import Runtime
 from turnlog.store.log import Store
 from turnlog.store.opening import (
     as_store_error,
+    is_sqlite_file,
     location_of,
+    parse_store_url,
 )
 
 # -- demo -----------------------------------------------------------------
@@ -158,20 +162,52 @@ def _command_run(args: argparse.Namespace) -> int:
     if location == "memory":
         print(f"session {session_id} ended with the command (a memory:// log)")
     else:
-        hint = _command_hint(args, "run", "--session", session_id)
+        hint = _continue_command(args, session_id)
         print(f"session {session_id} is in the log at {location}; continue: {hint}")
     return EXIT_OK
+
+
+def _continue_command(args: argparse.Namespace, session_id: str) -> str:
+    """The ``turnlog run`` command that continues ``session_id`` as it ran.
+
+    Pasted into a shell, anywhere, it runs the same executable on the same
+    log with the same route file, tools and approval policy (the session
+    keeps its route in the log). Paths are made absolute: the default log
+    and a relative --config are relative to the working directory. A store
+    URL from TURNLOG_STORE that is not a file is left to the environment,
+    so a password in it is not printed.
+    """
+    command = [turnlog_executable()]
+    store = _store_argument(args)
+    if store is not None:
+        command += ["--store", store]
+    command += ["run", "--session", session_id]
+    if args.config is not None:
+        command += ["--config", str(args.config.expanduser().resolve())]
+    if args.tools:
+        command.append("--tools")
+    if args.no_mcp:
+        command.append("--no-mcp")
+    if args.approval != "ask":
+        command += ["--approval", args.approval]
+    return shlex.join(command)
+
+
+def _store_argument(args: argparse.Namespace) -> str | None:
+    """``--store`` as a later command must give it, or None to leave it out."""
+    url = store_url(args)
+    env = parse_store_url(url)
+    if is_sqlite_file(env):
+        return "sqlite:///" + str(Path(env["SQLITE_DBNAME"]).resolve())
+    typed: str | None = args.store  # the user's own (theirs to see), or None
+    return typed
 
 
 # -- sessions -------------------------------------------------------------
 
 
-def _status(checkpoint: Checkpoint | None) -> str:
-    if checkpoint is None:
-        return "unknown"
-    if checkpoint.closed:
-        return "closed"
-    return "running" if checkpoint.running_turn is not None else "idle"
+_PROMPT_COLUMN_LIMIT = 60
+"""Characters of a session's first prompt ``turnlog sessions`` shows."""
 
 
 def _command_sessions(args: argparse.Namespace) -> int:
@@ -180,33 +216,30 @@ def _command_sessions(args: argparse.Namespace) -> int:
     if missing is not None:
         print(f"no sessions: there is no log at {missing} yet (try `turnlog demo`)")
         return EXIT_OK
-    rows: list[tuple[int, str, str, str, str]] = []
     with runtime_for_reading(url) as runtime:
         location = runtime.location
-        for session_id in runtime.sessions():
-            checkpoint = runtime.checkpoints.load(session_id, context=False)
-            newest = runtime.transcript.page(session_id, max_batches=1).items
-            if not newest:
-                continue  # listed by the transcript view, so never empty
-            last = newest[-1]
-            turns = str(checkpoint.turn_count) if checkpoint is not None else "?"
-            rows.append(
-                (
-                    last.sequence,
-                    one_line(session_id, 200),
-                    turns,
-                    _status(checkpoint),
-                    format_time(last.event().timestamp),
-                )
-            )
-    if not rows:
+        summaries = runtime.summaries.all()  # the most recently active last
+    if not summaries:
         print(f"no sessions in the log at {location}")
         return EXIT_OK
-    rows.sort()  # by last activity: the most recent session is listed last
-    width = max(len("SESSION"), *(len(row[1]) for row in rows))
-    print(f"{'SESSION':<{width}}  TURNS  STATUS   LAST ACTIVITY (UTC)")
-    for _, session_id, turns, status, when in rows:
-        print(f"{session_id:<{width}}  {turns:>5}  {status:<7}  {when}")
+    rows = [
+        (
+            one_line(summary.session_id, 200),
+            str(summary.turns),
+            summary.state.replace("_", " "),
+            format_time(summary.last_activity) if summary.last_activity else "-",
+            one_line(summary.first_prompt, _PROMPT_COLUMN_LIMIT) or "-",
+        )
+        for summary in summaries
+    ]
+    header = ("SESSION", "TURNS", "STATE", "LAST ACTIVITY (UTC)", "FIRST PROMPT")
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(4)]
+    for row in [header, *rows]:
+        name, turns, state, when, prompt = row
+        print(
+            f"{name:<{widths[0]}}  {turns:>{widths[1]}}  {state:<{widths[2]}}  "
+            f"{when:<{widths[3]}}  {prompt}".rstrip()
+        )
     return EXIT_OK
 
 
@@ -323,6 +356,20 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(code, int):
             return code
         return EXIT_OK if code is None else EXIT_FAILURE
+    logs = CommandLogging(verbose=args.verbose, warnings=args.command == "serve")
+    logs.install()
+    try:
+        return _run_command(args)
+    finally:
+        # Run as the command (argv from sys.argv), the handler stays for
+        # whatever the interpreter's exit still logs; called in-process,
+        # the caller's logging is left as it was.
+        if argv is not None:
+            logs.uninstall()
+
+
+def _run_command(args: argparse.Namespace) -> int:
+    """Runs the command ``args`` names; errors become one line and an exit code."""
     try:
         return _COMMANDS[args.command](args)
     except UsageError as error:

@@ -68,6 +68,15 @@ def build_parser() -> argparse.ArgumentParser:
             ".turnlog/turnlog.sqlite3 under the working directory"
         ),
     )
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help=(
+            "show what turnlog logs (retries, view runner trouble, warnings) on "
+            "stderr, one line each; by default only the command's own output"
+        ),
+    )
     parser.add_argument("--version", action="version", version=f"turnlog {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
@@ -90,9 +99,11 @@ def build_parser() -> argparse.ArgumentParser:
         "run",
         help="talk to a model in an interactive session",
         description=(
-            "An interactive session against an OpenAI-compatible endpoint, "
-            "configured by TURNLOG_MODEL, OPENAI_API_KEY, OPENAI_BASE_URL and "
-            "TURNLOG_API, or by routes in turnlog.toml. Answers stream as they "
+            "An interactive session against an OpenAI-compatible endpoint "
+            "(TURNLOG_MODEL, OPENAI_API_KEY, OPENAI_BASE_URL; TURNLOG_API=chat "
+            "for /chat/completions) or Anthropic's Messages API "
+            "(TURNLOG_API=anthropic, TURNLOG_MODEL, ANTHROPIC_API_KEY, "
+            "ANTHROPIC_BASE_URL), or by routes in turnlog.toml. Answers stream as they "
             "arrive; Ctrl-C stops a running turn, and Ctrl-C twice (or Ctrl-D "
             "at the prompt) quits."
         ),
@@ -141,9 +152,11 @@ def build_parser() -> argparse.ArgumentParser:
         "sessions",
         help="list the sessions in the log",
         description=(
-            "One line per session: id, turns, status (running, idle or closed) "
-            "and the time of its last event. A turn cut off by a crash shows "
-            "as running until the session is opened again."
+            "One line per session, the most recently active last: id, turns, "
+            "state (running, waiting for approval, failed, aborted, idle or "
+            "closed), the time of its last event and the start of its first "
+            "prompt. A turn cut off by a crash shows as running until the "
+            "session is opened again."
         ),
     )
 
@@ -151,7 +164,9 @@ def build_parser() -> argparse.ArgumentParser:
         "audit",
         help="show a session's timeline, or verify its hash chain",
         description=(
-            "One line per stored event of the session, oldest first. With "
+            "One line per stored event of the session, oldest first: POS is "
+            "the event's position in the whole log (shared by all sessions), "
+            "not its sequence within the session (1, 2, ...; in --json). With "
             "--verify, checks the session's hash chain from the raw log "
             "instead, and that it reaches the head the sessions view recorded, "
             "and names the first event that does not fit (exit 1). With "
@@ -165,8 +180,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--json",
         action="store_true",
         help=(
-            "print one JSON object per event (sequence, session_seq, time, "
-            "event, data), per verdict with --verify, or the anchor with --head"
+            "print one JSON object per event (position in the log, sequence "
+            "in the session, time, event, data), per verdict with --verify, "
+            "or the anchor with --head"
         ),
     )
     audit.add_argument("--verify", action="store_true", help="check the hash chain")
@@ -174,7 +190,10 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument(
         "--head",
         action="store_true",
-        help="print the session's verified chain head: SESSION seq=N sha256=HEX",
+        help=(
+            "print the session's verified chain head: SESSION sequence=N "
+            "sha256=HEX (N: its newest event's sequence in the session)"
+        ),
     )
     audit.add_argument(
         "--against",
@@ -188,7 +207,12 @@ def build_parser() -> argparse.ArgumentParser:
     replay = commands.add_parser(
         "replay",
         help="print a session's EventMsg stream, regenerated from the log",
-        description="One JSON object per durable EventMsg of the session, in order.",
+        description=(
+            "One JSON object per durable EventMsg of the session, in order. "
+            "Its sequence is the place in the session of the stored event it "
+            "came from (1, 2, ...; several messages may share one), not a log "
+            "position."
+        ),
     )
     replay.add_argument("session", metavar="SESSION", help="the session id")
 
@@ -197,18 +221,31 @@ def build_parser() -> argparse.ArgumentParser:
         help="write a session's OpenTelemetry trace, rebuilt from the log",
         description=(
             "The session's spans (session, turns, model calls, tool calls, "
-            "approval waits) as an OTLP/JSON ExportTraceServiceRequest: on "
-            "stdout, to --out FILE, or POSTed to an OTLP/HTTP --endpoint. Spans "
-            "the log never ended (a killed process) end at its last event, "
-            "marked unfinished."
+            "approval waits) as an OTLP ExportTraceServiceRequest: as JSON on "
+            "stdout or to --output FILE, or POSTed to an OTLP/HTTP --endpoint "
+            "(protobuf, OTLP/HTTP's default). Work the log never ended (a "
+            "killed process) ends at its last event, marked unfinished."
         ),
     )
     traces.add_argument("session", metavar="SESSION", help="the session id")
-    traces.add_argument("-o", "--out", metavar="FILE", help="default: stdout")
+    traces.add_argument("-o", "--output", metavar="FILE", help="default: stdout")
+    # --out was this option's name before export's --output was chosen for
+    # both; kept so scripts that use it still work, but not shown.
+    traces.add_argument("--out", dest="output", help=argparse.SUPPRESS)
     traces.add_argument(
         "--endpoint",
         metavar="URL",
         help="an OTLP/HTTP endpoint (/v1/traces is added to a bare host)",
+    )
+    traces.add_argument(
+        "--protocol",
+        choices=("http/protobuf", "http/json"),
+        help=(
+            "the encoding, for --endpoint and (if given) --output and stdout; "
+            "default: JSON for --output and stdout, and for --endpoint "
+            "$OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, $OTEL_EXPORTER_OTLP_PROTOCOL "
+            "or http/protobuf"
+        ),
     )
 
     export = commands.add_parser(
@@ -327,4 +364,38 @@ def _add_serve_parser(
         type=float,
         default=15.0,
         help="seconds between keep-alive comments on idle streams (default: 15)",
+    )
+    # The connection's limits (turnlog.service.limits.ConnectionLimits holds
+    # the defaults; an option not given keeps them).
+    limits = serve.add_argument_group("connection limits (README: Service)")
+    limits.add_argument(
+        "--header-timeout",
+        metavar="SECONDS",
+        type=float,
+        help="a request's headers must be in this long after the connection "
+        "opens or the request starts (default: 10)",
+    )
+    limits.add_argument(
+        "--keep-alive-timeout",
+        metavar="SECONDS",
+        type=int,
+        help="an idle connection is closed after this long (default: 5)",
+    )
+    limits.add_argument(
+        "--max-header-bytes",
+        metavar="BYTES",
+        type=int,
+        help="request line and headers together (default: 16384)",
+    )
+    limits.add_argument(
+        "--max-headers",
+        metavar="N",
+        type=int,
+        help="header fields per request (default: 100)",
+    )
+    limits.add_argument(
+        "--max-connections",
+        metavar="N",
+        type=int,
+        help="connections served at once; more get a 503 (default: 1000)",
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from turnlog.cli.exits import EXIT_OK
 from turnlog.cli.log_location import store_url
@@ -19,6 +20,7 @@ def command_serve(args: argparse.Namespace) -> int:
         # must work without it.
         from turnlog.service.context import AgentSource  # noqa: PLC0415
         from turnlog.service.demo import DEMO_AGENT, demo_agent  # noqa: PLC0415
+        from turnlog.service.limits import ConnectionLimits  # noqa: PLC0415
         from turnlog.service.serving import load_agent, serve  # noqa: PLC0415
     except ImportError as error:
         msg = (
@@ -49,5 +51,20 @@ def command_serve(args: argparse.Namespace) -> int:
         tokens_file=args.tokens,
         cors_origins=tuple(args.cors_origin),
         heartbeat=args.heartbeat,
+        limits=ConnectionLimits(**_given_limits(args)),
     )
     return EXIT_OK
+
+
+def _given_limits(args: argparse.Namespace) -> dict[str, Any]:
+    """The connection limits given as options (the others keep their defaults)."""
+    names = (
+        "header_timeout",
+        "keep_alive_timeout",
+        "max_header_bytes",
+        "max_headers",
+        "max_connections",
+    )
+    return {
+        name: getattr(args, name) for name in names if getattr(args, name) is not None
+    }

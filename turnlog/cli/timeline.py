@@ -1,8 +1,9 @@
 """How ``turnlog audit`` shows a session: its timeline and its chain verdict.
 
-A timeline line holds the log position, the time (UTC, milliseconds), the
-event name and a short summary of the payload; the JSON record holds the
-whole payload and the event's place in its session for machines. Text that
+A timeline line holds the event's position (its place in the whole log),
+the time (UTC, milliseconds), the event name and a short summary of the
+payload; the JSON record holds the position, the event's sequence (its
+place within its session: 1, 2, ...) and the whole payload, for machines. Text that
 came from a model, a tool or a user is flattened to one line and its
 control characters are escaped, so an audit cannot be garbled (or a
 terminal steered) by what a session recorded.
@@ -333,23 +334,24 @@ class Timeline:
         self.seen = Seen()
 
     def line(self, item: TranscriptItem, name_width: int = 18) -> str:
-        """One readable line: log position, time, event name, summary."""
+        """One readable line: position in the log, time, event name, summary."""
         event = item.event()
         self.seen.note(event)
         summary = summarize(event, self.seen)
         return (
-            f"{item.sequence:>6}  {format_time(event.timestamp)}  "
+            f"{item.position:>6}  {format_time(event.timestamp)}  "
             f"{item.name:<{name_width}}  {summary}"
         ).rstrip()
 
     @staticmethod
     def record(item: TranscriptItem) -> str:
-        """One JSON line: log position, session seq, time, event name, payload."""
+        """One JSON line: position in the log, sequence in the session, time,
+        event name, payload."""
         event = item.event()
         seq = getattr(event, SEQ_FIELD, None)  # None in a log older than the chain
         record = {
-            "sequence": item.sequence,
-            "session_seq": seq if isinstance(seq, int) else None,
+            "position": item.position,
+            "sequence": seq if isinstance(seq, int) else None,
             "time": format_time(event.timestamp, precise=True),
             "event": item.name,
             "data": payload(event),
@@ -366,11 +368,11 @@ def verdict(report: VerifyReport) -> str:
     detail = one_line(problem.detail, 200)
     if problem.kind == "truncated" and not problem.position:
         return f"{name}: FAILED, truncated: {detail}"
-    seq = "none" if problem.session_seq is None else str(problem.session_seq)
+    sequence = "none" if problem.sequence is None else str(problem.sequence)
     what = "after" if problem.kind == "truncated" else "event at"
     return (
         f"{name}: FAILED, {problem.kind} {what} log position {problem.position} "
-        f"(session seq {seq}, {one_line(event_name(problem.topic), 80)}): {detail}"
+        f"(sequence {sequence}, {one_line(event_name(problem.topic), 80)}): {detail}"
     )
 
 

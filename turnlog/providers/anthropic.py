@@ -83,6 +83,7 @@ class AnthropicMessagesProvider(HttpModelProvider):
         {"model", "messages", "system", "tools", "stream", "max_tokens"}
     )
     API_KEY_HEADER = "x-api-key"
+    PROVIDER_NAME = "anthropic"
 
     def __init__(
         self,
@@ -205,6 +206,7 @@ class _MessageStream(EventStream):
             message = event.get("message")
             if isinstance(message, dict):
                 self._usage(message.get("usage"))
+                self.note_model(message.get("model"))
         elif kind == "message_delta":
             delta = event.get("delta")
             if isinstance(delta, dict) and isinstance(delta.get("stop_reason"), str):
@@ -259,6 +261,7 @@ class _MessageStream(EventStream):
             if block.get("type") == "text" and isinstance(block.get("text"), str):
                 self.attempt.emit(block["text"])  # subscribers still see the text
         self._usage(message.get("usage"))
+        self.note_model(message.get("model"))
         reason = message.get("stop_reason")
         self.stop_reason = reason if isinstance(reason, str) else None
 
@@ -289,7 +292,7 @@ class _MessageStream(EventStream):
             reason = f" (stop_reason {self.stop_reason})" if self.stop_reason else ""
             msg = f"the model answered no text and no tool call{reason}"
             raise EmptyResponseError(msg)
-        return ModelResponse(tuple(output), anthropic_usage(self.usage))
+        return ModelResponse(tuple(output), anthropic_usage(self.usage), self.model)
 
     def _call(self, block: dict[str, Any], parts: list[str] | None) -> Item:
         call_id, name = block.get("id"), block.get("name")

@@ -5,7 +5,8 @@ content block: the instructions become the ``system`` prompt; assistant
 text, the step's thinking and its function calls one assistant message
 (thinking first, then text, then ``tool_use`` blocks); the outputs of
 those calls ``tool_result`` blocks at the start of the very next user
-message; developer items (hook context, peer and system input) user text
+message (a tool output's images as base64 ``image`` blocks in its
+``tool_result``); developer items (hook context, peer and system input) user text
 that starts with a bracketed label saying where it came from. A message
 arriving while calls are unanswered (a steer during a tool call) waits
 until their results are in; a call never answered gets a stand-in result.
@@ -27,6 +28,7 @@ from turnlog.domain.context import PROMPT_CACHE_BREAKPOINT_FIELD
 from turnlog.domain.errors import ProviderError
 from turnlog.domain.model import Item
 from turnlog.providers.chat_messages import DEVELOPER_LABELS, MISSING_OUTPUT
+from turnlog.providers.tool_media import media_parts, with_dropped_note
 from turnlog.providers.wire import attachment_note, put_count
 
 THINKING_ITEM = "anthropic_thinking"
@@ -119,15 +121,23 @@ class _Transcript:
         self._append("assistant", block)
 
     def _output(self, item: Mapping[str, Any]) -> None:
-        call_id, output = item["call_id"], item["output"]
+        call_id = item["call_id"]
+        images, dropped = media_parts(item)
+        output = with_dropped_note(item["output"], dropped, "the Messages API")
+        image_blocks = [_image_block(image) for image in images]
         self.open_step = False
         if call_id not in self.unanswered:
             # Its call is gone (compacted away): a tool_result would be refused.
             self._user_block(_text(f"[output of tool call {call_id}]\n{output}"))
+            for block in image_blocks:
+                self._user_block(block)
             return
         self.unanswered.remove(call_id)
+        content: str | list[dict[str, Any]] = output
+        if image_blocks:
+            content = ([_text(output)] if output else []) + image_blocks
         self._append(
-            "user", {"type": "tool_result", "tool_use_id": call_id, "content": output}
+            "user", {"type": "tool_result", "tool_use_id": call_id, "content": content}
         )
         if not self.unanswered:
             self.close_calls()
@@ -165,6 +175,11 @@ class _Transcript:
 
 def _text(text: str) -> dict[str, Any]:
     return {"type": "text", "text": text}
+
+
+def _image_block(image: Mapping[str, str]) -> dict[str, Any]:
+    source = {"type": "base64", "media_type": image["mime_type"], "data": image["data"]}
+    return {"type": "image", "source": source}
 
 
 def _blocks(item: Mapping[str, Any], cache_control: bool) -> list[dict[str, Any]]:

@@ -37,6 +37,13 @@ class HttpModelProvider:
     API_KEY_HEADER: str | None = None
     """The header the API key goes in as it is; None: ``Authorization: Bearer``."""
 
+    PROVIDER_NAME: str = "openai"
+    """Whose API this is, as OpenTelemetry's ``gen_ai.provider.name`` names it.
+
+    An OpenAI-compatible server (vLLM, Ollama, ...) is spoken to with
+    OpenAI's API and reported as ``openai``, as the GenAI conventions do;
+    the model names tell them apart."""
+
     def __init__(
         self,
         model: str,
@@ -69,6 +76,11 @@ class HttpModelProvider:
             transport=transport,
             api_key_header=self.API_KEY_HEADER,
         )
+
+    @property
+    def provider_name(self) -> str:
+        """Whose API this is (``gen_ai.provider.name``); see PROVIDER_NAME."""
+        return self.PROVIDER_NAME
 
     @property
     def base_url(self) -> str:

@@ -198,6 +198,7 @@ class _ChatStream(EventStream):
         error = chunk.get("error")
         if error is not None:
             raise failure_from(error, self.where, self.redact)
+        self.note_model(chunk.get("model"))
         choices = chunk.get("choices")
         if choices:
             if not isinstance(choices, list):
@@ -275,7 +276,7 @@ class _ChatStream(EventStream):
             )
             msg = f"the model answered no text and no tool call{reason}"
             raise EmptyResponseError(msg)
-        return ModelResponse(tuple(output), self.usage)
+        return ModelResponse(tuple(output), self.usage, self.model)
 
     def _malformed(self, what: str) -> MalformedStreamError:
         return MalformedStreamError(f"chunk {self.number} from {self.where}: {what}")

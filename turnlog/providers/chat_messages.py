@@ -2,7 +2,9 @@
 
 The instructions become the system message; assistant text and the
 function calls of the same step one assistant message with
-``tool_calls``; each output a ``tool`` message right after its call;
+``tool_calls``; each output a ``tool`` message right after its call (its
+images in a user message after the step's tool messages, since a tool
+message holds text only);
 developer items (hook context, peer and system input) messages of the
 configured role that start with a bracketed label saying where they came
 from. Items of another API's own (a Responses compaction, reasoning) are
@@ -15,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
 from turnlog.domain.errors import ProviderError
+from turnlog.providers.tool_media import data_url, media_parts, with_dropped_note
 from turnlog.providers.wire import attachment_note, text_of_parts
 
 DeveloperRole = Literal["user", "system", "developer"]
@@ -95,8 +98,14 @@ class _Transcript:
         self.unanswered.append(item["call_id"])
 
     def _output(self, item: Mapping[str, Any]) -> None:
-        call_id, output = item["call_id"], item["output"]
+        call_id = item["call_id"]
+        images, dropped = media_parts(item)
+        output = with_dropped_note(item["output"], dropped, "Chat Completions")
         self.open_assistant = None
+        if images:
+            output += (
+                f"\n[turnlog: its {len(images)} image(s) follow in a user message]"
+            )
         if call_id not in self.unanswered:
             # Its call is gone (compacted away): a tool message would be refused.
             self._put(
@@ -105,11 +114,15 @@ class _Transcript:
                     "content": f"[output of tool call {call_id}]\n{output}",
                 }
             )
-            return
-        self.unanswered.remove(call_id)
-        self.messages.append(
-            {"role": "tool", "tool_call_id": call_id, "content": output}
-        )
+        else:
+            self.unanswered.remove(call_id)
+            self.messages.append(
+                {"role": "tool", "tool_call_id": call_id, "content": output}
+            )
+        if images:
+            # Held until the step's tool messages are all in: a user message
+            # between them would be refused.
+            self._put({"role": "user", "content": _image_message(call_id, images)})
         if not self.unanswered:
             self.close_calls()
 
@@ -131,6 +144,14 @@ class _Transcript:
 
     def _put(self, message: dict[str, Any]) -> None:
         (self.held if self.unanswered else self.messages).append(message)
+
+
+def _image_message(call_id: str, images: list[dict[str, str]]) -> list[dict[str, Any]]:
+    parts: list[dict[str, Any]] = [
+        {"type": "text", "text": f"[images from the output of tool call {call_id}]"}
+    ]
+    parts += [{"type": "image_url", "image_url": {"url": data_url(i)}} for i in images]
+    return parts
 
 
 def _plain_text(item: Mapping[str, Any]) -> str:

@@ -322,7 +322,12 @@ class HttpEndpoint:
             return None
         policy = self.retry
         if number >= policy.max_attempts:
-            _note(error, f"gave up after {number} attempts")
+            _note(
+                error,
+                "not retried: one attempt allowed"
+                if number == 1
+                else f"gave up after {number} attempts",
+            )
             return None
         retry_after = getattr(error, "retry_after", None)
         if isinstance(retry_after, float):

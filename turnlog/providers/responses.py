@@ -251,6 +251,7 @@ class _ResponseStream(EventStream):
         output = response.get("output")
         self.final_output = output if isinstance(output, list) else []
         self.usage = responses_usage(response.get("usage"))
+        self.note_model(response.get("model"))
         if response.get("status") == "incomplete":
             details = response.get("incomplete_details")
             reason = details.get("reason") if isinstance(details, dict) else None
@@ -270,7 +271,7 @@ class _ResponseStream(EventStream):
             reason = f" (incomplete: {self.incomplete})" if self.incomplete else ""
             msg = f"the model answered no text and no tool call{reason}"
             raise EmptyResponseError(msg)
-        return ModelResponse(tuple(output), self.usage)
+        return ModelResponse(tuple(output), self.usage, self.model)
 
     def _convert(self, item: Any, deltas: list[str] | None) -> Item | None:
         if item is not None and not isinstance(item, dict):

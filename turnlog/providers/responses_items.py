@@ -2,8 +2,9 @@
 
 Context items are already Responses-shaped; what changes at this edge is
 turnlog's bookkeeping: item keys the server must not see are left out,
-attachments become a note the model can read, and the compaction
-marker's prompt cache breakpoint becomes an explicit one.
+attachments become a note the model can read, a tool output's images
+become ``input_image`` content of its ``function_call_output``, and the
+compaction marker's prompt cache breakpoint becomes an explicit one.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from turnlog.domain.context import PROMPT_CACHE_BREAKPOINT_FIELD
 from turnlog.domain.model import Item, function_call
 from turnlog.providers.anthropic_messages import THINKING_ITEM
 from turnlog.providers.errors import MalformedStreamError
+from turnlog.providers.tool_media import data_url, media_parts, with_dropped_note
 from turnlog.providers.wire import (
     attachment_note,
     text_of_parts,
@@ -37,18 +39,28 @@ def responses_input(
                 function_call(item["call_id"], item["name"], item["arguments"])
             )
         elif kind == "function_call_output":
-            translated.append(
-                {
-                    "type": "function_call_output",
-                    "call_id": item["call_id"],
-                    "output": item["output"],
-                }
-            )
+            translated.append(_function_call_output(item))
         elif kind == THINKING_ITEM:
             continue  # Anthropic's thinking: only an Anthropic server reads it
         else:  # compaction and other items the server made: sent back as they came
             translated.append(without_turnlog_keys(item))
     return translated
+
+
+def _function_call_output(item: Mapping[str, Any]) -> Item:
+    """A tool output; its images as ``input_image`` content beside the text."""
+    images, dropped = media_parts(item)
+    text = with_dropped_note(item["output"], dropped, "the Responses API")
+    output: str | list[Item] = text
+    if images:
+        parts: list[Item] = [{"type": "input_text", "text": text}] if text else []
+        parts += [{"type": "input_image", "image_url": data_url(i)} for i in images]
+        output = parts
+    return {
+        "type": "function_call_output",
+        "call_id": item["call_id"],
+        "output": output,
+    }
 
 
 def _input_message(item: Mapping[str, Any], cache_breakpoints: bool) -> Item:

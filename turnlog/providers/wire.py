@@ -223,6 +223,13 @@ class EventStream(abc.ABC):
         self.redact = redact
         self.number = 0
         """Events taken so far (named in the error of a malformed one)."""
+        self.model: str | None = None
+        """The model that answered, as the answer named it (None if not)."""
+
+    def note_model(self, model: object) -> None:
+        """Keeps the model an event names (the first non-empty one)."""
+        if self.model is None and isinstance(model, str) and model:
+            self.model = model
 
     def take(self, events: list[ServerSentEvent]) -> bool:
         """Takes the events of one chunk; True once the answer is complete."""

@@ -1,8 +1,11 @@
 """``POST /agui``: a session driven by AG-UI clients.
 
 The body is an AG-UI ``RunAgentInput``; its ``threadId`` is the session
-id (of the caller's tenant: any other is a 404, like every resource). The
-answer is the run's AG-UI events over SSE (see
+id: the caller's tenant's session, or a new one of that tenant under that
+id, running the agent ``forwardedProps.agent`` names or the default one;
+another tenant's is a 404, like every resource (see
+:mod:`turnlog.service.agui_threads`). The answer is the run's AG-UI events
+over SSE, each written by the AG-UI SDK's own ``EventEncoder`` (see
 :mod:`turnlog.service.agui_events` for the mapping).
 
 Without ``resume``, the last message, a user message, is the prompt: the
@@ -36,8 +39,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pydantic
-from ag_ui.core import ResumeEntry, RunAgentInput, TextPart, UserMessage
-from sse_starlette.event import ServerSentEvent
+from ag_ui.core import BaseEvent, ResumeEntry, RunAgentInput, TextPart, UserMessage
+from ag_ui.encoder import EventEncoder
 from sse_starlette.sse import EventSourceResponse
 from starlette.requests import Request
 from starlette.routing import Route
@@ -47,8 +50,11 @@ from turnlog.domain.errors import SessionBusyError, TurnlogError
 from turnlog.domain.protocol import ApprovalRequested, Event
 from turnlog.domain.run import EventsMissed, RunEvent, RunStarted
 from turnlog.service.agui_events import AguiTranslator
+from turnlog.service.agui_threads import AguiThreads, requested_agent
 from turnlog.service.context import ServiceContext
+from turnlog.service.parsing import parse_json
 from turnlog.service.problems import Problem
+from turnlog.service.sse_framing import sse_response
 from turnlog.session import AgentSession, Subscription
 
 logger = logging.getLogger(__name__)
@@ -81,6 +87,7 @@ class AguiEndpoint:
 
     def __init__(self, context: ServiceContext) -> None:
         self.context = context
+        self.threads = AguiThreads(context)
 
     def routes(self) -> list[Route]:
         """The endpoint's route."""
@@ -92,7 +99,12 @@ class AguiEndpoint:
         decisions = _decisions(run_input.resume) if run_input.resume else None
         prompt = None if decisions is not None else _prompt(run_input)
         state = _state(run_input.state)
-        owned = await self.context.owned_async(tenant, run_input.thread_id)
+        owned = await self.threads.session_of(
+            tenant,
+            run_input.thread_id,
+            requested_agent(run_input.forwarded_props),
+            resuming=decisions is not None,
+        )
         session = await self.context.session_async(owned)
         # Subscribed before the run starts or goes on: the subscription has
         # every event of it, deltas and durable ones in the order they came.
@@ -109,10 +121,9 @@ class AguiEndpoint:
             subscription.close()
             raise
         translator = AguiTranslator(owned.session_id, run_input.run_id, shared)
-        return EventSourceResponse(
+        return sse_response(
             self._events(session, translator, scope, pending, subscription),
-            ping=self.context.heartbeat,
-            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+            heartbeat=self.context.heartbeat,
         )
 
     async def _prompt(
@@ -187,7 +198,7 @@ class AguiEndpoint:
         scope: Scope,
         pending: list[ApprovalRequest],
         subscription: Subscription,
-    ) -> AsyncIterator[ServerSentEvent]:
+    ) -> AsyncIterator[bytes]:
         try:
             for item in translator.start():
                 yield _sse(item)
@@ -252,9 +263,13 @@ def _next_batch(subscription: Subscription) -> list[Any]:
     return [subscription.get(), *subscription.drain()]
 
 
-def _sse(event: Any) -> ServerSentEvent:
-    """An AG-UI event as the SDK's encoder writes it (camelCase, no nulls)."""
-    return ServerSentEvent(event.model_dump_json(by_alias=True))
+_ENCODER = EventEncoder()
+
+
+def _sse(event: BaseEvent) -> bytes:
+    """An AG-UI event as the SDK's encoder writes it (camelCase, no nulls,
+    ``\n\n`` after it)."""
+    return _ENCODER.encode(event).encode()
 
 
 async def _decode(request: Request) -> RunAgentInput:
@@ -262,7 +277,9 @@ async def _decode(request: Request) -> RunAgentInput:
     if content_type.split(";")[0].strip().lower() != "application/json":
         raise Problem(415, "send the RunAgentInput as application/json")
     try:
-        return RunAgentInput.model_validate_json(await request.body())
+        # The shared parser bounds nesting and names a lone surrogate's field
+        # before pydantic sees the value.
+        return RunAgentInput.model_validate(parse_json(await request.body()))
     except pydantic.ValidationError as error:
         first = error.errors()[0]
         where = "$" + "".join(

@@ -35,6 +35,7 @@ from turnlog.service.context import AgentSource, ServiceContext
 from turnlog.service.limits import MAX_BODY, BodyLimit
 from turnlog.service.log_tail import CommitSignal
 from turnlog.service.openapi import openapi_document
+from turnlog.service.overview import Overview
 from turnlog.service.problems import Problem, handle_error
 from turnlog.service.resources import SessionResources, json_response
 from turnlog.service.stream import EventStream
@@ -89,6 +90,7 @@ def create_app(
         *SessionResources(context).routes(),
         *EventStream(context).routes(),
         *AguiEndpoint(context).routes(),
+        *Overview(context).routes(),
         *Console().routes(),
     ]
     middleware = [Middleware(BodyLimit, max_body=max_body)]

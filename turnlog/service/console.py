@@ -1,14 +1,19 @@
 """``GET /``: the web console, one static page over the service's own API.
 
-The page (``console.html``, plain JavaScript, no build step) lists the
-tenant's sessions, chats with one (streamed text, inline approve and
-deny) and shows its audit timeline with the verification badge. It asks
-for a bearer token and keeps it in the tab's ``sessionStorage``; it reads
-the event stream with ``fetch`` so that the token travels in the
-``Authorization`` header, never in a URL (which proxies and access logs
-keep), and resumes a dropped stream with ``Last-Event-ID``. The page
-itself is public: it holds no data, and every call it makes is
-authenticated like any other client's.
+The page (``console.html``, plain JavaScript, CSS and inline SVG, no build
+step) lists the tenant's sessions with their state and first prompt,
+offers the agents for a new session, chats with one (streamed text, tool
+calls with their arguments laid out, approval cards that say what is asked
+and, once decided, who decided what), charts tokens and time per turn and
+per model step (``GET .../executions``), and keeps the audit timeline and
+its verification badge current as events arrive. Errors show in a banner
+beside the control that failed. It asks for a bearer token and keeps it in
+the tab's ``sessionStorage``; it reads the event stream with ``fetch`` so
+that the token travels in the ``Authorization`` header, never in a URL
+(which proxies and access logs keep), and resumes a dropped stream with
+``Last-Event-ID``. The page itself is public: it holds no data, and every
+call it makes is authenticated like any other client's. Its icon is inline
+(a ``data:`` URL), so browsers ask for no ``/favicon.ico``.
 """
 
 from __future__ import annotations

@@ -36,6 +36,15 @@ AgentSource = Agent | Callable[[], Agent]
 """An agent, or a function making one per session (for stateful models)."""
 
 
+def unknown_session(session_id: str) -> Problem:
+    """The one 404 of every session that is not the caller's.
+
+    A session of another tenant, one that does not exist and one that no
+    tenant owns all get this very answer, so none can be told apart.
+    """
+    return Problem(404, f"no session {session_id!r}")
+
+
 class ServiceContext:
     """The state behind one service app.
 
@@ -103,7 +112,7 @@ class ServiceContext:
         """The tenant's session; a 404 for any other (even one that exists)."""
         owned = self.owners.get(tenant, session_id)
         if owned is None:
-            raise Problem(404, f"no session {session_id!r}")
+            raise unknown_session(session_id)
         return owned
 
     async def owned_async(self, tenant: str, session_id: str) -> OwnedSession:
@@ -266,4 +275,4 @@ class ServiceContext:
             task.cancel()
 
 
-__all__ = ["AgentSource", "ServiceContext"]
+__all__ = ["AgentSource", "ServiceContext", "unknown_session"]

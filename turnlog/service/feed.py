@@ -26,6 +26,7 @@ import asyncio
 import bisect
 import collections
 import logging
+import re
 from typing import NamedTuple
 
 from turnlog.domain.chain import event_seq
@@ -44,6 +45,9 @@ BUFFER = 2048
 
 DELTA_BUFFER = 1024
 """Deltas waiting for one slow stream; past it, the oldest are dropped."""
+
+_EVENT_ID = re.compile(r"([0-9]{1,19})(?::([0-9]{1,9}))?")
+_MAX_POSITION = 2**63 - 1
 
 
 class StreamEntry(NamedTuple):
@@ -67,11 +71,14 @@ class StreamEntry(NamedTuple):
 
 def parse_event_id(text: str) -> Key:
     """The key an SSE id names; raises ValueError for anything else."""
-    position, sep, index = text.strip().partition(":")
-    if not position.isdigit() or (sep and not index.isdigit()):
+    # ASCII digits only (str.isdigit also takes "²"), and a position that
+    # fits the log's 64-bit integers.
+    found = _EVENT_ID.fullmatch(text.strip())
+    if found is None or int(found.group(1)) > _MAX_POSITION:
         msg = f"not an event id of this stream: {text!r}"
         raise ValueError(msg)
-    return (int(position), int(index) if sep else 0)
+    position, index = found.groups()
+    return (int(position), int(index) if index is not None else 0)
 
 
 def read_entries(
@@ -89,7 +96,7 @@ def read_entries(
     for item in transcripts.all(session_id, from_position):
         event = item.event()
         for index, message in enumerate(translator.translate(event, event_seq(event))):
-            entries.append(StreamEntry(item.sequence, index, message))
+            entries.append(StreamEntry(item.position, index, message))
     return entries
 
 

@@ -172,6 +172,29 @@ def openapi_document() -> dict[str, Any]:
                 "responses": _ok("timeline and verification"),
             }
         },
+        "/sessions/{session_id}/executions": {
+            "get": {
+                "summary": (
+                    "The newest turns (oldest first): outcome, tokens, time, and "
+                    "each model step's tokens and time"
+                ),
+                "parameters": [
+                    _SESSION,
+                    {
+                        "name": "limit",
+                        "in": "query",
+                        "schema": {"type": "integer", "minimum": 1, "maximum": 200},
+                    },
+                ],
+                "responses": _ok("the turns and their steps"),
+            }
+        },
+        "/agents": {
+            "get": {
+                "summary": "The agents a session may be created with, and the default",
+                "responses": {"200": {"description": "agents"}, "401": _PROBLEM},
+            }
+        },
         "/sessions/{session_id}/events": {
             "get": {
                 "summary": (
@@ -200,8 +223,11 @@ def openapi_document() -> dict[str, Any]:
             "post": {
                 "summary": (
                     "Runs a session as an AG-UI agent: the body is an AG-UI "
-                    "RunAgentInput (threadId = session id; resume entries decide "
-                    "pending approvals); the answer is AG-UI events over SSE."
+                    "RunAgentInput (threadId = session id, a new session of the "
+                    "caller's tenant if it has none by that id, running the "
+                    "agent forwardedProps.agent names or the default one; "
+                    "resume entries decide pending approvals); the answer is "
+                    "AG-UI events over SSE."
                 ),
                 "requestBody": {
                     "required": True,

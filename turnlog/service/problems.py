@@ -37,10 +37,13 @@ _TITLES = {
     401: "Unauthorized",
     404: "Not found",
     405: "Method not allowed",
+    408: "Request timeout",
     409: "Conflict",
     413: "Request body too large",
+    414: "URI too long",
     415: "Unsupported media type",
     422: "Invalid input",
+    431: "Request header fields too large",
     500: "Internal server error",
     503: "Service unavailable",
 }
@@ -70,22 +73,32 @@ class Problem(Exception):
         self.field = field
         self.headers = headers or {}
 
-    def response(self) -> Response:
-        """The problem as a response."""
-        body: dict[str, Any] = {
+    def body(self) -> bytes:
+        """The problem+json body."""
+        fields: dict[str, Any] = {
             "type": "about:blank",
             "title": _TITLES.get(self.status, "Error"),
             "status": self.status,
-            "detail": self.detail,
+            "detail": _text(self.detail),
         }
         if self.field is not None:
-            body["field"] = self.field
+            fields["field"] = _text(self.field)
+        return msgspec.json.encode(fields)
+
+    def response(self) -> Response:
+        """The problem as a response."""
         return Response(
-            msgspec.json.encode(body),
+            self.body(),
             status_code=self.status,
             media_type=PROBLEM_JSON,
             headers=self.headers,
         )
+
+
+def _text(value: str) -> str:
+    """``value`` as UTF-8 can carry it: a lone surrogate (which a detail may
+    quote from the input) as its escape, so that the answer never fails."""
+    return value.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def problem_of(error: BaseException) -> Problem:

@@ -26,7 +26,9 @@ from turnlog.domain.run import RunResult, RunStarted
 from turnlog.projections.anchors import expected_heads
 from turnlog.projections.readers import TranscriptItem
 from turnlog.service.context import ServiceContext
-from turnlog.service.problems import Problem, invalid_body
+from turnlog.service.listing import session_entries
+from turnlog.service.parsing import decode_json, path_session_id, query_integer
+from turnlog.service.problems import Problem
 from turnlog.service.tenancy import OwnedSession
 from turnlog.store.verify import verify_session
 
@@ -36,6 +38,12 @@ T = TypeVar("T")
 
 START_TIMEOUT = 30.0
 """Seconds a prompt waits for its run to start before answering 202."""
+
+DEFAULT_PAGE = 100
+"""Batches a transcript page has without ``limit``."""
+
+MAX_PAGE = 1000
+"""Batches a transcript page has at most (a larger ``limit`` reads as this)."""
 
 _ENVELOPE = frozenset(
     {"originator_id", "originator_version", "timestamp", "session_id"}
@@ -75,30 +83,19 @@ def json_response(value: Any, status: int = 200) -> Response:
 
 
 async def decode_body(request: Request, kind: type[T]) -> T:
-    """The request's JSON body as ``kind``, or a 400/415/422 problem."""
+    """The request's JSON body as ``kind``, or a 400/415/422 problem.
+
+    An empty body is ``{}``; see :mod:`turnlog.service.parsing` for what
+    a body may hold.
+    """
     content_type = request.headers.get("content-type", "application/json")
     if content_type.split(";")[0].strip().lower() != "application/json":
         raise Problem(415, "send the body as application/json")
-    body = await request.body()
-    try:
-        return msgspec.json.decode(body or b"{}", type=kind)
-    except msgspec.ValidationError as error:
-        raise invalid_body(error) from None
-    except msgspec.DecodeError as error:
-        raise Problem(400, f"the body is not valid JSON: {error}") from None
-
-
-def _int_query(request: Request, name: str, default: int | None) -> int | None:
-    text = request.query_params.get(name)
-    if text is None:
-        return default
-    if not text.isdigit() or int(text) < 1:
-        raise Problem(422, f"{name} must be a whole number above 0", field=name)
-    return int(text)
+    return decode_json(await request.body() or b"{}", kind)
 
 
 def record(item: TranscriptItem) -> dict[str, Any]:
-    """A stored event as JSON: position, session seq, time, name, fields."""
+    """A stored event as JSON: log position, session sequence, time, name, fields."""
     event = item.event()
     seq = getattr(event, SEQ_FIELD, None)
     timestamp = getattr(event, "timestamp", None)
@@ -108,8 +105,8 @@ def record(item: TranscriptItem) -> dict[str, Any]:
         else {}
     )
     return {
-        "position": item.sequence,
-        "session_seq": seq if isinstance(seq, int) else None,
+        "position": item.position,
+        "sequence": seq if isinstance(seq, int) else None,
         "time": timestamp.isoformat() if isinstance(timestamp, datetime) else None,
         "event": item.name,
         "data": {
@@ -152,19 +149,16 @@ class SessionResources:
 
     async def _owned(self, request: Request) -> OwnedSession:
         tenant = self.context.tenant(request)
-        return await self.context.owned_async(tenant, request.path_params["session_id"])
+        session_id = path_session_id(request.path_params["session_id"])
+        return await self.context.owned_async(tenant, session_id)
 
     async def list_sessions(self, request: Request) -> Response:
         tenant = self.context.tenant(request)
-        owned = await asyncio.to_thread(self.context.owners.list, tenant)
-        return json_response(
-            {
-                "sessions": [
-                    {"session_id": o.session_id, "agent": o.agent, "created": o.created}
-                    for o in owned
-                ]
-            }
+        runtime, owners = self.context.runtime, self.context.owners
+        entries = await asyncio.to_thread(
+            lambda: session_entries(runtime, owners.list(tenant))
         )
+        return json_response({"sessions": entries})
 
     async def create_session(self, request: Request) -> Response:
         tenant = self.context.tenant(request)
@@ -310,14 +304,14 @@ class SessionResources:
 
     async def transcript(self, request: Request) -> Response:
         owned = await self._owned(request)
-        before = _int_query(request, "before", None)
-        limit = _int_query(request, "limit", 100)
-        assert limit is not None
+        query = request.query_params
+        before = query_integer(query.get("before"), "before")
+        limit = query_integer(query.get("limit"), "limit") or DEFAULT_PAGE
         page = await asyncio.to_thread(
             self.context.runtime.transcript.page,
             owned.session_id,
-            before_sequence=before,
-            max_batches=min(limit, 1000),
+            before_position=before,
+            max_batches=min(limit, MAX_PAGE),
         )
         return json_response(
             {

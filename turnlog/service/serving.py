@@ -21,7 +21,7 @@ from turnlog.runtime import Runtime
 from turnlog.service.app import create_app
 from turnlog.service.auth import TOKENS_ENV, ServiceTokens
 from turnlog.service.context import AgentSource
-from turnlog.service.limits import MAX_BODY
+from turnlog.service.limits import MAX_BODY, ConnectionLimits
 
 DEFAULT_TENANT = "default"
 
@@ -74,9 +74,17 @@ def serve(
     cors_origins: tuple[str, ...] = (),
     max_body: int = MAX_BODY,
     heartbeat: float = 15.0,
+    limits: ConnectionLimits | None = None,
 ) -> None:
-    """Serves ``agents`` over the log at ``store`` until stopped."""
-    import uvicorn  # noqa: PLC0415 - the optional extra, needed only to serve
+    """Serves ``agents`` over the log at ``store`` until stopped.
+
+    Each connection is held to ``limits`` (the defaults of
+    :class:`ConnectionLimits` if None) before the app sees a request.
+    """
+    # uvicorn is the optional extra, needed only to serve.
+    import uvicorn  # noqa: PLC0415
+
+    from turnlog.service.http_protocol import protocol_with  # noqa: PLC0415
 
     tokens, made = load_tokens(tokens_file)
     with Runtime.open(store) as runtime:
@@ -97,12 +105,28 @@ def serve(
                 flush=True,
             )
         print(
-            f"turnlog serve: {sorted(agents)} on http://{host}:{port} "
+            f"turnlog serve: {_agent_list(agents)} on http://{host}:{port} "
             f"(log: {runtime.location})",
             file=sys.stderr,
             flush=True,
         )
-        uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+        limits = limits or ConnectionLimits()
+        uvicorn.run(
+            app,
+            host=host,
+            port=port,
+            http=protocol_with(limits),
+            timeout_keep_alive=limits.keep_alive_timeout,
+            limit_concurrency=limits.max_connections,
+            log_level="warning",
+            access_log=False,
+        )
+
+
+def _agent_list(agents: dict[str, AgentSource]) -> str:
+    """``agent demo`` or ``agents a, b``: the served agents' names, for people."""
+    names = sorted(agents)
+    return ("agent " if len(names) == 1 else "agents ") + ", ".join(names)
 
 
 __all__ = ["DEFAULT_TENANT", "load_agent", "load_tokens", "serve"]

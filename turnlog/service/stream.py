@@ -11,7 +11,8 @@ since the id is a place in the shared log. Streamed text deltas
 (``agent_message_delta``) carry no id: they are sent live to streams
 open when they happen, and never again. A comment line goes out every
 ``heartbeat`` seconds so that proxies keep an idle stream open. A stream
-ends after the session's ``session_closed`` event.
+ends after the session's ``session_closed`` event. Lines end with ``\n``
+(:mod:`turnlog.service.sse_framing`), as on every stream of the service.
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ from starlette.routing import Route
 from turnlog.domain.protocol import SessionClosed, encode_json
 from turnlog.service.context import ServiceContext
 from turnlog.service.feed import Key, entries_after, parse_event_id
+from turnlog.service.parsing import path_session_id
 from turnlog.service.problems import Problem
+from turnlog.service.sse_framing import sse_event, sse_response
 
 
 class EventStream:
@@ -42,7 +45,7 @@ class EventStream:
 
     async def stream(self, request: Request) -> EventSourceResponse:
         tenant = self.context.tenant(request)
-        session_id = request.path_params["session_id"]
+        session_id = path_session_id(request.path_params["session_id"])
         owned = await self.context.owned_async(tenant, session_id)
         given = request.headers.get("last-event-id")
         field = "Last-Event-ID"
@@ -54,10 +57,8 @@ class EventStream:
                 cursor = parse_event_id(given)
             except ValueError as error:
                 raise Problem(422, str(error), field=field) from None
-        return EventSourceResponse(
-            self._events(owned.session_id, cursor),
-            ping=self.context.heartbeat,
-            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+        return sse_response(
+            self._events(owned.session_id, cursor), heartbeat=self.context.heartbeat
         )
 
     async def _events(
@@ -76,12 +77,12 @@ class EventStream:
                     listener.wake.clear()
                     while listener.deltas:
                         delta = listener.deltas.popleft()
-                        yield ServerSentEvent(encode_json(delta).decode())
+                        yield sse_event(encode_json(delta).decode())
                     entries = await entries_after(feed, transcripts, cursor)
                     for entry in entries:
                         cursor = entry.key
-                        yield ServerSentEvent(
-                            encode_json(entry.event).decode(), id=entry.event_id
+                        yield sse_event(
+                            encode_json(entry.event).decode(), event_id=entry.event_id
                         )
                         if isinstance(entry.event.msg, SessionClosed):
                             return

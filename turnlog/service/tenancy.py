@@ -67,6 +67,39 @@ class SessionOwners:
         self._remember(owned)
         return owned
 
+    def claim_unless_taken(
+        self, session_id: str, tenant: str, agent: str
+    ) -> OwnedSession:
+        """Records a new session of ``tenant``, unless the id is taken.
+
+        Returns the session's owner either way: this claim, or the one
+        that came first (another tenant's, or a concurrent request's of
+        the same tenant). Requests racing to claim one id in any number of
+        processes get the same answer, and never an error.
+        """
+        owned = OwnedSession(session_id, tenant, agent, time.time())
+        with self._store.transaction() as cursor:
+            # ON CONFLICT waits for a concurrent claim of the id to commit,
+            # then does nothing; the SELECT after it sees the winner's row.
+            cursor.execute(
+                self._store.sql(
+                    f"INSERT INTO {self._table} (session_id, tenant, agent, created) "
+                    "VALUES (?, ?, ?, ?) ON CONFLICT (session_id) DO NOTHING"
+                ),
+                tuple(owned),
+            )
+            cursor.execute(
+                self._store.sql(
+                    "SELECT session_id, tenant, agent, created FROM "
+                    f"{self._table} WHERE session_id = ?"
+                ),
+                (session_id,),
+            )
+            row = cursor.fetchone()
+        winner = _owned(row)
+        self._remember(winner)
+        return winner
+
     def known(self, tenant: str, session_id: str) -> OwnedSession | None:
         """The session if it is known here to be ``tenant``'s (no query)."""
         with self._known_lock:

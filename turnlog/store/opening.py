@@ -146,9 +146,12 @@ def describe_url(url: str | None, env: dict[str, str]) -> str:
     if env["PERSISTENCE_MODULE"].endswith("sqlite"):
         name = env["SQLITE_DBNAME"]
         return "memory" if name.startswith("file:") else name
+    # The schema is part of where the log is: without it, the location
+    # names another log (the database's default schema).
+    schema = env.get("POSTGRES_SCHEMA")
     return (
         f"postgresql://{env['POSTGRES_HOST']}:{env['POSTGRES_PORT']}/"
-        f"{env['POSTGRES_DBNAME']}"
+        f"{env['POSTGRES_DBNAME']}" + (f"?schema={schema}" if schema else "")
     )
 
 

@@ -292,17 +292,15 @@ def _check_session(
     if last.state[SEQ_FIELD] != head.seq:
         msg = (
             f"session {session_id!r} does not verify: line {last.position} "
-            f"({event_name(last.topic)}, session seq {last.state[SEQ_FIELD]}) "
-            f"comes after the head its export header names (seq {head.seq})"
+            f"({event_name(last.topic)}, sequence {last.state[SEQ_FIELD]}) "
+            f"comes after the head its export header names (sequence {head.seq})"
         )
         raise InvalidInputError(msg)
 
 
 def _describe_problem(session_id: str, problem: ChainProblem) -> str:
     seq = (
-        "no session seq"
-        if problem.session_seq is None
-        else (f"session seq {problem.session_seq}")
+        "no sequence" if problem.sequence is None else (f"sequence {problem.sequence}")
     )
     name = event_name(problem.topic)
     if problem.kind == "truncated":

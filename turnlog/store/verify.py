@@ -48,7 +48,8 @@ class ChainProblem(msgspec.Struct, frozen=True):
 
     kind: str
     position: int
-    session_seq: int | None
+    sequence: int | None
+    """The event's place in its session (its ``session_seq``), if it has one."""
     topic: str
     detail: str
 
@@ -157,7 +158,7 @@ def head_problem(rows: list[ChainRow], head: ExpectedHead) -> ChainProblem | Non
             0,
             None,
             "",
-            f"every event is gone; {head.source} holds its head at seq "
+            f"every event is gone; {head.source} holds its head at sequence "
             f"{head.seq} (sha256 {short}...)",
         )
     last = rows[-1]
@@ -171,7 +172,7 @@ def head_problem(rows: list[ChainRow], head: ExpectedHead) -> ChainProblem | Non
             end,
             last.topic,
             f"no event carries the sha256 {short}... {head.source} holds: the "
-            f"chain (ending at seq {end}) was cut or replaced before it",
+            f"chain (ending at sequence {end}) was cut or replaced before it",
         )
     if head.seq > end:
         gone = str(end + 1) if head.seq == end + 1 else f"{end + 1} to {head.seq}"
@@ -180,8 +181,8 @@ def head_problem(rows: list[ChainRow], head: ExpectedHead) -> ChainProblem | Non
             last.position,
             end,
             last.topic,
-            f"the chain ends here, but {head.source} holds its head at seq "
-            f"{head.seq}: events with seq {gone} are gone",
+            f"the chain ends here, but {head.source} holds its head at sequence "
+            f"{head.seq}: events with sequence {gone} are gone",
         )
     row = rows[head.seq - 1]
     if row.state[CHAIN_FIELD] != head.digest:
@@ -216,7 +217,7 @@ def first_problem(rows: list[ChainRow]) -> ChainProblem | None:
                 row.position,
                 seq,
                 row.topic,
-                f"a second event with seq {seq}",
+                f"a second event with sequence {seq}",
             )
         if seq > expected:
             return ChainProblem(
@@ -224,7 +225,7 @@ def first_problem(rows: list[ChainRow]) -> ChainProblem | None:
                 row.position,
                 seq,
                 row.topic,
-                f"events with seq {expected} to {seq - 1} are gone",
+                f"events with sequence {expected} to {seq - 1} are gone",
             )
         encoded = canonical(row.topic, row.originator_id, row.version, row.state)
         if link(previous, encoded) != row.state.get(CHAIN_FIELD):

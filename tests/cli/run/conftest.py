@@ -19,7 +19,12 @@ sys.path.insert(0, str(Path(__file__).parents[2] / "providers"))
 sys.path.insert(0, str(Path(__file__).parents[2] / "mcp"))
 sys.path.insert(0, str(Path(__file__).parent))
 
+import io
+
+import pexpect
 from fake_openai import FakeOpenAI
+from pty_support import TIMEOUT, TURNLOG, Spawn, clean_environment, output_of
+from run_support import API_KEY
 
 
 @pytest.fixture(autouse=True)
@@ -57,3 +62,57 @@ def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path.mkdir()
     monkeypatch.chdir(path)
     return path
+
+
+@pytest.fixture
+def spawn(tmp_path: Path, workspace: Path, fake: FakeOpenAI) -> Iterator[Spawn]:
+    """``spawn(*args, configured=True, env={}, verbose=False)``: ``turnlog
+    [--verbose] run ARGS`` in a pty.
+
+    The child runs in ``workspace`` against ``tmp_path/log.sqlite3``;
+    ``configured`` points TURNLOG_MODEL / OPENAI_BASE_URL at the fake server.
+    ``output_of(child)`` is what it printed.
+    """
+    assert TURNLOG.exists(), f"the console script is not installed at {TURNLOG}"
+    children: list[pexpect.spawn] = []
+
+    def start(
+        *args: str,
+        configured: bool = True,
+        env: dict[str, str] | None = None,
+        verbose: bool = False,
+    ) -> pexpect.spawn:
+        environment = clean_environment()
+        if configured:
+            environment.update(
+                TURNLOG_MODEL="gpt-test",
+                OPENAI_BASE_URL=fake.base_url,
+                OPENAI_API_KEY=API_KEY,
+            )
+        environment.update(env or {})
+        child = pexpect.spawn(
+            str(TURNLOG),
+            [
+                *(["--verbose"] if verbose else []),
+                "--store",
+                f"sqlite:///{tmp_path}/log.sqlite3",
+                "run",
+                *args,
+            ],
+            cwd=str(workspace),
+            env=environment,
+            encoding="utf-8",
+            timeout=TIMEOUT,
+            dimensions=(40, 400),
+        )
+        child.logfile_read = io.StringIO()
+        children.append(child)
+        return child
+
+    yield start
+    for child in children:
+        if child.isalive():
+            child.terminate(force=True)
+        child.close(force=True)
+    for child in children:
+        assert API_KEY not in output_of(child)

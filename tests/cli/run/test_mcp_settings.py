@@ -16,10 +16,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from mcp.types import Tool, ToolAnnotations
 from mcp_support import SERVER, ServerFiles
 from run_support import API_KEY, ScriptedTerminal
 
-from turnlog import InvalidInputError, McpServer, McpServerError, UsageError
+from turnlog import (
+    InvalidInputError,
+    McpServer,
+    McpServerError,
+    ScriptedModel,
+    UsageError,
+)
 from turnlog.cli.main import main
 from turnlog.cli.run.command import RunOptions, run_interactive
 from turnlog.cli.run.mcp_settings import build_mcp_servers
@@ -75,7 +82,7 @@ def test_a_trusted_file_declares_a_stdio_server(
                 "env = { MCP_TEST_EXTRA_TOOLS = "
                 f"{toml_string(str(files.extra))} }}\n"
                 'pass_env = ["MARK_FILE"]\n'
-                'needs_approval = ["echo"]\n'
+                'run_unasked = ["weather"]\n'
                 "timeout = 5\n"
                 'idempotent = ["weather"]\n'
                 'tool_prefix = "t_"\n'
@@ -89,11 +96,48 @@ def test_a_trusted_file_declares_a_stdio_server(
     assert server.describe() == {"name": "srv", "transport": "stdio"}
     tools = {tool.name: tool for tool in server.tools()}
     assert "t_extra_add" in tools  # the env value reached the server
-    assert tools["t_echo"].requires_approval("{}")
+    assert tools["t_echo"].requires_approval("{}")  # not listed: asks
+    assert tools["t_pid"].requires_approval("{}")  # read-only hint not trusted
     assert not tools["t_weather"].requires_approval("{}")
     assert tools["t_weather"].idempotent
     assert not tools["t_echo"].idempotent
     assert tools["t_echo"].timeout == 5.0
+    # Its stderr went to the default file under the working directory.
+    assert server.stderr_log == workspace / ".turnlog" / "mcp" / "srv.log"
+    assert "MCP server started on stdio" in server.stderr_log.read_text()
+
+
+def test_read_only_hints_and_a_stderr_log_in_the_file(
+    workspace: Path, tmp_path: Path, servers: list[McpServer]
+) -> None:
+    folder = tmp_path / "routes"
+    folder.mkdir()
+    config = folder / "trusted.toml"
+    config.write_text(
+        stdio_table(extra='trust_read_only_hints = true\nstderr_log = "srv.err"\n')
+    )
+    settings = load_settings(config=config)
+    servers += build_mcp_servers(settings.file.mcp_servers, config)
+    [server] = servers
+    tools = {tool.remote_name: tool for tool in server.tools()}
+    assert not tools["pid"].requires_approval("{}")  # annotated readOnlyHint
+    assert tools["echo"].requires_approval("{}")
+    assert server.stderr_log == folder / "srv.err"  # beside the route file
+    assert "MCP server started on stdio" in (folder / "srv.err").read_text()
+    assert not (workspace / ".turnlog").exists()
+
+
+def test_needs_approval_in_the_file_is_refused_naming_run_unasked(
+    workspace: Path,
+) -> None:
+    config = workspace / "trusted.toml"
+    config.write_text(stdio_table(extra='needs_approval = ["write_file"]\n'))
+    with pytest.raises(InvalidInputError) as caught:
+        load_settings(config=config)
+    message = str(caught.value)
+    assert message.startswith(f"{config}: mcp_servers.srv")
+    assert 'run_unasked = ["read_file"]' in message
+    assert "\n" not in message
 
 
 class _HeaderRecorder(http.server.BaseHTTPRequestHandler):
@@ -132,7 +176,7 @@ def test_an_http_servers_header_comes_from_the_environment(
     config = workspace / "trusted.toml"
     config.write_text(
         f"[mcp_servers.search]\nurl = {toml_string(recorder)}\n"
-        'headers_env = { Authorization = "SEARCH_AUTH" }\nneeds_approval = false\n'
+        'headers_env = { Authorization = "SEARCH_AUTH" }\nrun_unasked = true\n'
     )
     settings = load_settings(config=config)
     servers += build_mcp_servers(settings.file.mcp_servers, config)
@@ -174,7 +218,12 @@ def test_an_unset_variable_is_named(workspace: Path, table: str, message: str) -
     [
         ('[mcp_servers.x]\nurl = "http://a/mcp"\ncommand = "x"\n', "mcp_servers.x: "),
         ("[mcp_servers.x]\nargs = []\n", "mcp_servers.x: "),
-        ('[mcp_servers.x]\ncommand = "x"\nneeds_approval = "no"\n', "needs_approval"),
+        ('[mcp_servers.x]\ncommand = "x"\nrun_unasked = "no"\n', "run_unasked"),
+        (
+            '[mcp_servers.x]\ncommand = "x"\ntrust_read_only_hints = 1\n',
+            "trust_read_only_hints",
+        ),
+        ('[mcp_servers.x]\nurl = "http://a"\nstderr_log = "a.log"\n', "stderr_log"),
         ('[mcp_servers.x]\ncommand = "x"\ntimeout = 0\n', "mcp_servers.x.timeout"),
         ('[mcp_servers.x]\ncommand = "x"\napi_key = "sk"\n', "mcp_servers.x.api_key"),
         ('[mcp_servers.x]\nurl = "http://a"\npass_env = ["A"]\n', "pass_env cannot"),
@@ -294,3 +343,33 @@ def test_the_readmes_example_is_a_valid_route_file(
     settings = load_settings(config=config)
     built = build_mcp_servers(settings.file.mcp_servers, config)  # none started
     assert [server.name for server in built] == ["fs", "search"]
+    assert_safe_as_written(built)
+
+
+WRITING_TOOLS = ("write_file", "edit_file", "move_file", "create_directory")
+
+
+def assert_safe_as_written(servers: list[McpServer]) -> None:
+    """No tool that writes runs unasked, even one the server marks read-only."""
+    for server in servers:
+        for name in WRITING_TOOLS:
+            for hint in (None, ToolAnnotations(read_only_hint=True)):
+                offered = Tool(name=name, input_schema={}, annotations=hint)
+                assert server._tool(offered).requires_approval("{}"), (server, name)
+
+
+def test_the_readmes_python_example_is_safe_as_written() -> None:
+    readme = (Path(__file__).parents[3] / "README.md").read_text()
+    [block] = [
+        block
+        for block in re.findall(r"```python\n(.*?)```", readme, flags=re.S)
+        if "McpServer.stdio" in block
+    ]
+    namespace: dict[str, object] = {"model": ScriptedModel([])}
+    exec(compile(block, "README.md", "exec"), namespace)  # builds, starts nothing
+    files, search = namespace["files"], namespace["search"]
+    assert isinstance(files, McpServer)
+    assert isinstance(search, McpServer)
+    assert_safe_as_written([files, search])
+    read = files._tool(Tool(name="read_text_file", input_schema={}))
+    assert not read.requires_approval("{}")  # the example lets reads run

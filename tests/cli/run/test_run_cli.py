@@ -42,7 +42,10 @@ def test_without_a_model_it_explains_how_to_configure_one(
     assert out == ""
     assert "OPENAI_BASE_URL" in err
     assert "turnlog demo" in err
+    assert "TURNLOG_API=anthropic" in err
+    assert "ANTHROPIC_API_KEY" in err
     assert error_line(err).startswith("no model configured")
+    assert "TURNLOG_API=anthropic" in error_line(err)  # the line that stays in view
     assert not (tmp_path / "log.sqlite3").exists()
 
 
@@ -82,6 +85,9 @@ def test_the_help_shows_the_options(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0
     for option in ("--session ID", "--model ROUTE", "--tools", "--approval"):
         assert option in out
+    # Both kinds of endpoint are named, not only OpenAI's.
+    for setting in ("OPENAI_API_KEY", "TURNLOG_API=anthropic", "ANTHROPIC_API_KEY"):
+        assert setting in out
     code, _, err = run(capsys, "run", "--approval", "sometimes")
     assert code == 2
     assert "invalid choice: 'sometimes'" in err

@@ -9,122 +9,30 @@ stopped at teardown.
 
 from __future__ import annotations
 
-import io
 import json
-import os
+import re
 import sys
-from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pexpect
 import pytest
 from fake_openai import Call, Fail, FakeOpenAI, Reply, Trickle
 from mcp_support import SERVER, ServerFiles
+from pty_support import (
+    APPROVAL,
+    HEADER,
+    PROMPT,
+    TIMEOUT,
+    TURNLOG,
+    Spawn,
+    output_of,
+    quits,
+    started,
+    tool_outputs,
+)
 from run_support import API_KEY
 
 pytestmark = pytest.mark.subprocess
-
-TURNLOG = Path(sys.executable).with_name("turnlog")
-"""The installed console script of this virtualenv."""
-
-TIMEOUT = 20
-"""Seconds any one expectation may take (a child starts in about one)."""
-
-PROMPT = r"you> "
-APPROVAL = r"\[q\]uit turn: "
-HEADER = r"turnlog run: session (\S+) \((new|resumed: \d+ earlier messages?)\)"
-
-Spawn = Callable[..., pexpect.spawn]
-
-
-def clean_environment() -> dict[str, str]:
-    """The environment without any turnlog or OpenAI setting of the developer."""
-    return {
-        name: value
-        for name, value in os.environ.items()
-        if not name.startswith(("TURNLOG_", "OPENAI_", "ANTHROPIC_"))
-    }
-
-
-@pytest.fixture
-def spawn(tmp_path: Path, workspace: Path, fake: FakeOpenAI) -> Iterator[Spawn]:
-    """``spawn(*args, configured=True, env={})``: ``turnlog run ARGS`` in a pty.
-
-    The child runs in ``workspace`` against ``tmp_path/log.sqlite3``;
-    ``configured`` points TURNLOG_MODEL / OPENAI_BASE_URL at the fake server.
-    ``output_of(child)`` is what it printed.
-    """
-    assert TURNLOG.exists(), f"the console script is not installed at {TURNLOG}"
-    children: list[pexpect.spawn] = []
-
-    def start(
-        *args: str, configured: bool = True, env: dict[str, str] | None = None
-    ) -> pexpect.spawn:
-        environment = clean_environment()
-        if configured:
-            environment.update(
-                TURNLOG_MODEL="gpt-test",
-                OPENAI_BASE_URL=fake.base_url,
-                OPENAI_API_KEY=API_KEY,
-            )
-        environment.update(env or {})
-        child = pexpect.spawn(
-            str(TURNLOG),
-            ["--store", f"sqlite:///{tmp_path}/log.sqlite3", "run", *args],
-            cwd=str(workspace),
-            env=environment,
-            encoding="utf-8",
-            timeout=TIMEOUT,
-            dimensions=(40, 400),
-        )
-        child.logfile_read = io.StringIO()
-        children.append(child)
-        return child
-
-    yield start
-    for child in children:
-        if child.isalive():
-            child.terminate(force=True)
-        child.close(force=True)
-    for child in children:
-        assert API_KEY not in output_of(child)
-
-
-def output_of(child: pexpect.spawn) -> str:
-    """Everything the child printed so far."""
-    return str(child.logfile_read.getvalue())
-
-
-def started(child: pexpect.spawn) -> str:
-    """Waits for the header and the first prompt; returns the session id."""
-    child.expect(HEADER)
-    session_id = str(child.match.group(1))
-    child.expect(PROMPT)
-    return session_id
-
-
-def quits(child: pexpect.spawn, how: str = "eof") -> str:
-    """Quits at the prompt (Ctrl-D or Ctrl-C); checks exit 0; returns the output."""
-    if how == "eof":
-        child.sendeof()
-    else:
-        child.sendintr()
-    child.expect(pexpect.EOF)
-    child.close()
-    output = output_of(child)
-    assert child.exitstatus == 0, output
-    assert "Traceback" not in output
-    return output
-
-
-def tool_outputs(body: dict[str, Any]) -> list[str]:
-    """The function-call outputs a Responses request sent."""
-    return [
-        item["output"]
-        for item in body["input"]
-        if item.get("type") == "function_call_output"
-    ]
 
 
 def test_a_streamed_answer_appears(spawn: Spawn, fake: FakeOpenAI) -> None:
@@ -135,7 +43,7 @@ def test_a_streamed_answer_appears(spawn: Spawn, fake: FakeOpenAI) -> None:
     child.expect(r"assistant> Streaming works fine today\.\r\n")
     child.expect(PROMPT)
     output = quits(child)
-    assert "continue: turnlog --store" in output
+    assert f"continue: {TURNLOG} --store" in output
     [request] = fake.requests
     assert request.body["stream"] is True
     assert request.path == "/v1/responses"
@@ -161,7 +69,7 @@ def test_a_tool_call_and_its_result_are_shown(
 
 
 def test_an_mcp_tool_of_the_trusted_file_runs_after_approval(
-    spawn: Spawn, fake: FakeOpenAI, tmp_path: Path
+    spawn: Spawn, fake: FakeOpenAI, tmp_path: Path, workspace: Path
 ) -> None:
     files = ServerFiles(tmp_path)
     config = tmp_path / "trusted.toml"
@@ -177,6 +85,8 @@ def test_an_mcp_tool_of_the_trusted_file_runs_after_approval(
     child = spawn("--config", str(config), env={"MCP_TEST_MARK": str(files.calls)})
     child.expect(HEADER)
     child.expect(r"mcp: srv: srv_echo, ")
+    stderr_log = workspace / ".turnlog" / "mcp" / "srv.log"
+    child.expect(rf"mcp: srv: its stderr goes to {re.escape(str(stderr_log))}\r\n")
     child.expect(PROMPT)
     child.sendline("echo something")
     child.expect(r'approve srv_echo\(\{"text": "from the model"\}\)\? ')
@@ -186,8 +96,11 @@ def test_an_mcp_tool_of_the_trusted_file_runs_after_approval(
     child.expect(r"  result  srv_echo: echo: from the model\r\n")
     child.expect(r"assistant> The server echoed it\.")
     child.expect(PROMPT)
-    quits(child)
+    printed = quits(child)
     assert files.called() == ["echo"]
+    # The server's stderr went to its log file, not to the terminal.
+    assert "MCP server started" not in printed
+    assert "turnlog-test MCP server started on stdio" in stderr_log.read_text()
     assert tool_outputs(fake.requests[1].body) == ["echo: from the model"]
     [tool] = [t for t in fake.requests[0].body["tools"] if t["name"] == "srv_echo"]
     assert tool["parameters"]["properties"]["text"]["type"] == "string"

@@ -92,6 +92,18 @@ def test_turn_endings_and_failures() -> None:
     ]
 
 
+def test_a_turn_that_failed_of_a_model_error_does_not_repeat_it() -> None:
+    error = "HTTP 503 from x: overloaded (gave up after 4 attempts)"
+    text = shown(
+        event(p.ModelStepFailed(1, "ServerError", error)),
+        event(p.TurnAborted("t1", f"model step failed: ServerError: {error}", True)),
+    )
+    assert text.splitlines() == [
+        f"  model error: ServerError: {error}",
+        "  turn failed: model step failed",
+    ]
+
+
 def test_model_text_cannot_steer_the_terminal() -> None:
     assert terminal_safe("a\x1b[2Jb\tc\nd\x07") == "a\\x1b[2Jb\tc\nd\\x07"
     text = shown(event(p.AgentMessageDelta("\x1b]0;pwned\x07hi")))

@@ -67,12 +67,15 @@ QUIT_WAIT = 5.0
 """Seconds quitting waits for an interrupted turn to be recorded as ended."""
 
 HOW_TO_CONFIGURE = """\
-turnlog run talks to an OpenAI-compatible endpoint. Configure one with
-environment variables:
+turnlog run talks to an OpenAI-compatible endpoint or to Anthropic's API.
+Configure one with environment variables:
 
     export TURNLOG_MODEL=gpt-4.1-mini OPENAI_API_KEY=sk-...
     # another server: OPENAI_BASE_URL=http://127.0.0.1:8080/v1
     # its /chat/completions API: TURNLOG_API=chat
+
+    # or Anthropic's Messages API:
+    export TURNLOG_API=anthropic TURNLOG_MODEL=claude-sonnet-4-5 ANTHROPIC_API_KEY=...
 
 or with routes in ~/.config/turnlog/turnlog.toml (or the file --config or
 $TURNLOG_CONFIG names):

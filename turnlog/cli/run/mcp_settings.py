@@ -7,7 +7,9 @@
     args = ["-y", "@modelcontextprotocol/server-filesystem", "."]
     env = { LOG_LEVEL = "warn" }         # values set here
     pass_env = ["GITHUB_TOKEN"]          # values taken from turnlog's environment
-    needs_approval = ["write_file"]      # true (default), false, or tool names
+    run_unasked = ["read_file"]          # tools that need no approval (default none)
+    trust_read_only_hints = false        # true: also the server's readOnlyHint tools
+    stderr_log = "fs.log"                # default .turnlog/mcp/<name>.log (see below)
     timeout = 30                         # seconds a call may take (default 60)
     idempotent = ["read_file"]           # may run again after a crash
     tool_prefix = "fs_"                  # default "<name>_"
@@ -15,6 +17,13 @@
     [mcp_servers.search]                 # streamable HTTP
     url = "https://example.com/mcp"
     headers_env = { Authorization = "SEARCH_AUTH" }  # header <- $SEARCH_AUTH
+
+Every tool asks before each call unless ``run_unasked`` names it (or
+``trust_read_only_hints`` lets the server's ``readOnlyHint`` count); the
+old ``needs_approval`` key is refused with a message naming the new one.
+A stdio server's stderr goes to ``stderr_log`` (relative to the route
+file's folder), by default ``mcp/<name>.log`` in the ``.turnlog`` folder
+of the working directory: never to the terminal.
 
 Trust: a server is a command turnlog runs, or an endpoint that receives
 tool arguments, so only a trusted route file may declare one (the
@@ -41,14 +50,23 @@ ServerName = Annotated[str, pydantic.StringConstraints(pattern=r"^[A-Za-z0-9_-]+
 
 Variable = Annotated[str, pydantic.StringConstraints(min_length=1)]
 
-_STDIO_ONLY = ("args", "env", "pass_env")
+_STDIO_ONLY = ("args", "env", "pass_env", "stderr_log")
 _HTTP_ONLY = ("headers_env",)
+
+NEEDS_APPROVAL_KEY_REMOVED = (
+    "needs_approval is no longer accepted: every MCP tool asks before it runs "
+    'unless named in run_unasked (run_unasked = ["read_file"]); '
+    "trust_read_only_hints = true also runs the tools the server marks read-only"
+)
+
+STDERR_FOLDER = Path(".turnlog") / "mcp"
+"""Where stdio servers' stderr goes by default, under the working directory."""
 
 
 class McpServerConfig(pydantic.BaseModel, frozen=True, extra="forbid", strict=True):
     """One ``[mcp_servers.NAME]`` table: a server run over stdio or reached by URL.
 
-    Strict: ``needs_approval = "no"`` is a mistake to name, not a False.
+    Strict: ``run_unasked = "yes"`` is a mistake to name, not a True.
 
     Attributes:
         command: the program to run (a stdio server).
@@ -58,7 +76,10 @@ class McpServerConfig(pydantic.BaseModel, frozen=True, extra="forbid", strict=Tr
             keys, which stay out of files).
         url: the endpoint of a streamable HTTP server.
         headers_env: header name -> the variable holding its value.
-        needs_approval: which tools need a decision before each call.
+        run_unasked: which tools run without an approval decision.
+        trust_read_only_hints: whether tools the server annotates
+            ``readOnlyHint`` run unasked too.
+        stderr_log: the file a stdio server's stderr is appended to.
         timeout: seconds a call may take.
         idempotent: which tools may run again after a crash.
         tool_prefix: put before each tool name (default ``<name>_``).
@@ -70,10 +91,19 @@ class McpServerConfig(pydantic.BaseModel, frozen=True, extra="forbid", strict=Tr
     pass_env: list[Variable] = pydantic.Field(default_factory=list)
     url: str | None = pydantic.Field(default=None, min_length=1)
     headers_env: dict[Variable, Variable] = pydantic.Field(default_factory=dict)
-    needs_approval: bool | list[str] = True
+    run_unasked: bool | list[str] = False
+    trust_read_only_hints: bool = False
+    stderr_log: str | None = pydantic.Field(default=None, min_length=1)
     timeout: float = pydantic.Field(default=DEFAULT_TIMEOUT, gt=0)
     idempotent: bool | list[str] = False
     tool_prefix: str | None = pydantic.Field(default=None, pattern=r"^[A-Za-z0-9_-]*$")
+
+    @pydantic.model_validator(mode="before")
+    @classmethod
+    def _no_needs_approval(cls, data: object) -> object:
+        if isinstance(data, Mapping) and "needs_approval" in data:
+            raise ValueError(NEEDS_APPROVAL_KEY_REMOVED)
+        return data
 
     @pydantic.model_validator(mode="after")
     def _one_transport(self) -> Self:
@@ -90,13 +120,19 @@ class McpServerConfig(pydantic.BaseModel, frozen=True, extra="forbid", strict=Tr
 
 
 def build_mcp_servers(
-    configs: Mapping[str, McpServerConfig], where: Path | None
+    configs: Mapping[str, McpServerConfig],
+    where: Path | None,
+    workdir: Path | None = None,
 ) -> list[McpServer]:
     """The servers ``configs`` declare, in order; none is started yet.
 
     Args:
         configs: the route file's ``mcp_servers`` tables, by name.
-        where: the route file they came from (for messages).
+        where: the route file they came from (for messages; a relative
+            ``stderr_log`` is taken from its folder).
+        workdir: the folder whose ``.turnlog/mcp/`` holds stdio servers'
+            stderr when ``stderr_log`` is not set (default: the working
+            directory).
 
     Raises:
         UsageError: a variable named by ``pass_env`` or ``headers_env`` is
@@ -104,16 +140,24 @@ def build_mcp_servers(
             message names the table and the variable, never a value.
     """
     servers = []
+    logs = (workdir or Path.cwd()) / STDERR_FOLDER
     for name, config in configs.items():
         table = f"mcp_servers.{name} in {where}"
+        if config.stderr_log is None:
+            stderr_log = logs / f"{name}.log"
+        else:
+            base = where.parent if where is not None else Path.cwd()
+            stderr_log = base / Path(config.stderr_log).expanduser()
         try:
-            servers.append(_server(name, config, table))
+            servers.append(_server(name, config, table, stderr_log))
         except InvalidInputError as error:
             raise InvalidInputError(f"{table}: {error}") from None
     return servers
 
 
-def _server(name: str, config: McpServerConfig, table: str) -> McpServer:
+def _server(
+    name: str, config: McpServerConfig, table: str, stderr_log: Path
+) -> McpServer:
     if config.command is not None:
         passed = {
             variable: _variable(variable, f"{table} passes ${variable}")
@@ -125,7 +169,9 @@ def _server(name: str, config: McpServerConfig, table: str) -> McpServer:
             config.args,
             name=name,
             env=env or None,
-            needs_approval=config.needs_approval,
+            stderr_log=stderr_log,
+            run_unasked=config.run_unasked,
+            trust_read_only_hints=config.trust_read_only_hints,
             timeout=config.timeout,
             idempotent=config.idempotent,
             tool_prefix=config.tool_prefix,
@@ -141,7 +187,8 @@ def _server(name: str, config: McpServerConfig, table: str) -> McpServer:
         config.url,
         name=name,
         headers=headers,
-        needs_approval=config.needs_approval,
+        run_unasked=config.run_unasked,
+        trust_read_only_hints=config.trust_read_only_hints,
         timeout=config.timeout,
         idempotent=config.idempotent,
         tool_prefix=config.tool_prefix,
@@ -157,7 +204,8 @@ def _variable(name: str, what: str) -> str:
 
 
 def describe_tools(servers: list[McpServer]) -> list[str]:
-    """One line per server: its name and the tools the model knows it by.
+    """Lines per server: its name, the tools the model knows it by, and
+    where its stderr goes.
 
     The servers have started (a session read their lists): the lists are
     the ones kept then.
@@ -166,4 +214,6 @@ def describe_tools(servers: list[McpServer]) -> list[str]:
     for server in servers:
         names = ", ".join(tool.name for tool in server.tools()) or "(no tools)"
         lines.append(f"mcp: {server.name}: {names}")
+        if server.stderr_log is not None:
+            lines.append(f"mcp: {server.name}: its stderr goes to {server.stderr_log}")
     return lines

@@ -78,7 +78,8 @@ KEYED_HOSTS = frozenset({"api.openai.com", "api.anthropic.com"})
 """Hosts that refuse every request without a key: a missing one is named early."""
 
 NOT_CONFIGURED = (
-    "no model configured: set TURNLOG_MODEL (and OPENAI_API_KEY) or add [routes] "
+    "no model configured: set TURNLOG_MODEL (and OPENAI_API_KEY, or "
+    "TURNLOG_API=anthropic and ANTHROPIC_API_KEY) or add [routes] "
     f"to {CONFIG_FILE}; try `turnlog demo` for an offline session"
 )
 

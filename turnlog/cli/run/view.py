@@ -108,6 +108,9 @@ class TurnView:
         self._write = write
         self._open_line = False
         self._streamed = False
+        self._model_error: str | None = None
+        """The last model error shown: a turn that failed of it says so
+        without repeating it."""
 
     def close_line(self) -> None:
         """Ends a streamed line, so the next output starts on its own."""
@@ -160,6 +163,7 @@ class TurnView:
             case ModelStepFailed(error_type=error_type, message=message):
                 if error_type == CANCELLED:
                     return  # an interrupted step: the turn's end says why
+                self._model_error = f"{error_type}: {message}"
                 self.line(f"  model error: {error_type}: {one_line(message, 500)}")
             case InputRejected(reason=reason):
                 self.line(f"  input rejected: {one_line(reason, 500)}")
@@ -169,9 +173,16 @@ class TurnView:
                 self.line(f"  [{one_line(block.title, 80)}]")
             case TurnAborted(reason=reason, failed=failed):
                 label = "turn failed" if failed else "turn stopped"
-                self.line(f"  {label}: {one_line(reason, 500)}")
+                self.line(f"  {label}: {one_line(self._unrepeated(reason), 500)}")
             case _:
                 pass  # bookkeeping (turn markers, usage, steps): see `turnlog audit`
+
+    def _unrepeated(self, reason: str) -> str:
+        """``reason`` without the model error shown just before it."""
+        error = self._model_error
+        if not error or error not in reason:
+            return reason
+        return reason.replace(error, "").strip().rstrip(":").strip() or "model error"
 
 
 def _short(output: str) -> str:

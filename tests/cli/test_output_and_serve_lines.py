@@ -1,0 +1,89 @@
+"""Small things the command line prints or accepts, each as a person reads it:
+one spelling of the output-file option, and the served agents by name."""
+
+from __future__ import annotations
+
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from turnlog import Agent, Runtime, ScriptedModel
+
+
+@pytest.fixture
+def one_session(store: str) -> str:
+    with Runtime.open(store) as runtime:
+        session = runtime.create_session(
+            Agent("a", model=ScriptedModel(["hi"])), session_id="s1"
+        )
+        session.prompt("hello", timeout=10)
+    return store
+
+
+@pytest.mark.parametrize("command", ["export", "traces"])
+@pytest.mark.parametrize("spelling", ["-o", "--output"])
+def test_export_and_traces_write_a_file_with_the_same_option(
+    turnlog, one_session: str, tmp_path: Path, command: str, spelling: str
+) -> None:
+    target = tmp_path / f"{command}.json"
+
+    done = turnlog("--store", one_session, command, "s1", spelling, str(target))
+
+    assert (done.code, done.err) == (0, "")
+    assert target.read_text().strip()
+    assert str(target) in done.out
+
+
+def test_traces_still_reads_its_old_out_option_without_showing_it(
+    turnlog, one_session: str, tmp_path: Path
+) -> None:
+    target = tmp_path / "trace.json"
+
+    done = turnlog("--store", one_session, "traces", "s1", "--out", str(target))
+    traces_help = turnlog("traces", "--help").out
+    export_help = turnlog("export", "--help").out
+
+    assert (done.code, done.err) == (0, "")
+    assert target.exists()
+    assert "-o FILE, --output FILE" in traces_help
+    assert "-o FILE, --output FILE" in export_help
+    assert "--out " not in traces_help
+
+
+@pytest.mark.parametrize(
+    ("options", "line"),
+    [
+        (["--demo"], "turnlog serve: agent demo on http://127.0.0.1:8123"),
+        (
+            ["--demo", "--agent", "served_agents:helper"],
+            "turnlog serve: agents demo, helper on http://127.0.0.1:8123",
+        ),
+    ],
+)
+def test_serve_names_its_agents_as_words(
+    turnlog,
+    store: str,
+    monkeypatch: pytest.MonkeyPatch,
+    options: list[str],
+    line: str,
+) -> None:
+    served = []
+    stub = types.ModuleType("uvicorn")
+    stub.run = lambda app, **settings: served.append(settings)  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "uvicorn", stub)
+    module = types.ModuleType("served_agents")
+    module.helper = Agent("helper", model=ScriptedModel(["x"]))  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "served_agents", module)
+    monkeypatch.setenv("TURNLOG_SERVICE_TOKENS", "acme=secret-for-this-test")
+
+    done = turnlog("--store", store, "serve", *options, "--port", "8123")
+
+    assert done.code == 0, done.err
+    assert served == [
+        {"host": "127.0.0.1", "port": 8123, "log_level": "warning", "access_log": False}
+    ]
+    [shown] = [text for text in done.err.splitlines() if "on http://" in text]
+    assert shown.startswith(line), shown
+    assert "[" not in shown
