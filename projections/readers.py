@@ -7,7 +7,7 @@ made after the session reported an event sees at least that event.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from typing import Any, Concatenate, ParamSpec, TypeVar
 from uuid import UUID
 
@@ -355,9 +355,3 @@ def replay_session(transcripts: Transcripts, session_id: str) -> list[Event]:
     """``rt.replay_events``: a session's durable EventMsg stream from the log."""
     check_session_id(session_id)
     return replay_events(transcripts.all(session_id), session_id)
-
-
-def items_of(pages: Sequence[TranscriptPage]) -> list[TranscriptItem]:
-    """The items of several pages, oldest first (pages in any order)."""
-    items = [item for page in pages for item in page.items]
-    return sorted(items, key=lambda item: item.position)

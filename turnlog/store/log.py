@@ -488,8 +488,6 @@ class Store:
         if self._snapshot is not None:
             self._snapshot.close()  # the last link to the memory copy
 
-    # -- the turnlog marker ---------------------------------------------------
-
     def sql(self, statement: str) -> str:
         """``statement`` with ``?`` placeholders in this backend's style."""
         return self.backend.sql(statement)
