@@ -83,7 +83,7 @@ class Subscription:
         self._handle = handle
         self._subscriber = subscriber
 
-    def get(self, timeout: float | None = None) -> Any:
+    def get(self, timeout: float | None = None) -> SessionEvent:
         """The next event; raises TimeoutError, or SessionClosedError at the end.
 
         If the session failed (its actor died), the end raises
@@ -94,7 +94,7 @@ class Subscription:
         except SubscriptionClosed as closed:
             raise SessionClosedError(f"subscription to {closed} ended") from None
 
-    def drain(self) -> list[Any]:
+    def drain(self) -> list[SessionEvent]:
         """Every buffered event, without waiting."""
         return self._subscriber.drain()
 
@@ -103,17 +103,17 @@ class Subscription:
         self._subscriber.close()
         self._handle.unsubscribe(self._subscriber)
 
-    def __iter__(self) -> Iterator[Any]:
+    def __iter__(self) -> Iterator[SessionEvent]:
         while True:
             try:
                 yield self._subscriber.get()
             except SubscriptionClosed:
                 return
 
-    def __aiter__(self) -> AsyncIterator[Any]:
+    def __aiter__(self) -> AsyncIterator[SessionEvent]:
         return self._aiter()
 
-    async def _aiter(self) -> AsyncIterator[Any]:
+    async def _aiter(self) -> AsyncIterator[SessionEvent]:
         loop = asyncio.get_running_loop()
         while True:
             try:
@@ -202,7 +202,9 @@ class _ActorHandle:
         self._activation.unsubscribe(subscriber)
 
 
-def _attachments(values: Sequence[Any]) -> tuple[SessionFileReference, ...]:
+def _attachments(
+    values: Sequence[SessionFileReference],
+) -> tuple[SessionFileReference, ...]:
     if isinstance(values, str | bytes) or not isinstance(values, Sequence):
         msg = "attachments must be a sequence of SessionFileReference"
         raise InvalidInputError(msg)
@@ -259,7 +261,7 @@ class AgentSession:
             raise self._actor.closed_error()
 
     def _start(
-        self, text: str, attachments: Sequence[Any]
+        self, text: str, attachments: Sequence[SessionFileReference]
     ) -> concurrent.futures.Future[RunResult]:
         check_input("prompt", text)
         refs = _attachments(attachments)
@@ -271,7 +273,7 @@ class AgentSession:
         self,
         text: str,
         *,
-        attachments: Sequence[Any] = (),
+        attachments: Sequence[SessionFileReference] = (),
         timeout: float | None = None,
     ) -> RunResult:
         """Runs ``text`` (and any queued follow-ups); returns when the run ends.
@@ -281,13 +283,15 @@ class AgentSession:
         return self._start(text, attachments).result(timeout)
 
     async def prompt_async(
-        self, text: str, *, attachments: Sequence[Any] = ()
+        self, text: str, *, attachments: Sequence[SessionFileReference] = ()
     ) -> RunResult:
         """``prompt`` for asyncio callers; never blocks the event loop."""
         waiter = self._start(text, attachments)  # a tell: it never blocks
         return await asyncio.wrap_future(waiter)
 
-    def follow_up(self, text: str, *, attachments: Sequence[Any] = ()) -> str:
+    def follow_up(
+        self, text: str, *, attachments: Sequence[SessionFileReference] = ()
+    ) -> str:
         """Queues ``text`` to run after the current (or next) run's turns.
 
         Returns the submission id.
@@ -316,7 +320,9 @@ class AgentSession:
             raise InvalidInputError(msg)
         self._actor.ask(ChangeRoute(route))
 
-    def steer(self, text: str, *, attachments: Sequence[Any] = ()) -> str:
+    def steer(
+        self, text: str, *, attachments: Sequence[SessionFileReference] = ()
+    ) -> str:
         """Adds ``text`` to the running turn before its next model call.
 
         With no turn running, it waits for the next turn like a follow-up.

@@ -34,6 +34,7 @@ from typing import Any, cast
 
 import msgspec
 from eventsourcing.application import AggregateNotFoundError
+from eventsourcing.domain import Aggregate
 from eventsourcing.persistence import (
     IntegrityError,
     Notification,
@@ -174,7 +175,7 @@ class Store:
     # -- writing --------------------------------------------------------------
 
     def save(
-        self, *aggregates: Any, claim: Claim | None = None
+        self, *aggregates: Aggregate, claim: Claim | None = None
     ) -> list[Recording[uuid.UUID]]:
         """Saves the pending events of ``aggregates`` in one transaction.
 
