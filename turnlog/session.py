@@ -16,7 +16,6 @@ import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any
 
-import msgspec
 import pykka
 
 from turnlog.actors.activation import Activation
@@ -45,7 +44,7 @@ from turnlog.domain.errors import (
     SessionClosedError,
     TurnlogError,
 )
-from turnlog.domain.inputs import check_input
+from turnlog.domain.inputs import check_attachments, check_input
 from turnlog.domain.protocol import (
     ApprovalResponse,
     Event,
@@ -201,24 +200,8 @@ class _ActorHandle:
     def unsubscribe(self, subscriber: Subscriber) -> None:
         self._activation.unsubscribe(subscriber)
 
-
-def _attachments(
-    values: Sequence[SessionFileReference],
-) -> tuple[SessionFileReference, ...]:
-    if isinstance(values, str | bytes) or not isinstance(values, Sequence):
-        msg = "attachments must be a sequence of SessionFileReference"
-        raise InvalidInputError(msg)
-    for index, value in enumerate(values):
-        if not isinstance(value, SessionFileReference):
-            msg = f"attachments must be SessionFileReference objects, not {value!r}"
-            raise InvalidInputError(msg)
-        try:  # msgspec does not check field types on construction
-            msgspec.convert(msgspec.structs.asdict(value), SessionFileReference)
-        except msgspec.ValidationError as error:
-            msg = f"bad attachment {value!r}: {error}"
-            raise InvalidInputError(msg) from None
-        check_encodable(value, f"attachments[{index}]")
-    return tuple(values)
+    def wait_passivated(self, timeout: float | None) -> bool:
+        return self._activation.wait_passivated(timeout)
 
 
 class RunHandle:
@@ -264,7 +247,7 @@ class AgentSession:
         self, text: str, attachments: Sequence[SessionFileReference]
     ) -> concurrent.futures.Future[RunResult]:
         check_input("prompt", text)
-        refs = _attachments(attachments)
+        refs = check_attachments(attachments)
         waiter: concurrent.futures.Future[RunResult] = concurrent.futures.Future()
         self._actor.tell(StartPrompt(text, refs, waiter))
         return waiter
@@ -297,7 +280,7 @@ class AgentSession:
         Returns the submission id.
         """
         check_input("follow_up", text)
-        result: str = self._actor.ask(FollowUp(text, _attachments(attachments)))
+        result: str = self._actor.ask(FollowUp(text, check_attachments(attachments)))
         return result
 
     def send_input(self, text: str, *, kind: str = "peer") -> str:
@@ -329,7 +312,7 @@ class AgentSession:
         Returns the submission id.
         """
         check_input("steer", text)
-        refs = _attachments(attachments)
+        refs = check_attachments(attachments)
         result: str = self._actor.ask(Submit(Steer(text, refs)))
         return result
 
@@ -402,6 +385,24 @@ class AgentSession:
     def running(self) -> bool:
         """Whether a run is in progress."""
         return self._actor.query(RunningQuery())
+
+    def wait_passivated(self, timeout: float | None = None) -> bool:
+        """Waits until the session passivated here; False if ``timeout`` passed.
+
+        Passivated: idle for its ``idle_timeout``, it gave back its lease
+        (another process may take the session now) and its actor stopped.
+        True at once if it is passive now. False if the session ended here
+        instead (closed, failed, or taken by another process). A later call
+        on the session starts it again.
+        """
+        if timeout is not None and (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, int | float)
+            or not timeout >= 0
+        ):
+            msg = f"timeout must be a number of seconds >= 0, not {timeout!r}"
+            raise InvalidInputError(msg)
+        return self._actor.wait_passivated(timeout)
 
     def reachable(self) -> bool:
         """Whether this handle still reaches its session, without asking it.
