@@ -12,6 +12,7 @@ import pykka
 from eventsourcing.domain import Aggregate
 from eventsourcing.persistence import Recording
 
+from turnlog.actors.contracts import ApprovalDecider
 from turnlog.actors.io_loop import IoLoop
 from turnlog.domain.run import RunResult, RunStatus
 
@@ -49,7 +50,7 @@ class SessionSettings(msgspec.Struct, frozen=True):
     """Per-session run settings."""
 
     approval_policy: str = "ask"
-    approval_provider: Any = None
+    approval_provider: ApprovalDecider | None = None
     approval_timeout: float | None = None
     idle_timeout: float | None = None
     """Seconds idle before the actor passivates (with a host); None: never."""
