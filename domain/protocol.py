@@ -9,8 +9,7 @@ deltas) are marked ``transient`` and never replayed.
 
 from __future__ import annotations
 
-import warnings
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 
@@ -327,20 +326,3 @@ def decode_op(data: bytes | str) -> Op:
 def decode_event(data: bytes | str) -> Event:
     """An Event from JSON."""
     return _event_decoder.decode(data)
-
-
-if not TYPE_CHECKING:  # hidden from mypy, so a mistyped name stays an error
-
-    def __getattr__(name: str) -> Any:
-        # ApprovalRequested was ApprovalRequest here, which clashed with
-        # turnlog.ApprovalRequest; old imports keep working, with a warning.
-        if name == "ApprovalRequest":
-            warnings.warn(
-                "turnlog.domain.protocol.ApprovalRequest is now "
-                "turnlog.events.ApprovalRequested",
-                DeprecationWarning,
-                stacklevel=2,
-            )
-            return ApprovalRequested
-        msg = f"module {__name__!r} has no attribute {name!r}"
-        raise AttributeError(msg)

@@ -54,8 +54,6 @@ class ViewLeader:
         self._stopping = threading.Event()
         self._leading = threading.Event()
         self._thread: threading.Thread | None = None
-        self.retries = 0
-        """Catch-ups that failed and were retried (for tests and monitoring)."""
 
     def start(self) -> None:
         """Starts the thread that waits for the lock and then follows."""
@@ -139,7 +137,6 @@ class ViewLeader:
                     logger.exception("the views stopped at an entry they cannot fold")
                     return False
                 except Exception:
-                    self.retries += 1
                     logger.warning(
                         "could not bring the views up to date; retrying in %.1f s",
                         pause,

@@ -311,9 +311,10 @@ class Runtime:
             model_route=agent.model_route,
         )
         # A session new to the log is saved with its lease, in one commit,
-        # and the log is not read first: where it holds the session or a
-        # lease on it, that save clashes and records nothing, and the lease
-        # is taken first and the session read from the log, as before.
+        # and the log is not read first: a new session, the common case,
+        # costs one round trip. Where the log holds the session or a lease
+        # on it, that save clashes and records nothing; the lease is then
+        # taken first and the session read from the log.
         created = new_session()
         claimed = self.ownership.claim_new(
             session_id, lambda claim: self.store.save(created, claim=claim)

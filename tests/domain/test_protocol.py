@@ -58,11 +58,3 @@ def test_a_malformed_op_is_refused_with_a_validation_error() -> None:
         p.decode_op(b'{"type": "user_input"}')
     with pytest.raises(msgspec.ValidationError):
         p.decode_op(b'{"type": "launch_missiles"}')
-
-
-def test_the_old_name_of_approval_requested_still_resolves_with_a_warning() -> None:
-    with pytest.warns(DeprecationWarning, match="turnlog.events.ApprovalRequested"):
-        old = p.ApprovalRequest  # type: ignore[attr-defined]
-    assert old is p.ApprovalRequested
-    with pytest.raises(AttributeError):
-        p.NoSuchMessage  # type: ignore[attr-defined]  # noqa: B018
