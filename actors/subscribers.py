@@ -18,12 +18,12 @@ from collections.abc import Callable
 from typing import Any
 
 from turnlog.domain.errors import TurnlogError
-from turnlog.domain.protocol import SessionClosed, TurnAborted, TurnComplete
+from turnlog.domain.protocol import SessionClosedMsg, TurnAbortedMsg, TurnCompletedMsg
 from turnlog.domain.run import EventsMissed, RunEvent, RunFinished
 
 DEFAULT_BUFFER = 10_000
 
-_TERMINAL_MESSAGES = (TurnComplete, TurnAborted, SessionClosed)
+_TERMINAL_MESSAGES = (TurnCompletedMsg, TurnAbortedMsg, SessionClosedMsg)
 
 
 def is_terminal(item: Any) -> bool:
