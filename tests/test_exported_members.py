@@ -104,10 +104,12 @@ PACKAGES = [
     "turnlog.cli",
     "turnlog.cli.run",
     "turnlog.domain",
+    "turnlog.mcp",
     "turnlog.projections",
     "turnlog.providers",
     "turnlog.service",
     "turnlog.store",
+    "turnlog.traces",
 ]
 
 

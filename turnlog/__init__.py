@@ -58,7 +58,7 @@ from turnlog.domain.run import (
     RunStarted,
     SessionEvent,
 )
-from turnlog.mcp_tools import McpServer, McpTool
+from turnlog.mcp.tools import McpServer, McpTool
 from turnlog.middleware import Compaction, Middleware
 from turnlog.projections.executions import Execution
 from turnlog.projections.readers import (

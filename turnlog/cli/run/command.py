@@ -40,7 +40,7 @@ from turnlog.domain.errors import SessionClosedError, UsageError
 from turnlog.domain.ids import check_session_id
 from turnlog.domain.protocol import ApprovalRequestedMsg
 from turnlog.domain.run import RunEvent, RunFinished, RunResult
-from turnlog.mcp_tools import McpServer
+from turnlog.mcp.tools import McpServer
 from turnlog.routing import ModelRouter
 from turnlog.runtime import Runtime
 from turnlog.session import AgentSession

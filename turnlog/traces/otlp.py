@@ -14,7 +14,7 @@ needs nothing::
 
 To export live, as the runtime saves, pass an OpenTelemetry ``SpanExporter``
 to ``Runtime.open(..., span_exporter=...)`` (the ``otel`` extra; see
-:mod:`turnlog.otel`). Both give the same spans: same ids, names, times and
+:mod:`turnlog.traces.live`). Both give the same spans: same ids, names, times and
 attributes.
 """
 

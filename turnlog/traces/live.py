@@ -34,7 +34,7 @@ from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, Trace
 from turnlog.domain.session import SessionClosed
 from turnlog.projections.spans import SpanFold, SpanRecord
 from turnlog.store.log import Store
-from turnlog.traces import SCOPE_NAME, session_events
+from turnlog.traces.otlp import SCOPE_NAME, session_events
 
 logger = logging.getLogger(__name__)
 
