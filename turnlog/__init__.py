@@ -73,8 +73,7 @@ from turnlog.runtime import Runtime
 from turnlog.scripted import ScriptedModel, calls, reply, tool_call
 from turnlog.session import AgentHandle, AgentSession, RunHandle, Subscription
 from turnlog.tools import FunctionTool, ToolContext, ToolResult, function_tool
-
-__version__ = "0.1.0"
+from turnlog.version import __version__ as __version__
 
 __all__ = [
     "Agent",

@@ -9,6 +9,7 @@ is not imported here (``Runtime.open(..., span_exporter=...)`` uses it).
 """
 
 from turnlog.traces.otlp import (
+    HoldsLog,
     otlp_body,
     otlp_json,
     otlp_protobuf,
@@ -18,6 +19,7 @@ from turnlog.traces.otlp import (
 )
 
 __all__ = [
+    "HoldsLog",
     "otlp_body",
     "otlp_json",
     "otlp_protobuf",
