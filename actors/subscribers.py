@@ -17,12 +17,12 @@ from collections import deque
 from collections.abc import Callable
 
 from turnlog.domain.errors import TurnlogError
-from turnlog.domain.protocol import SessionClosed, TurnAborted, TurnComplete
+from turnlog.domain.protocol import SessionClosedMsg, TurnAbortedMsg, TurnCompletedMsg
 from turnlog.domain.run import EventsMissed, RunEvent, RunFinished, SessionEvent
 
 DEFAULT_BUFFER = 10_000
 
-_TERMINAL_MESSAGES = (TurnComplete, TurnAborted, SessionClosed)
+_TERMINAL_MESSAGES = (TurnCompletedMsg, TurnAbortedMsg, SessionClosedMsg)
 
 
 def is_terminal(item: SessionEvent) -> bool:

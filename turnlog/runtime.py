@@ -134,7 +134,7 @@ class Runtime:
                 self.projections.start()
                 self._stoppers.append(self.projections.stop)
             if span_exporter is not None:
-                from turnlog.otel import LiveTraces  # noqa: PLC0415 - the otel extra
+                from turnlog.traces.live import LiveTraces  # noqa: PLC0415 - the otel extra
 
                 traces = LiveTraces(store, span_exporter)
                 store.add_listener(traces.notify)
@@ -175,7 +175,7 @@ class Runtime:
 
         ``span_exporter`` (an OpenTelemetry ``SpanExporter``; needs the
         ``otel`` extra) is handed each session's spans as the log ends them,
-        off the sessions' threads (see turnlog.otel); closing the runtime
+        off the sessions' threads (see turnlog.traces.live); closing the runtime
         exports what is left and shuts it down.
 
         Raises StoreURLError for a bad URL and NotATurnlogStoreError for a

@@ -354,7 +354,7 @@ class AgentSession:
         ``event_buffer``); past it, the oldest unread events are dropped for
         this subscriber only, and an ``EventsMissed`` item in their place
         tells it how many. The ends of runs and turns (``RunFinished``,
-        ``TurnComplete``, ``TurnAborted``) are never dropped.
+        ``TurnCompletedMsg``, ``TurnAbortedMsg``) are never dropped.
         """
         if buffer is not None and (
             isinstance(buffer, bool) or not isinstance(buffer, int) or buffer < 1

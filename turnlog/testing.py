@@ -80,7 +80,7 @@ def wait_for(
     """Reads ``subscription`` until an item matches; returns it and all read.
 
     For ``RunEvent`` items the predicate sees the ``EventMsg`` as well as
-    the item: ``wait_for(sub, lambda m: isinstance(m, TurnComplete))``.
+    the item: ``wait_for(sub, lambda m: isinstance(m, TurnCompletedMsg))``.
     """
     seen: list[SessionEvent] = []
     while True:

@@ -30,16 +30,16 @@ def test_ops_round_trip_through_json(op: p.Op) -> None:
 @pytest.mark.parametrize(
     "msg",
     [
-        p.TurnStarted("t1", 1),
-        p.UserMessage("hi", "prompt"),
-        p.AgentMessage("hello"),
-        p.ToolCallBegin("c1", "add", '{"a":1}'),
-        p.ToolCallEnd("c1", "add", "2", False),
-        p.TokenCount("default", "model", None, {"total_tokens": 3}),
-        p.ModelStepCompleted(1, {"input_tokens": 1}, {"route": "default"}),
-        p.TurnAborted("t1", "interrupted", False),
-        p.TurnComplete("t1", None),
-        p.SharedStateChanged({"k": [1, {"_type_": "datetime", "_data_": "x"}]}),
+        p.TurnStartedMsg("t1", 1),
+        p.InputAcceptedMsg("hi", "prompt"),
+        p.AgentMessageMsg("hello"),
+        p.ToolCallStartedMsg("c1", "add", '{"a":1}'),
+        p.ToolCallFinishedMsg("c1", "add", "2", False),
+        p.UsageRecordedMsg("default", "model", None, {"total_tokens": 3}),
+        p.ModelStepCompletedMsg(1, {"input_tokens": 1}, {"route": "default"}),
+        p.TurnAbortedMsg("t1", "interrupted", False),
+        p.TurnCompletedMsg("t1", None),
+        p.SharedStateUpdatedMsg({"k": [1, {"_type_": "datetime", "_data_": "x"}]}),
     ],
 )
 def test_events_round_trip_through_json(msg: p.EventMsg) -> None:

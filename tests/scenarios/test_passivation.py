@@ -40,13 +40,13 @@ def passivated(rt: Runtime, session: AgentSession) -> None:
     assert session_actors() == 0  # the wait returns once the actor stopped
 
 
-def first_approval_request(events: Iterable[object]) -> p.ApprovalRequested:
+def first_approval_request(events: Iterable[object]) -> p.ApprovalRequestedMsg:
     """The first approval request a subscription reports."""
     return next(
         item.event.msg
         for item in events
         if isinstance(item, RunEvent)
-        and isinstance(item.event.msg, p.ApprovalRequested)
+        and isinstance(item.event.msg, p.ApprovalRequestedMsg)
     )
 
 
@@ -133,7 +133,7 @@ def test_a_pending_approval_survives_and_is_decided_after_revival(
             waiter.start()
             for item in events:
                 if isinstance(item, RunEvent) and isinstance(
-                    item.event.msg, p.ApprovalRequested
+                    item.event.msg, p.ApprovalRequestedMsg
                 ):
                     break
             # Waiting for a person is idle: the actor goes, the run stays.
@@ -326,7 +326,7 @@ def test_a_session_closing_after_its_turn_keeps_its_actor(sqlite_url: str) -> No
                 item
                 for item in events
                 if isinstance(item, RunEvent)
-                and isinstance(item.event.msg, p.SessionClosed)
+                and isinstance(item.event.msg, p.SessionClosedMsg)
             )
         assert closed.event.session_id == session.session_id
         assert ran == ["prod"]
