@@ -6,7 +6,7 @@ or, for the turn machine's transitions, :meth:`SessionState.take`: the
 aggregates decide (raising, and recording nothing, if the change would
 break an invariant), the events are saved in one transaction, and only
 then are the matching EventMsgs published. It is the
-:class:`~turnlog.domain.turn_machine.TurnState` its TurnMachine reads.
+:class:`~turnlog.domain.turn_facts.TurnState` its TurnMachine reads.
 Everything here runs on the session actor's thread.
 """
 
