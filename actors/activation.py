@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -73,6 +74,8 @@ class Activation:
         self._revive = revive
         self._release = release
         self._lock = threading.Lock()
+        # Notified under the lock whenever the session passivates or closes.
+        self._passive = threading.Condition(self._lock)
         self._ref: pykka.ActorRef[Any] | None = None
         # The last actor that passivated, until it has stopped; weak, so a
         # passive session keeps no actor in memory.
@@ -109,6 +112,7 @@ class Activation:
                 return False
             self._kept = kept
             self._stopping, self._ref = weakref.ref(self._ref), None
+            self._passive.notify_all()
             return True
 
     def tell(self, message: Any) -> None:
@@ -167,6 +171,30 @@ class Activation:
             with contextlib.suppress(pykka.ActorDeadError):
                 self._ref.tell(Unsubscribe(subscriber))
 
+    def wait_passivated(self, timeout: float | None = None) -> bool:
+        """Waits until the session is passive: lease given back, actor stopped.
+
+        True at once if it is passive now. False if ``timeout`` passed
+        first, or the session ended here: it will not passivate (a close
+        wakes the waiters; an actor that failed or lost its lease does not,
+        so a wait that began before that ends with its timeout). The next
+        message to the session starts it again.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._passive:
+            if not self._passive.wait_for(
+                lambda: self._ref is None or self.ended(), timeout
+            ):
+                return False
+            if self.ended():
+                return False
+            stopping = self._stopping() if self._stopping is not None else None
+        if stopping is None:  # collected: its actor is gone
+            return True
+        # The actor stops just after it let go of the session.
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        return stopping.actor_stopped.wait(left)
+
     def ended(self) -> bool:
         """Whether the session is over here: closed with the runtime, or its
         actor stopped for a reason other than passivating (a failure, a
@@ -190,6 +218,7 @@ class Activation:
         """Stops the session's actor (the runtime closes); no revival after."""
         with self._lock:
             self._closing = True
+            self._passive.notify_all()
             stopping = self._stopping() if self._stopping is not None else None
             refs = [ref for ref in (self._ref, stopping) if ref is not None]
             kept, self._kept = self._kept, None

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
+from turnlog.domain.approval import ApprovalDecision, ApprovalRequest
 from turnlog.domain.model import ModelProvider, ToolSpec
 
 
@@ -63,6 +64,14 @@ class RunnableTool(Protocol):
         self, arguments: str, context: Mapping[str, Any]
     ) -> ToolOutcome:
         """Runs an async handler (on the I/O loop); never raises."""
+        ...
+
+
+class ApprovalDecider(Protocol):
+    """Decides approval requests (``turnlog.ApprovalProvider`` is one)."""
+
+    def decide(self, request: ApprovalRequest) -> ApprovalDecision | None:
+        """A decision now, or None to answer later."""
         ...
 
 

@@ -16,19 +16,20 @@ the next turn, as every function call has its output.
 
 from __future__ import annotations
 
+from turnlog.actors.session_parts import CanRecordSessions
 from turnlog.domain.context import fold_context
 from turnlog.domain.errors import ReplayError
 from turnlog.domain.model import Item
 from turnlog.domain.session import Session
 from turnlog.domain.turn import Turn
-from turnlog.store.history import CanReopenSessions, SessionHistory
+from turnlog.store.history import SessionHistory
 
 INTERRUPTED_OUTPUT = "interrupted; outcome unknown"
 NOT_RUN_OUTPUT = "not run: the session stopped before this call started"
 CRASH_REASON = "the process stopped while this turn was running"
 
 
-def load_context(store: CanReopenSessions, session: Session) -> list[Item]:
+def load_context(store: CanRecordSessions, session: Session) -> list[Item]:
     """The model context: the turns of the current context epoch, folded.
 
     Only turns from the one that last rewrote the context (compaction) on
@@ -40,7 +41,7 @@ def load_context(store: CanReopenSessions, session: Session) -> list[Item]:
     return fold_context(events)
 
 
-def load_turn(store: CanReopenSessions, session: Session) -> Turn | None:
+def load_turn(store: CanRecordSessions, session: Session) -> Turn | None:
     """The running turn's aggregate, if the session has one."""
     turn_id = session.active_turn_id()
     if turn_id is None:
@@ -53,7 +54,7 @@ def load_turn(store: CanReopenSessions, session: Session) -> Turn | None:
 
 
 def recover_turn(
-    store: CanReopenSessions,
+    store: CanRecordSessions,
     session: Session,
     turn: Turn | None,
     idempotent_tools: frozenset[str] = frozenset(),

@@ -75,7 +75,7 @@ from turnlog.domain.errors import (
 )
 from turnlog.domain.ids import new_submission_id
 from turnlog.domain.protocol import (
-    AgentMessageDelta,
+    AgentMessageDeltaMsg,
     ApprovalResponse,
     Event,
     Interrupt,
@@ -194,7 +194,7 @@ class SessionActor(pykka.ThreadingActor):
                 # Transient: published as it comes, never recorded.
                 if self._state.current_turn(turn) is not None:
                     delta = encodable_text(text)[0]
-                    self._state.publish_transient(AgentMessageDelta(delta))
+                    self._state.publish_transient(AgentMessageDeltaMsg(delta))
                 return None
             case Decide() if message.decided_by in ("user",):
                 return self._turns.decide_approval(message)

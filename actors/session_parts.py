@@ -3,19 +3,46 @@
 from __future__ import annotations
 
 import concurrent.futures
-from typing import Any
+import uuid
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 import msgspec
 import pykka
+from eventsourcing.domain import Aggregate
+from eventsourcing.persistence import Recording
 
+from turnlog.actors.contracts import ApprovalDecider
 from turnlog.actors.io_loop import IoLoop
 from turnlog.domain.run import RunResult, RunStatus
+
+
+class CanRecordSessions(Protocol):
+    """What the actors need of the log (``turnlog.store.Store`` is one).
+
+    Declared here, not imported, so that ``turnlog.actors`` depends on the
+    log's behaviour and not on the store package, which sits below it.
+    """
+
+    def save(self, *aggregates: Aggregate) -> Sequence[Recording[uuid.UUID]]:
+        """Saves the aggregates' pending events in one transaction."""
+        ...
+
+    def get(self, aggregate_id: uuid.UUID) -> Aggregate | None:
+        """The aggregate rebuilt from the log, or None if it has no events."""
+        ...
+
+    def stored_rows(
+        self, aggregate_ids: Sequence[uuid.UUID]
+    ) -> list[tuple[int, uuid.UUID, int, str, bytes]]:
+        """The stored events of these aggregates (read by SessionHistory)."""
+        ...
 
 
 class SessionServices(msgspec.Struct, frozen=True):
     """What every SessionActor of a runtime shares."""
 
-    store: Any
+    store: CanRecordSessions
     io_loop: IoLoop
     tool_executor: pykka.ActorRef[Any]
     approval_broker: pykka.ActorRef[Any]
@@ -25,7 +52,7 @@ class SessionSettings(msgspec.Struct, frozen=True):
     """Per-session run settings."""
 
     approval_policy: str = "ask"
-    approval_provider: Any = None
+    approval_provider: ApprovalDecider | None = None
     approval_timeout: float | None = None
     idle_timeout: float | None = None
     """Seconds idle before the actor passivates (with a host); None: never."""

@@ -26,7 +26,7 @@ from turnlog.domain.context import apply_to_context
 from turnlog.domain.errors import LeaseLostError, SessionClosedError
 from turnlog.domain.model import Item
 from turnlog.domain.protocol import Event
-from turnlog.domain.run import RunEvent, RunResult
+from turnlog.domain.run import RunEvent, RunResult, SessionEvent
 from turnlog.domain.session import Session
 from turnlog.domain.translation import EventTranslator
 from turnlog.domain.turn import Turn
@@ -104,7 +104,7 @@ class SessionState:
             for out in self.translator.translate(event, event_seq(event)):
                 self.publish(RunEvent(self.session_id, out))
 
-    def publish(self, item: Any) -> None:
+    def publish(self, item: SessionEvent) -> None:
         """Offers ``item`` to every subscriber (none of them can block this)."""
         for subscriber in self.subscribers:
             subscriber.offer(item)
@@ -127,7 +127,7 @@ class SessionState:
         drops its cached chain head itself.
         """
         fresh = self.store.get(self.session.id)
-        if fresh is not None:
+        if isinstance(fresh, Session):
             self.session = fresh
         self.turn = load_turn(self.store, self.session)
         self.context = load_context(self.store, self.session)

@@ -15,18 +15,17 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Callable
-from typing import Any
 
 from turnlog.domain.errors import TurnlogError
-from turnlog.domain.protocol import SessionClosed, TurnAborted, TurnComplete
-from turnlog.domain.run import EventsMissed, RunEvent, RunFinished
+from turnlog.domain.protocol import SessionClosedMsg, TurnAbortedMsg, TurnCompletedMsg
+from turnlog.domain.run import EventsMissed, RunEvent, RunFinished, SessionEvent
 
 DEFAULT_BUFFER = 10_000
 
-_TERMINAL_MESSAGES = (TurnComplete, TurnAborted, SessionClosed)
+_TERMINAL_MESSAGES = (TurnCompletedMsg, TurnAbortedMsg, SessionClosedMsg)
 
 
-def is_terminal(item: Any) -> bool:
+def is_terminal(item: SessionEvent) -> bool:
     """Whether ``item`` ends a run, a turn or the session (never dropped)."""
     if isinstance(item, RunFinished):
         return True
@@ -53,18 +52,18 @@ class Subscriber:
         self,
         session_id: str,
         maxsize: int = DEFAULT_BUFFER,
-        accept: Callable[[Any], bool] | None = None,
+        accept: Callable[[SessionEvent], bool] | None = None,
     ) -> None:
         self.session_id = session_id
         self.maxsize = maxsize
         self._accept = accept
-        self._items: deque[Any] = deque()  # events and _Gap markers, in order
+        self._items: deque[SessionEvent | _Gap] = deque()  # events and gaps, in order
         self._events = 0  # buffered events, markers not counted
         self._closed = False
         self._failure: TurnlogError | None = None
         self._ready = threading.Condition()
 
-    def offer(self, item: Any) -> None:
+    def offer(self, item: SessionEvent) -> None:
         """Adds ``item`` without ever blocking; drops the oldest if full."""
         if self._accept is not None and not self._accept(item):
             return
@@ -105,14 +104,14 @@ class Subscriber:
             self._items.insert(index, gap)
         gap.count += 1
 
-    def _take(self) -> Any:
+    def _take(self) -> SessionEvent:
         item = self._items.popleft()
         if isinstance(item, _Gap):
             return EventsMissed(self.session_id, item.count)
         self._events -= 1
         return item
 
-    def get(self, timeout: float | None = None) -> Any:
+    def get(self, timeout: float | None = None) -> SessionEvent:
         """The next item; raises TimeoutError or SubscriptionClosed.
 
         A subscription ended by a failure raises that failure instead, once
@@ -133,7 +132,7 @@ class Subscriber:
                 raise type(self._failure)(*self._failure.args)
             raise SubscriptionClosed(self.session_id)
 
-    def drain(self) -> list[Any]:
+    def drain(self) -> list[SessionEvent]:
         """Every item buffered now, without waiting."""
         with self._ready:
             return [self._take() for _ in range(len(self._items))]

@@ -41,7 +41,7 @@ from turnlog import (
     function_tool,
     tool_call,
 )
-from turnlog.domain.protocol import TurnComplete
+from turnlog.domain.protocol import TurnCompletedMsg
 
 WAIT = 600.0
 LEDGER = Path(os.devnull)
@@ -84,7 +84,7 @@ def worker(url: str, ledger: str) -> None:
         done = 0
         if resume:
             events = await asyncio.to_thread(rt.replay_events, session_id)
-            done = sum(isinstance(e.msg, TurnComplete) for e in events)
+            done = sum(isinstance(e.msg, TurnCompletedMsg) for e in events)
         while done < turns:
             result = await session.prompt_async(f"charge me ({done})")
             done += result.status == "completed"
@@ -245,7 +245,7 @@ def check(url: str, ids: list[str], turns: int, ledger: Path) -> None:
         short = [
             s
             for s in ids
-            if sum(isinstance(e.msg, TurnComplete) for e in rt.replay_events(s))
+            if sum(isinstance(e.msg, TurnCompletedMsg) for e in rt.replay_events(s))
             != turns
         ]
     audit = subprocess.run(

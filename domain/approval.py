@@ -10,7 +10,6 @@ from turnlog.domain.errors import InvalidInputError
 
 DecisionKind = Literal["allow", "allow_session", "deny", "abort"]
 ApprovalPolicy = Literal["allow", "deny", "ask"]
-APPROVAL_POLICIES = ("allow", "deny", "ask")
 
 
 class ApprovalRequest(msgspec.Struct, frozen=True):

@@ -66,7 +66,22 @@ class RuntimeClosedError(SessionClosedError):
 
 
 class SessionBusyError(UsageError):
-    """A turn is already running in the session; nothing was recorded."""
+    """A turn is already running in the session, or another process holds
+    it; nothing was recorded.
+
+    Attributes:
+        retry_after: For a session another process holds: seconds until
+            its lease runs out, unless that process renews it first (then
+            this process may take the session over). None otherwise.
+    """
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+    def __reduce__(self) -> tuple[type[SessionBusyError], tuple[str, float | None]]:
+        # Errors cross actor futures and processes: keep retry_after too.
+        return type(self), (str(self), self.retry_after)
 
 
 class InputRejectedError(UsageError):

@@ -8,18 +8,6 @@ import msgspec
 
 from turnlog.domain.model import Item
 
-HOOK_NAMES = (
-    "session_start",
-    "user_prompt",
-    "pre_model",
-    "model_request",
-    "pre_tool",
-    "post_tool",
-    "pre_compact",
-    "post_compact",
-)
-"""Every hook a middleware may implement, in the order a turn meets them."""
-
 
 class HookResult(msgspec.Struct, frozen=True):
     """A hook's answer: add context, stop the turn, or (user_prompt) reject.

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
 
 from turnlog.domain.errors import InvalidInputError
+from turnlog.domain.protocol import SessionFileReference
 from turnlog.domain.text import check_encodable
 
 INPUT_KINDS = frozenset({"prompt", "follow_up", "steer", "peer", "system"})
@@ -43,3 +45,23 @@ def check_json_data(value: Any, what: str) -> Any:
         msg = f"{what} must be plain JSON data (lists, not tuples or sets; str keys)"
         raise InvalidInputError(msg)
     return value
+
+
+def check_attachments(
+    values: Sequence[SessionFileReference],
+) -> tuple[SessionFileReference, ...]:
+    """``values`` as a tuple if each is a well-formed SessionFileReference."""
+    if isinstance(values, str | bytes) or not isinstance(values, Sequence):
+        msg = "attachments must be a sequence of SessionFileReference"
+        raise InvalidInputError(msg)
+    for index, value in enumerate(values):
+        if not isinstance(value, SessionFileReference):
+            msg = f"attachments must be SessionFileReference objects, not {value!r}"
+            raise InvalidInputError(msg)
+        try:  # msgspec does not check field types on construction
+            msgspec.convert(msgspec.structs.asdict(value), SessionFileReference)
+        except msgspec.ValidationError as error:
+            msg = f"bad attachment {value!r}: {error}"
+            raise InvalidInputError(msg) from None
+        check_encodable(value, f"attachments[{index}]")
+    return tuple(values)

@@ -9,8 +9,7 @@ deltas) are marked ``transient`` and never replayed.
 
 from __future__ import annotations
 
-import warnings
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 
@@ -81,26 +80,31 @@ Op = UserInput | PeerInput | Steer | Interrupt | ApprovalResponse | Shutdown
 
 
 # --- EventMsgs: what the session reports ---------------------------------------
+#
+# Each is named <Fact>Msg: the domain event it reports (ToolCallStartedMsg for
+# turn.ToolCallStarted), or its wire tag when it reports no single domain
+# event (AgentMessageMsg, AgentMessageDeltaMsg, FrontendMsg). The suffix keeps
+# them apart from the domain events; the tags are the protocol and stay.
 
 
-class SessionConfigured(msgspec.Struct, frozen=True, tag="session_configured"):
+class SessionCreatedMsg(msgspec.Struct, frozen=True, tag="session_configured"):
     session_id: str
     agent_name: str
     model_route: str
 
 
-class TurnStarted(msgspec.Struct, frozen=True, tag="turn_started"):
+class TurnStartedMsg(msgspec.Struct, frozen=True, tag="turn_started"):
     turn_id: str
     number: int
 
 
-class UserMessage(msgspec.Struct, frozen=True, tag="user_message"):
+class InputAcceptedMsg(msgspec.Struct, frozen=True, tag="user_message"):
     text: str
     kind: str
     attachments: tuple[SessionFileReference, ...] = ()
 
 
-class UserInputQueued(msgspec.Struct, frozen=True, tag="user_input_queued"):
+class InputQueuedMsg(msgspec.Struct, frozen=True, tag="user_input_queued"):
     """Input will run after the current turn; ``submission_id`` names it."""
 
     submission_id: str
@@ -108,14 +112,14 @@ class UserInputQueued(msgspec.Struct, frozen=True, tag="user_input_queued"):
     kind: str
 
 
-class QueuedInputDropped(msgspec.Struct, frozen=True, tag="queued_input_dropped"):
+class QueuedInputDroppedMsg(msgspec.Struct, frozen=True, tag="queued_input_dropped"):
     """Queued input was dropped before it ran."""
 
     submission_ids: list[str]
     reason: str
 
 
-class ToolAllowedForSession(
+class ToolAllowedForSessionMsg(
     msgspec.Struct, frozen=True, tag="tool_allowed_for_session"
 ):
     """Later calls of ``tool_name`` in this session run without approval."""
@@ -123,51 +127,51 @@ class ToolAllowedForSession(
     tool_name: str
 
 
-class InputRejected(msgspec.Struct, frozen=True, tag="input_rejected"):
+class InputRejectedMsg(msgspec.Struct, frozen=True, tag="input_rejected"):
     reason: str
 
 
-class ModelStepStarted(msgspec.Struct, frozen=True, tag="model_step_started"):
+class ModelStepStartedMsg(msgspec.Struct, frozen=True, tag="model_step_started"):
     step: int
     route: str
 
 
-class AgentMessage(msgspec.Struct, frozen=True, tag="agent_message"):
+class AgentMessageMsg(msgspec.Struct, frozen=True, tag="agent_message"):
     text: str
 
 
-class AgentMessageDelta(msgspec.Struct, frozen=True, tag="agent_message_delta"):
+class AgentMessageDeltaMsg(msgspec.Struct, frozen=True, tag="agent_message_delta"):
     """A streamed text fragment: transient, never in the log."""
 
     delta: str
 
 
-class ModelStepCompleted(msgspec.Struct, frozen=True, tag="model_step_completed"):
+class ModelStepCompletedMsg(msgspec.Struct, frozen=True, tag="model_step_completed"):
     step: int
     usage: dict[str, int] | None
     diagnostics: dict[str, Any]
 
 
-class ModelStepFailed(msgspec.Struct, frozen=True, tag="model_step_failed"):
+class ModelStepFailedMsg(msgspec.Struct, frozen=True, tag="model_step_failed"):
     step: int
     error_type: str
     message: str
 
 
-class ToolCallBegin(msgspec.Struct, frozen=True, tag="tool_call_begin"):
+class ToolCallStartedMsg(msgspec.Struct, frozen=True, tag="tool_call_begin"):
     call_id: str
     name: str
     arguments: str
 
 
-class ToolCallEnd(msgspec.Struct, frozen=True, tag="tool_call_end"):
+class ToolCallFinishedMsg(msgspec.Struct, frozen=True, tag="tool_call_end"):
     call_id: str
     name: str
     output: str
     is_error: bool
 
 
-class ApprovalRequested(msgspec.Struct, frozen=True, tag="approval_request"):
+class ApprovalRequestedMsg(msgspec.Struct, frozen=True, tag="approval_request"):
     """A tool call waits for a decision (``turnlog.ApprovalRequest`` holds it).
 
     Named apart from ``turnlog.ApprovalRequest``, which approval providers
@@ -180,19 +184,19 @@ class ApprovalRequested(msgspec.Struct, frozen=True, tag="approval_request"):
     arguments: str
 
 
-class ApprovalResolved(msgspec.Struct, frozen=True, tag="approval_resolved"):
+class ApprovalDecidedMsg(msgspec.Struct, frozen=True, tag="approval_resolved"):
     request_id: str
     call_id: str
     decision: str
     decided_by: str
 
 
-class HookContext(msgspec.Struct, frozen=True, tag="hook_context"):
+class HookContextAddedMsg(msgspec.Struct, frozen=True, tag="hook_context"):
     hook: str
     text: str
 
 
-class TokenCount(msgspec.Struct, frozen=True, tag="token_count"):
+class UsageRecordedMsg(msgspec.Struct, frozen=True, tag="token_count"):
     """Usage of the last model call (None: unreported) and the session totals.
 
     ``kind`` is ``model`` for a model step, ``compaction`` for compaction.
@@ -213,79 +217,79 @@ class RenderBlock(msgspec.Struct, frozen=True):
     body: str = ""
 
 
-class Frontend(msgspec.Struct, frozen=True, tag="frontend"):
+class FrontendMsg(msgspec.Struct, frozen=True, tag="frontend"):
     """Something for a front end to render, e.g. the compaction notice."""
 
     capability: str
     block: RenderBlock
 
 
-class ContextRewritten(msgspec.Struct, frozen=True, tag="context_rewritten"):
+class ContextRewrittenMsg(msgspec.Struct, frozen=True, tag="context_rewritten"):
     """The model context was rewritten; later steps start a new epoch."""
 
     epoch: int
     reasons: list[str]
 
 
-class WarningMessage(msgspec.Struct, frozen=True, tag="warning"):
+class WarningRaisedMsg(msgspec.Struct, frozen=True, tag="warning"):
     """Something the user should know that did not fail the turn."""
 
     message: str
 
 
-class SharedStateChanged(msgspec.Struct, frozen=True, tag="shared_state_changed"):
+class SharedStateUpdatedMsg(msgspec.Struct, frozen=True, tag="shared_state_changed"):
     changes: dict[str, Any]
 
 
-class ModelRouteChanged(msgspec.Struct, frozen=True, tag="model_route_changed"):
+class ModelRouteChangedMsg(msgspec.Struct, frozen=True, tag="model_route_changed"):
     route: str
 
 
-class TurnComplete(msgspec.Struct, frozen=True, tag="turn_complete"):
+class TurnCompletedMsg(msgspec.Struct, frozen=True, tag="turn_complete"):
     turn_id: str
     last_agent_message: str | None
 
 
-class TurnAborted(msgspec.Struct, frozen=True, tag="turn_aborted"):
+class TurnAbortedMsg(msgspec.Struct, frozen=True, tag="turn_aborted"):
     turn_id: str
     reason: str
     failed: bool
 
 
-class SessionClosed(msgspec.Struct, frozen=True, tag="session_closed"):
+class SessionClosedMsg(msgspec.Struct, frozen=True, tag="session_closed"):
     pass
 
 
 EventMsg = (
-    SessionConfigured
-    | TurnStarted
-    | UserMessage
-    | UserInputQueued
-    | QueuedInputDropped
-    | ToolAllowedForSession
-    | InputRejected
-    | ModelStepStarted
-    | AgentMessage
-    | AgentMessageDelta
-    | ModelStepCompleted
-    | ModelStepFailed
-    | ToolCallBegin
-    | ToolCallEnd
-    | ApprovalRequested
-    | ApprovalResolved
-    | HookContext
-    | TokenCount
-    | Frontend
-    | ContextRewritten
-    | WarningMessage
-    | SharedStateChanged
-    | ModelRouteChanged
-    | TurnComplete
-    | TurnAborted
-    | SessionClosed
+    SessionCreatedMsg
+    | TurnStartedMsg
+    | InputAcceptedMsg
+    | InputQueuedMsg
+    | QueuedInputDroppedMsg
+    | ToolAllowedForSessionMsg
+    | InputRejectedMsg
+    | ModelStepStartedMsg
+    | AgentMessageMsg
+    | AgentMessageDeltaMsg
+    | ModelStepCompletedMsg
+    | ModelStepFailedMsg
+    | ToolCallStartedMsg
+    | ToolCallFinishedMsg
+    | ApprovalRequestedMsg
+    | ApprovalDecidedMsg
+    | HookContextAddedMsg
+    | UsageRecordedMsg
+    | FrontendMsg
+    | ContextRewrittenMsg
+    | WarningRaisedMsg
+    | SharedStateUpdatedMsg
+    | ModelRouteChangedMsg
+    | TurnCompletedMsg
+    | TurnAbortedMsg
+    | SessionClosedMsg
 )
 
-TRANSIENT_MESSAGES: tuple[type[Any], ...] = (AgentMessageDelta,)
+TRANSIENT_MESSAGES: tuple[type[Any], ...] = (AgentMessageDeltaMsg,)
 
 
 class Event(msgspec.Struct, frozen=True):
@@ -327,20 +331,3 @@ def decode_op(data: bytes | str) -> Op:
 def decode_event(data: bytes | str) -> Event:
     """An Event from JSON."""
     return _event_decoder.decode(data)
-
-
-if not TYPE_CHECKING:  # hidden from mypy, so a mistyped name stays an error
-
-    def __getattr__(name: str) -> Any:
-        # ApprovalRequested was ApprovalRequest here, which clashed with
-        # turnlog.ApprovalRequest; old imports keep working, with a warning.
-        if name == "ApprovalRequest":
-            warnings.warn(
-                "turnlog.domain.protocol.ApprovalRequest is now "
-                "turnlog.events.ApprovalRequested",
-                DeprecationWarning,
-                stacklevel=2,
-            )
-            return ApprovalRequested
-        msg = f"module {__name__!r} has no attribute {name!r}"
-        raise AttributeError(msg)

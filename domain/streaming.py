@@ -4,7 +4,7 @@ Streamed text travels through an explicit channel: the TurnActor passes
 each model call an ``on_delta`` callable (a parameter of
 ``ModelProvider.respond``), and a provider that streams calls it with each
 fragment of assistant text as it arrives. The fragments reach
-``subscribe()`` as transient ``AgentMessageDelta`` events; they are never
+``subscribe()`` as transient ``AgentMessageDeltaMsg`` events; they are never
 stored (only the completed step is). A call made outside a turn (a
 compaction's summary, a test) gets :func:`discard_deltas`.
 """

@@ -17,34 +17,34 @@ from turnlog.domain import turn as t
 from turnlog.domain.chain import event_seq
 from turnlog.domain.model import final_text
 from turnlog.domain.protocol import (
-    AgentMessage,
-    ApprovalRequested,
-    ApprovalResolved,
-    ContextRewritten,
+    AgentMessageMsg,
+    ApprovalDecidedMsg,
+    ApprovalRequestedMsg,
+    ContextRewrittenMsg,
     Event,
-    Frontend,
-    HookContext,
-    InputRejected,
-    ModelRouteChanged,
-    ModelStepCompleted,
-    ModelStepFailed,
-    ModelStepStarted,
-    QueuedInputDropped,
+    FrontendMsg,
+    HookContextAddedMsg,
+    InputAcceptedMsg,
+    InputQueuedMsg,
+    InputRejectedMsg,
+    ModelRouteChangedMsg,
+    ModelStepCompletedMsg,
+    ModelStepFailedMsg,
+    ModelStepStartedMsg,
+    QueuedInputDroppedMsg,
     RenderBlock,
-    SessionClosed,
-    SessionConfigured,
+    SessionClosedMsg,
+    SessionCreatedMsg,
     SessionFileReference,
-    SharedStateChanged,
-    TokenCount,
-    ToolAllowedForSession,
-    ToolCallBegin,
-    ToolCallEnd,
-    TurnAborted,
-    TurnComplete,
-    TurnStarted,
-    UserInputQueued,
-    UserMessage,
-    WarningMessage,
+    SharedStateUpdatedMsg,
+    ToolAllowedForSessionMsg,
+    ToolCallFinishedMsg,
+    ToolCallStartedMsg,
+    TurnAbortedMsg,
+    TurnCompletedMsg,
+    TurnStartedMsg,
+    UsageRecordedMsg,
+    WarningRaisedMsg,
 )
 
 
@@ -89,41 +89,41 @@ class EventTranslator:
         match event:
             case s.SessionCreated(agent_name=agent_name, model_route=route):
                 return self._wrap(
-                    sequence, [SessionConfigured(self.session_id, agent_name, route)]
+                    sequence, [SessionCreatedMsg(self.session_id, agent_name, route)]
                 )
             case s.TurnStarted(turn_id=turn_id, number=number, submission_id=sub):
                 self.turn_id, self.submission_id = turn_id, sub
                 self.last_agent_message = None
-                return self._wrap(sequence, [TurnStarted(turn_id, number)])
+                return self._wrap(sequence, [TurnStartedMsg(turn_id, number)])
             case s.TurnCompleted(turn_id=turn_id, final_output=final_output):
-                out = self._wrap(sequence, [TurnComplete(turn_id, final_output)])
+                out = self._wrap(sequence, [TurnCompletedMsg(turn_id, final_output)])
                 self.turn_id = self.submission_id = None
                 return out
             case s.TurnAborted(turn_id=turn_id, reason=reason, failed=failed):
-                out = self._wrap(sequence, [TurnAborted(turn_id, reason, failed)])
+                out = self._wrap(sequence, [TurnAbortedMsg(turn_id, reason, failed)])
                 self.turn_id = self.submission_id = None
                 return out
             case s.UsageRecorded(route=route, usage=usage, kind=kind):
                 for key, value in (usage or {}).items():
                     self.usage_totals[key] = self.usage_totals.get(key, 0) + value
-                msg = TokenCount(route, kind, usage, dict(self.usage_totals))
+                msg = UsageRecordedMsg(route, kind, usage, dict(self.usage_totals))
                 return self._wrap(sequence, [msg])
             case s.ContextRewritten(reasons=reasons):
                 self.context_epoch += 1
-                rewritten = ContextRewritten(self.context_epoch, list(reasons))
+                rewritten = ContextRewrittenMsg(self.context_epoch, list(reasons))
                 return self._wrap(sequence, [rewritten])
             case s.InputQueued(submission_id=sub, text=text, kind=kind):
-                return self._wrap(sequence, [UserInputQueued(sub, text, kind)])
+                return self._wrap(sequence, [InputQueuedMsg(sub, text, kind)])
             case s.QueuedInputDropped(submission_ids=ids, reason=reason):
-                return self._wrap(sequence, [QueuedInputDropped(list(ids), reason)])
+                return self._wrap(sequence, [QueuedInputDroppedMsg(list(ids), reason)])
             case s.ToolAllowedForSession(tool_name=tool_name):
-                return self._wrap(sequence, [ToolAllowedForSession(tool_name)])
+                return self._wrap(sequence, [ToolAllowedForSessionMsg(tool_name)])
             case s.SharedStateUpdated(changes=changes):
-                return self._wrap(sequence, [SharedStateChanged(changes)])
+                return self._wrap(sequence, [SharedStateUpdatedMsg(changes)])
             case s.ModelRouteChanged(route=route):
-                return self._wrap(sequence, [ModelRouteChanged(route)])
+                return self._wrap(sequence, [ModelRouteChangedMsg(route)])
             case s.SessionClosed():
-                return self._wrap(sequence, [SessionClosed()])
+                return self._wrap(sequence, [SessionClosedMsg()])
             case _:
                 return self._translate_turn_event(event, sequence)
 
@@ -133,31 +133,33 @@ class EventTranslator:
                 refs = tuple(
                     msgspec.convert(a, SessionFileReference) for a in attachments
                 )
-                return self._wrap(sequence, [UserMessage(text, kind, refs)])
+                return self._wrap(sequence, [InputAcceptedMsg(text, kind, refs)])
             case t.InputRejected(reason=reason):
-                return self._wrap(sequence, [InputRejected(reason)])
+                return self._wrap(sequence, [InputRejectedMsg(reason)])
             case t.ModelStepStarted(step=step, route=route):
-                return self._wrap(sequence, [ModelStepStarted(step, route)])
+                return self._wrap(sequence, [ModelStepStartedMsg(step, route)])
             case t.ModelStepCompleted(step=step, output=output, usage=u, diagnostics=d):
                 msgs: list[Any] = []
                 answer = final_text(output)
                 if answer is not None:
-                    msgs.append(AgentMessage(answer))
+                    msgs.append(AgentMessageMsg(answer))
                     self.last_agent_message = answer
-                msgs.append(ModelStepCompleted(step, u, d))
+                msgs.append(ModelStepCompletedMsg(step, u, d))
                 return self._wrap(sequence, msgs)
             case t.ModelStepFailed(step=step, error_type=error_type, message=message):
                 return self._wrap(
-                    sequence, [ModelStepFailed(step, error_type, message)]
+                    sequence, [ModelStepFailedMsg(step, error_type, message)]
                 )
             case t.ToolCallStarted(call_id=call_id, name=name, arguments=arguments):
-                return self._wrap(sequence, [ToolCallBegin(call_id, name, arguments)])
+                return self._wrap(
+                    sequence, [ToolCallStartedMsg(call_id, name, arguments)]
+                )
             case t.ToolCallFinished(call_id=c, name=n, output=o, is_error=e):
-                return self._wrap(sequence, [ToolCallEnd(c, n, o, e)])
+                return self._wrap(sequence, [ToolCallFinishedMsg(c, n, o, e)])
             case t.ApprovalRequested(request_id=r, call_id=c, name=n, arguments=a):
-                return self._wrap(sequence, [ApprovalRequested(r, c, n, a)])
+                return self._wrap(sequence, [ApprovalRequestedMsg(r, c, n, a)])
             case t.ApprovalDecided(request_id=r, call_id=c, decision=d, decided_by=b):
-                return self._wrap(sequence, [ApprovalResolved(r, c, d, b)])
+                return self._wrap(sequence, [ApprovalDecidedMsg(r, c, d, b)])
             case t.CompactionStarted(compaction_id=cid):
                 return self._compaction(sequence, cid, "Context compacting", "pending")
             case t.ContextCompacted(compaction_id=cid):
@@ -171,9 +173,9 @@ class EventTranslator:
                     sequence, cid, "Context compaction cancelled", "complete"
                 )
             case t.HookContextAdded(hook=hook, text=text):
-                return self._wrap(sequence, [HookContext(hook, text)])
+                return self._wrap(sequence, [HookContextAddedMsg(hook, text)])
             case t.WarningRaised(message=message):
-                return self._wrap(sequence, [WarningMessage(message)])
+                return self._wrap(sequence, [WarningRaisedMsg(message)])
             case _:
                 return []
 
@@ -181,11 +183,11 @@ class EventTranslator:
         self, sequence: int, cid: str, title: str, state: str, body: str = ""
     ) -> list[Event]:
         block = RenderBlock(cid, title, state, body)
-        return self._wrap(sequence, [Frontend(COMPACTION_CAPABILITY, block)])
+        return self._wrap(sequence, [FrontendMsg(COMPACTION_CAPABILITY, block)])
 
 
 COMPACTION_CAPABILITY = "compaction"
-"""The Frontend capability of the compaction notice."""
+"""The FrontendMsg capability of the compaction notice."""
 
 
 def replay(session_id: str, events: Iterable[object]) -> list[Event]:

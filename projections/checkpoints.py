@@ -74,7 +74,7 @@ def _turn_ended(state: CheckpointState, _event: object, _: int) -> None:
 
 def _usage(state: CheckpointState, event: s.UsageRecorded, _: int) -> None:
     if event.kind == "model":
-        # The last call's usage, as TokenCount.last reports it: a call that
+        # The last call's usage, as UsageRecordedMsg.last reports it: a call that
         # reported none leaves None, not an older call's figures.
         state.last_usage = None if event.usage is None else dict(event.usage)
     if event.usage is not None:

@@ -31,7 +31,7 @@ from turnlog.domain import turn as t
 from turnlog.domain.chain import event_seq
 from turnlog.domain.errors import InvalidInputError, TurnlogError
 from turnlog.domain.ids import check_session_id, session_uuid, turn_uuid
-from turnlog.domain.protocol import Event, SessionClosed
+from turnlog.domain.protocol import Event, SessionClosedMsg
 from turnlog.domain.translation import EventTranslator
 from turnlog.store.history import SessionHistory
 from turnlog.store.log import Store
@@ -47,7 +47,7 @@ class FollowClosedError(TurnlogError):
 class SessionFollower:
     """A session's durable Events after ``after``, live, read from the log.
 
-    Iterate it (it ends after the session's ``SessionClosed``, or when
+    Iterate it (it ends after the session's ``SessionClosedMsg``, or when
     closed), or call :meth:`get` with a timeout. Thread-safe for one
     reader; :meth:`close` may be called from any thread.
 
@@ -142,7 +142,7 @@ class SessionFollower:
         while True:
             if self._ready:
                 event = self._ready.popleft()
-                if isinstance(event.msg, SessionClosed):
+                if isinstance(event.msg, SessionClosedMsg):
                     self._ended = True
                 return event
             if self._closed.is_set() or self._ended:

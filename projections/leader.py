@@ -19,14 +19,12 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from turnlog.domain.errors import ReplayError
 from turnlog.store.backend import RunnerLock
 from turnlog.store.commits import Commit
-
-if TYPE_CHECKING:
-    from turnlog.projections.runner import ProjectionRunner
+from turnlog.store.log import Store
 
 logger = logging.getLogger(__name__)
 
@@ -36,6 +34,27 @@ FIRST_RETRY = 0.1
 """Seconds before the first retry of a failed catch-up."""
 RETRY_LIMIT = 5.0
 """The longest pause between retries."""
+
+
+class FoldedViews(Protocol):
+    """What the leader keeps current: the runner (``ProjectionRunner``).
+
+    Declared here, where it is used, so that the runner, which starts its
+    leader, is the only one of the two that knows the other.
+    """
+
+    @property
+    def store(self) -> Store:
+        """The log the views fold; its backend holds the runner lock."""
+        ...
+
+    def position_folded(self) -> int:
+        """The log position every view has folded up to."""
+        ...
+
+    def catch_up(self) -> int:
+        """Folds what the log holds now; returns the position reached."""
+        ...
 
 
 class ViewLeader:
@@ -48,15 +67,13 @@ class ViewLeader:
             lock the sessions need).
     """
 
-    def __init__(self, runner: ProjectionRunner, interval: float) -> None:
+    def __init__(self, runner: FoldedViews, interval: float) -> None:
         self.runner = runner
         self.interval = interval
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._leading = threading.Event()
         self._thread: threading.Thread | None = None
-        self.retries = 0
-        """Catch-ups that failed and were retried (for tests and monitoring)."""
 
     def start(self) -> None:
         """Starts the thread that waits for the lock and then follows."""
@@ -141,7 +158,6 @@ class ViewLeader:
                 logger.exception("the views stopped at an entry they cannot fold")
                 return False
             except Exception:
-                self.retries += 1
                 logger.warning(
                     "could not bring the views up to date; retrying in %.1f s",
                     pause,

@@ -7,15 +7,16 @@ made after the session reported an event sees at least that event.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from collections.abc import Callable, Iterable
+from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 from uuid import UUID
 
 import msgspec
 from eventsourcing.persistence import ConnectionPoolClosedError, StoredEvent
 
-from turnlog.domain.context import fold_context, messages_of
+from turnlog.domain.context import Message, fold_context, messages_of
 from turnlog.domain.errors import InvalidInputError
+from turnlog.domain.events import TurnlogCreated, TurnlogEvent
 from turnlog.domain.ids import check_session_id
 from turnlog.domain.model import Item
 from turnlog.domain.protocol import Event
@@ -94,9 +95,10 @@ class TranscriptItem(msgspec.Struct, frozen=True):
         """The event's name, e.g. ``ToolCallFinished``."""
         return self.topic.removeprefix("turnlog:")
 
-    def event(self) -> Any:
+    def event(self) -> TurnlogEvent | TurnlogCreated:
         """The domain event, decoded (and upcast) as the log would."""
-        return LOG_MAPPER.to_domain_event(
+        # A transcript indexes a session's own events, never a snapshot.
+        event = LOG_MAPPER.to_domain_event(
             StoredEvent(
                 originator_id=UUID(self.originator_id),
                 originator_version=self.originator_version,
@@ -104,6 +106,7 @@ class TranscriptItem(msgspec.Struct, frozen=True):
                 state=self.state,
             )
         )
+        return cast(TurnlogEvent | TurnlogCreated, event)
 
 
 class TranscriptPage(msgspec.Struct, frozen=True):
@@ -138,7 +141,7 @@ class Checkpoint(msgspec.Struct, frozen=True):
     """The log position of the newest event folded into the checkpoint."""
     context: tuple[Item, ...]
 
-    def messages(self) -> list[Any]:
+    def messages(self) -> list[Message]:
         """The user and assistant messages of the context."""
         return messages_of(self.context)
 
@@ -354,9 +357,3 @@ def replay_session(transcripts: Transcripts, session_id: str) -> list[Event]:
     """``rt.replay_events``: a session's durable EventMsg stream from the log."""
     check_session_id(session_id)
     return replay_events(transcripts.all(session_id), session_id)
-
-
-def items_of(pages: Sequence[TranscriptPage]) -> list[TranscriptItem]:
-    """The items of several pages, oldest first (pages in any order)."""
-    items = [item for page in pages for item in page.items]
-    return sorted(items, key=lambda item: item.position)

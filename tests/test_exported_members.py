@@ -9,6 +9,9 @@ import types
 import pytest
 
 import turnlog
+import turnlog.domain.events
+import turnlog.domain.session
+import turnlog.domain.turn
 import turnlog.events
 import turnlog.providers
 
@@ -66,15 +69,47 @@ def test_no_two_public_classes_share_a_name() -> None:
             )
 
 
+def domain_event_classes() -> dict[str, type]:
+    found: dict[str, type] = {}
+    for module in (turnlog.domain.session, turnlog.domain.turn):
+        for value in vars(module).values():
+            if isinstance(value, type) and issubclass(
+                value,
+                (
+                    turnlog.domain.events.TurnlogEvent,
+                    turnlog.domain.events.TurnlogCreated,
+                ),
+            ):
+                found[value.__name__] = value
+    return found
+
+
+def test_an_event_msg_is_named_apart_from_the_domain_event_it_reports() -> None:
+    domain_names = set(domain_event_classes())
+    assert {"ToolCallStarted", "ApprovalDecided", "TurnStarted"} <= domain_names
+    for member in turnlog.events.EventMsg.__args__:
+        assert member.__name__.endswith("Msg"), member
+        assert member.__name__ not in domain_names, member
+    # One fact, one name: the message for a domain event is that name + Msg.
+    assert turnlog.events.ToolCallStartedMsg.__struct_config__.tag == (
+        "tool_call_begin"
+    )
+    assert turnlog.events.ApprovalDecidedMsg.__struct_config__.tag == (
+        "approval_resolved"
+    )
+
+
 PACKAGES = [
     "turnlog.actors",
     "turnlog.cli",
     "turnlog.cli.run",
     "turnlog.domain",
+    "turnlog.mcp",
     "turnlog.projections",
     "turnlog.providers",
     "turnlog.service",
     "turnlog.store",
+    "turnlog.traces",
 ]
 
 

@@ -473,7 +473,7 @@ def test_the_replayed_event_stream_equals_the_live_one(
             for name in sorted({type(e.msg).__name__ for e in replayed}):
                 hypothesis.event(name)
             # The subscription began after the session was created.
-            assert isinstance(replayed[0].msg, p.SessionConfigured)
+            assert isinstance(replayed[0].msg, p.SessionCreatedMsg)
             assert replayed[1:] == live
             assert [event.sequence for event in replayed] == sorted(
                 event.sequence for event in replayed

@@ -21,7 +21,7 @@ def test_the_readme_example_runs(
     exec(compile(blocks[0], "README.md", "exec"), {"__name__": "readme"})
     printed = capsys.readouterr().out.splitlines()
     assert printed[0] == "2 + 3 = 5"
-    assert "TurnComplete" in printed[-1]
+    assert "TurnCompletedMsg" in printed[-1]
     assert (tmp_path / ".turnlog" / "example.sqlite3").exists()
 
 

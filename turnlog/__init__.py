@@ -58,7 +58,7 @@ from turnlog.domain.run import (
     RunStarted,
     SessionEvent,
 )
-from turnlog.mcp_tools import McpServer, McpTool
+from turnlog.mcp.tools import McpServer, McpTool
 from turnlog.middleware import Compaction, Middleware
 from turnlog.projections.executions import Execution
 from turnlog.projections.readers import (
@@ -73,8 +73,7 @@ from turnlog.runtime import Runtime
 from turnlog.scripted import ScriptedModel, calls, reply, tool_call
 from turnlog.session import AgentHandle, AgentSession, RunHandle, Subscription
 from turnlog.tools import FunctionTool, ToolContext, ToolResult, function_tool
-
-__version__ = "0.1.0"
+from turnlog.version import __version__ as __version__
 
 __all__ = [
     "Agent",

@@ -11,7 +11,7 @@ import msgspec
 
 from turnlog.domain.errors import InvalidInputError
 from turnlog.domain.model import ModelProvider, is_provider
-from turnlog.mcp_tools import McpServer, McpTool, session_tools
+from turnlog.mcp.tools import McpServer, McpTool, session_tools
 from turnlog.middleware import Middleware
 from turnlog.routing import ModelRouter
 from turnlog.tools import FunctionTool

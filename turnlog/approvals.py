@@ -7,10 +7,9 @@ never waits for it), or from anywhere else later.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pykka
 
+from turnlog.actors.approval_broker import ApprovalBrokerActor
 from turnlog.actors.messages import ResolveApproval
 from turnlog.domain.approval import ApprovalDecision, check_decision
 from turnlog.domain.errors import InvalidInputError, RuntimeClosedError
@@ -22,7 +21,7 @@ ASK_TIMEOUT: float | None = None
 class ApprovalBroker:
     """The runtime's approval broker, as callers and providers see it."""
 
-    def __init__(self, ref: pykka.ActorRef[Any]) -> None:
+    def __init__(self, ref: pykka.ActorRef[ApprovalBrokerActor]) -> None:
         self._ref = ref
 
     def resolve(self, request_id: str, decision: ApprovalDecision | str) -> None:

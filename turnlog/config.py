@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 
 import pydantic
 
@@ -53,7 +53,9 @@ class RunConfig(pydantic.BaseModel):
 
     session_id: str | None = None
     approval_policy: Literal["allow", "deny", "ask"] = "ask"
-    approval_provider: Any = None
+    approval_provider: Annotated[ApprovalProvider | None, pydantic.SkipValidation] = (
+        None  # checked by _provider_decides: a Protocol is no pydantic type
+    )
     approval_timeout: float | None = pydantic.Field(default=None, gt=0)
     event_buffer: int = pydantic.Field(default=10_000, ge=1)
     idle_timeout: float | None = pydantic.Field(
@@ -68,9 +70,9 @@ class RunConfig(pydantic.BaseModel):
             # too, as pydantic's error was).
             raise InvalidInputError(f"bad RunConfig: {error}") from None
 
-    @pydantic.field_validator("approval_provider")
+    @pydantic.field_validator("approval_provider", mode="before")
     @classmethod
-    def _provider_decides(cls, value: Any) -> Any:
+    def _provider_decides(cls, value: object) -> ApprovalProvider | None:
         if value is not None and not isinstance(value, ApprovalProvider):
             msg = "approval_provider must have a decide(request) method"
             raise ValueError(msg)

@@ -3,53 +3,58 @@
 ``session.subscribe()`` yields :class:`RunStarted`, :class:`RunEvent`,
 :class:`RunFinished` and :class:`EventsMissed`; a ``RunEvent`` carries an
 :class:`Event` envelope whose ``msg`` is one of the ``EventMsg`` classes
-here (``AgentMessage``, ``ToolCallBegin``, ``ApprovalRequested``...).
+here (``AgentMessageMsg``, ``ToolCallStartedMsg``, ``ApprovalRequestedMsg``...).
 ``AgentHandle.next_event()`` returns the ``Event`` envelopes directly::
 
-    from turnlog.events import AgentMessage, RunEvent, RunFinished
+    from turnlog.events import AgentMessageMsg, RunEvent, RunFinished
 
     for item in session.subscribe():
-        if isinstance(item, RunEvent) and isinstance(item.event.msg, AgentMessage):
-            print(item.event.msg.text)
+        msg = item.event.msg if isinstance(item, RunEvent) else None
+        if isinstance(msg, AgentMessageMsg):
+            print(msg.text)
         elif isinstance(item, RunFinished):
             break
 
-Each ``EventMsg`` has a ``type`` tag (snake_case) on the wire; the tags,
-not the class names, are what JSON consumers see.
+An ``EventMsg`` class is named ``<Fact>Msg``: the domain event it reports
+(``ToolCallStartedMsg`` reports ``ToolCallStarted``), or, for one that
+reports no single domain event, its wire tag (``AgentMessageDeltaMsg``,
+``FrontendMsg``). Each has a ``type`` tag (snake_case) on the wire; the
+tags, not the class names, are what JSON consumers see, and they do not
+change with the class names.
 """
 
 from __future__ import annotations
 
 from turnlog.domain.protocol import (
-    AgentMessage,
-    AgentMessageDelta,
-    ApprovalRequested,
-    ApprovalResolved,
-    ContextRewritten,
+    AgentMessageDeltaMsg,
+    AgentMessageMsg,
+    ApprovalDecidedMsg,
+    ApprovalRequestedMsg,
+    ContextRewrittenMsg,
     Event,
     EventMsg,
-    Frontend,
-    HookContext,
-    InputRejected,
-    ModelRouteChanged,
-    ModelStepCompleted,
-    ModelStepFailed,
-    ModelStepStarted,
-    QueuedInputDropped,
+    FrontendMsg,
+    HookContextAddedMsg,
+    InputAcceptedMsg,
+    InputQueuedMsg,
+    InputRejectedMsg,
+    ModelRouteChangedMsg,
+    ModelStepCompletedMsg,
+    ModelStepFailedMsg,
+    ModelStepStartedMsg,
+    QueuedInputDroppedMsg,
     RenderBlock,
-    SessionClosed,
-    SessionConfigured,
-    SharedStateChanged,
-    TokenCount,
-    ToolAllowedForSession,
-    ToolCallBegin,
-    ToolCallEnd,
-    TurnAborted,
-    TurnComplete,
-    TurnStarted,
-    UserInputQueued,
-    UserMessage,
-    WarningMessage,
+    SessionClosedMsg,
+    SessionCreatedMsg,
+    SharedStateUpdatedMsg,
+    ToolAllowedForSessionMsg,
+    ToolCallFinishedMsg,
+    ToolCallStartedMsg,
+    TurnAbortedMsg,
+    TurnCompletedMsg,
+    TurnStartedMsg,
+    UsageRecordedMsg,
+    WarningRaisedMsg,
 )
 from turnlog.domain.run import (
     EventsMissed,
@@ -60,38 +65,38 @@ from turnlog.domain.run import (
 )
 
 __all__ = [
-    "AgentMessage",
-    "AgentMessageDelta",
-    "ApprovalRequested",
-    "ApprovalResolved",
-    "ContextRewritten",
+    "AgentMessageDeltaMsg",
+    "AgentMessageMsg",
+    "ApprovalDecidedMsg",
+    "ApprovalRequestedMsg",
+    "ContextRewrittenMsg",
     "Event",
     "EventMsg",
     "EventsMissed",
-    "Frontend",
-    "HookContext",
-    "InputRejected",
-    "ModelRouteChanged",
-    "ModelStepCompleted",
-    "ModelStepFailed",
-    "ModelStepStarted",
-    "QueuedInputDropped",
+    "FrontendMsg",
+    "HookContextAddedMsg",
+    "InputAcceptedMsg",
+    "InputQueuedMsg",
+    "InputRejectedMsg",
+    "ModelRouteChangedMsg",
+    "ModelStepCompletedMsg",
+    "ModelStepFailedMsg",
+    "ModelStepStartedMsg",
+    "QueuedInputDroppedMsg",
     "RenderBlock",
     "RunEvent",
     "RunFinished",
     "RunStarted",
-    "SessionClosed",
-    "SessionConfigured",
+    "SessionClosedMsg",
+    "SessionCreatedMsg",
     "SessionEvent",
-    "SharedStateChanged",
-    "TokenCount",
-    "ToolAllowedForSession",
-    "ToolCallBegin",
-    "ToolCallEnd",
-    "TurnAborted",
-    "TurnComplete",
-    "TurnStarted",
-    "UserInputQueued",
-    "UserMessage",
-    "WarningMessage",
+    "SharedStateUpdatedMsg",
+    "ToolAllowedForSessionMsg",
+    "ToolCallFinishedMsg",
+    "ToolCallStartedMsg",
+    "TurnAbortedMsg",
+    "TurnCompletedMsg",
+    "TurnStartedMsg",
+    "UsageRecordedMsg",
+    "WarningRaisedMsg",
 ]

@@ -134,7 +134,7 @@ class Runtime:
                 self.projections.start()
                 self._stoppers.append(self.projections.stop)
             if span_exporter is not None:
-                from turnlog.otel import LiveTraces  # noqa: PLC0415 - the otel extra
+                from turnlog.traces.live import LiveTraces  # noqa: PLC0415 - the otel extra
 
                 traces = LiveTraces(store, span_exporter)
                 store.add_listener(traces.notify)
@@ -175,7 +175,7 @@ class Runtime:
 
         ``span_exporter`` (an OpenTelemetry ``SpanExporter``; needs the
         ``otel`` extra) is handed each session's spans as the log ends them,
-        off the sessions' threads (see turnlog.otel); closing the runtime
+        off the sessions' threads (see turnlog.traces.live); closing the runtime
         exports what is left and shuts it down.
 
         Raises StoreURLError for a bad URL and NotATurnlogStoreError for a
@@ -311,9 +311,10 @@ class Runtime:
             model_route=agent.model_route,
         )
         # A session new to the log is saved with its lease, in one commit,
-        # and the log is not read first: where it holds the session or a
-        # lease on it, that save clashes and records nothing, and the lease
-        # is taken first and the session read from the log, as before.
+        # and the log is not read first: a new session, the common case,
+        # costs one round trip. Where the log holds the session or a lease
+        # on it, that save clashes and records nothing; the lease is then
+        # taken first and the session read from the log.
         created = new_session()
         claimed = self.ownership.claim_new(
             session_id, lambda claim: self.store.save(created, claim=claim)

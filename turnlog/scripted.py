@@ -12,7 +12,7 @@ import threading
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, TypeAlias
 
 import msgspec
 
@@ -27,7 +27,11 @@ from turnlog.domain.model import (
 )
 from turnlog.domain.streaming import DeltaSink, discard_deltas
 
-Scripted = ModelResponse | str | BaseException | Callable[[ModelRequest], Any]
+Scripted: TypeAlias = (
+    "ModelResponse | str | BaseException | Callable[[ModelRequest], Scripted]"
+)
+"""One scripted answer: a response, a text, an error to raise, or a function
+of the request that returns one of these."""
 
 
 def reply(text: str, *, usage: Mapping[str, int] | None = None) -> ModelResponse:
@@ -126,7 +130,7 @@ class ScriptedModel:
                 on_delta(text[start : start + self._stream_chunk])
         return response
 
-    def _resolve(self, scripted: Any, request: ModelRequest) -> ModelResponse:
+    def _resolve(self, scripted: Scripted, request: ModelRequest) -> ModelResponse:
         if isinstance(scripted, BaseException):
             raise scripted
         if isinstance(scripted, str):

@@ -16,7 +16,6 @@ import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any
 
-import msgspec
 import pykka
 
 from turnlog.actors.activation import Activation
@@ -45,7 +44,7 @@ from turnlog.domain.errors import (
     SessionClosedError,
     TurnlogError,
 )
-from turnlog.domain.inputs import check_input
+from turnlog.domain.inputs import check_attachments, check_input
 from turnlog.domain.protocol import (
     ApprovalResponse,
     Event,
@@ -83,7 +82,7 @@ class Subscription:
         self._handle = handle
         self._subscriber = subscriber
 
-    def get(self, timeout: float | None = None) -> Any:
+    def get(self, timeout: float | None = None) -> SessionEvent:
         """The next event; raises TimeoutError, or SessionClosedError at the end.
 
         If the session failed (its actor died), the end raises
@@ -94,7 +93,7 @@ class Subscription:
         except SubscriptionClosed as closed:
             raise SessionClosedError(f"subscription to {closed} ended") from None
 
-    def drain(self) -> list[Any]:
+    def drain(self) -> list[SessionEvent]:
         """Every buffered event, without waiting."""
         return self._subscriber.drain()
 
@@ -103,17 +102,17 @@ class Subscription:
         self._subscriber.close()
         self._handle.unsubscribe(self._subscriber)
 
-    def __iter__(self) -> Iterator[Any]:
+    def __iter__(self) -> Iterator[SessionEvent]:
         while True:
             try:
                 yield self._subscriber.get()
             except SubscriptionClosed:
                 return
 
-    def __aiter__(self) -> AsyncIterator[Any]:
+    def __aiter__(self) -> AsyncIterator[SessionEvent]:
         return self._aiter()
 
-    async def _aiter(self) -> AsyncIterator[Any]:
+    async def _aiter(self) -> AsyncIterator[SessionEvent]:
         loop = asyncio.get_running_loop()
         while True:
             try:
@@ -201,22 +200,8 @@ class _ActorHandle:
     def unsubscribe(self, subscriber: Subscriber) -> None:
         self._activation.unsubscribe(subscriber)
 
-
-def _attachments(values: Sequence[Any]) -> tuple[SessionFileReference, ...]:
-    if isinstance(values, str | bytes) or not isinstance(values, Sequence):
-        msg = "attachments must be a sequence of SessionFileReference"
-        raise InvalidInputError(msg)
-    for index, value in enumerate(values):
-        if not isinstance(value, SessionFileReference):
-            msg = f"attachments must be SessionFileReference objects, not {value!r}"
-            raise InvalidInputError(msg)
-        try:  # msgspec does not check field types on construction
-            msgspec.convert(msgspec.structs.asdict(value), SessionFileReference)
-        except msgspec.ValidationError as error:
-            msg = f"bad attachment {value!r}: {error}"
-            raise InvalidInputError(msg) from None
-        check_encodable(value, f"attachments[{index}]")
-    return tuple(values)
+    def wait_passivated(self, timeout: float | None) -> bool:
+        return self._activation.wait_passivated(timeout)
 
 
 class RunHandle:
@@ -259,10 +244,10 @@ class AgentSession:
             raise self._actor.closed_error()
 
     def _start(
-        self, text: str, attachments: Sequence[Any]
+        self, text: str, attachments: Sequence[SessionFileReference]
     ) -> concurrent.futures.Future[RunResult]:
         check_input("prompt", text)
-        refs = _attachments(attachments)
+        refs = check_attachments(attachments)
         waiter: concurrent.futures.Future[RunResult] = concurrent.futures.Future()
         self._actor.tell(StartPrompt(text, refs, waiter))
         return waiter
@@ -271,7 +256,7 @@ class AgentSession:
         self,
         text: str,
         *,
-        attachments: Sequence[Any] = (),
+        attachments: Sequence[SessionFileReference] = (),
         timeout: float | None = None,
     ) -> RunResult:
         """Runs ``text`` (and any queued follow-ups); returns when the run ends.
@@ -281,19 +266,21 @@ class AgentSession:
         return self._start(text, attachments).result(timeout)
 
     async def prompt_async(
-        self, text: str, *, attachments: Sequence[Any] = ()
+        self, text: str, *, attachments: Sequence[SessionFileReference] = ()
     ) -> RunResult:
         """``prompt`` for asyncio callers; never blocks the event loop."""
         waiter = self._start(text, attachments)  # a tell: it never blocks
         return await asyncio.wrap_future(waiter)
 
-    def follow_up(self, text: str, *, attachments: Sequence[Any] = ()) -> str:
+    def follow_up(
+        self, text: str, *, attachments: Sequence[SessionFileReference] = ()
+    ) -> str:
         """Queues ``text`` to run after the current (or next) run's turns.
 
         Returns the submission id.
         """
         check_input("follow_up", text)
-        result: str = self._actor.ask(FollowUp(text, _attachments(attachments)))
+        result: str = self._actor.ask(FollowUp(text, check_attachments(attachments)))
         return result
 
     def send_input(self, text: str, *, kind: str = "peer") -> str:
@@ -316,14 +303,16 @@ class AgentSession:
             raise InvalidInputError(msg)
         self._actor.ask(ChangeRoute(route))
 
-    def steer(self, text: str, *, attachments: Sequence[Any] = ()) -> str:
+    def steer(
+        self, text: str, *, attachments: Sequence[SessionFileReference] = ()
+    ) -> str:
         """Adds ``text`` to the running turn before its next model call.
 
         With no turn running, it waits for the next turn like a follow-up.
         Returns the submission id.
         """
         check_input("steer", text)
-        refs = _attachments(attachments)
+        refs = check_attachments(attachments)
         result: str = self._actor.ask(Submit(Steer(text, refs)))
         return result
 
@@ -365,7 +354,7 @@ class AgentSession:
         ``event_buffer``); past it, the oldest unread events are dropped for
         this subscriber only, and an ``EventsMissed`` item in their place
         tells it how many. The ends of runs and turns (``RunFinished``,
-        ``TurnComplete``, ``TurnAborted``) are never dropped.
+        ``TurnCompletedMsg``, ``TurnAbortedMsg``) are never dropped.
         """
         if buffer is not None and (
             isinstance(buffer, bool) or not isinstance(buffer, int) or buffer < 1
@@ -396,6 +385,24 @@ class AgentSession:
     def running(self) -> bool:
         """Whether a run is in progress."""
         return self._actor.query(RunningQuery())
+
+    def wait_passivated(self, timeout: float | None = None) -> bool:
+        """Waits until the session passivated here; False if ``timeout`` passed.
+
+        Passivated: idle for its ``idle_timeout``, it gave back its lease
+        (another process may take the session now) and its actor stopped.
+        True at once if it is passive now. False if the session ended here
+        instead (closed, failed, or taken by another process). A later call
+        on the session starts it again.
+        """
+        if timeout is not None and (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, int | float)
+            or not timeout >= 0
+        ):
+            msg = f"timeout must be a number of seconds >= 0, not {timeout!r}"
+            raise InvalidInputError(msg)
+        return self._actor.wait_passivated(timeout)
 
     def reachable(self) -> bool:
         """Whether this handle still reaches its session, without asking it.

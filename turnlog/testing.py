@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable
-from typing import Any
 
 from turnlog.domain.model import (
     ModelProvider,
@@ -19,8 +18,10 @@ from turnlog.domain.model import (
     ModelResponse,
     respond_streaming,
 )
-from turnlog.domain.run import RunEvent
+from turnlog.domain.protocol import EventMsg
+from turnlog.domain.run import RunEvent, SessionEvent
 from turnlog.domain.streaming import DeltaSink, discard_deltas
+from turnlog.session import Subscription
 
 
 class HeldModel:
@@ -72,14 +73,16 @@ class HeldModel:
 
 
 def wait_for(
-    subscription: Any, predicate: Callable[[Any], bool], timeout: float = 10.0
-) -> tuple[Any, list[Any]]:
+    subscription: Subscription,
+    predicate: Callable[[SessionEvent | EventMsg], bool],
+    timeout: float = 10.0,
+) -> tuple[SessionEvent, list[SessionEvent]]:
     """Reads ``subscription`` until an item matches; returns it and all read.
 
     For ``RunEvent`` items the predicate sees the ``EventMsg`` as well as
-    the item: ``wait_for(sub, lambda m: isinstance(m, TurnComplete))``.
+    the item: ``wait_for(sub, lambda m: isinstance(m, TurnCompletedMsg))``.
     """
-    seen: list[Any] = []
+    seen: list[SessionEvent] = []
     while True:
         item = subscription.get(timeout)
         seen.append(item)

@@ -91,7 +91,7 @@ def test_a_read_after_an_event_sees_that_event(rt: Runtime) -> None:
     held = threading.Event()
 
     def reader() -> None:
-        wait_for(subscription, lambda m: isinstance(m, p.ToolCallEnd))
+        wait_for(subscription, lambda m: isinstance(m, p.ToolCallFinishedMsg))
         checkpoint = rt.checkpoints.load("r")
         assert checkpoint is not None
         outputs = [
@@ -120,8 +120,8 @@ def test_the_live_stream_equals_the_replay_of_the_log(rt: Runtime) -> None:
     replayed = rt.replay_events("live")
     # the replay also holds what happened before this subscription began
     assert replayed[-len(live) :] == live
-    assert isinstance(replayed[0].msg, p.SessionConfigured)
-    assert isinstance(live[-1].msg, p.SharedStateChanged)
+    assert isinstance(replayed[0].msg, p.SessionCreatedMsg)
+    assert isinstance(live[-1].msg, p.SharedStateUpdatedMsg)
 
 
 def test_input_submitted_while_a_turn_runs_is_queued_and_runs_next(rt: Runtime) -> None:
@@ -134,7 +134,7 @@ def test_input_submitted_while_a_turn_runs_is_queued_and_runs_next(rt: Runtime) 
     completed: list[tuple[str | None, str | None]] = []
     while len(completed) < 2:
         event = handle.next_event(timeout=10)
-        if isinstance(event.msg, p.TurnComplete):
+        if isinstance(event.msg, p.TurnCompletedMsg):
             completed.append((event.submission_id, event.msg.last_agent_message))
     assert completed == [(first, "answer one"), (second, "answer two")]
     assert [m.content for m in handle.session.messages()] == [
@@ -152,10 +152,10 @@ def test_an_interrupt_ends_the_running_turn_and_cancels_the_model_call(
     held = HeldModel(ScriptedModel(["never seen", "after"]), hold_all=True)
     handle = rt.create_agent(Agent("a", model=held), session_id="i")
     handle.submit(UserInput("long task"))
-    started = wait_next(handle, p.TurnStarted)
+    started = wait_next(handle, p.TurnStartedMsg)
     assert held.entered.wait(10)
     handle.submit(p.Interrupt(started.msg.turn_id))
-    aborted = wait_next(handle, p.TurnAborted)
+    aborted = wait_next(handle, p.TurnAbortedMsg)
     assert (aborted.msg.reason, aborted.msg.failed) == ("interrupted", False)
     assert held.cancelled.wait(10)
     held.hold_all = False
@@ -211,7 +211,7 @@ def test_approval_policy_ask_waits_for_the_caller_and_records_the_decision(
         )
         worker.start()
         request, _ = wait_for(
-            subscription, lambda m: isinstance(m, p.ApprovalRequested)
+            subscription, lambda m: isinstance(m, p.ApprovalRequestedMsg)
         )
         checkpoint = rt.checkpoints.load("ap")
         assert checkpoint.pending_approval["name"] == "deploy"
@@ -221,7 +221,7 @@ def test_approval_policy_ask_waits_for_the_caller_and_records_the_decision(
         decided = [
             e.msg
             for e in rt.replay_events("ap")
-            if isinstance(e.msg, p.ApprovalResolved)
+            if isinstance(e.msg, p.ApprovalDecidedMsg)
         ]
         assert [(d.decision, d.decided_by) for d in decided] == [("allow", "user")]
         assert rt.checkpoints.load("ap").pending_approval is None
@@ -263,11 +263,11 @@ def test_streamed_text_reaches_subscribers_but_never_the_log(rt: Runtime) -> Non
     subscription = session.subscribe()
     session.prompt("go", timeout=10)
     live = [i.event for i in subscription.drain() if isinstance(i, RunEvent)]
-    deltas = [e.msg.delta for e in live if isinstance(e.msg, p.AgentMessageDelta)]
+    deltas = [e.msg.delta for e in live if isinstance(e.msg, p.AgentMessageDeltaMsg)]
     assert "".join(deltas) == "streaming answer"
     assert len(deltas) == 4
     first_delta = next(i for i, e in enumerate(live) if e.transient)
-    answer = next(i for i, e in enumerate(live) if isinstance(e.msg, p.AgentMessage))
+    answer = next(i for i, e in enumerate(live) if isinstance(e.msg, p.AgentMessageMsg))
     assert first_delta < answer  # fragments arrive before the completed step
     assert all(e.sequence == 0 for e in live if e.transient)
     durable = [e for e in live if not e.transient]
@@ -332,5 +332,5 @@ def test_a_turn_actor_is_sent_only_its_model_calls(
         assert [
             e.msg.output
             for e in rt.replay_events(session.session_id)
-            if isinstance(e.msg, p.ToolCallEnd)
+            if isinstance(e.msg, p.ToolCallFinishedMsg)
         ] == ["2", "4"]

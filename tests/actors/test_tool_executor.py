@@ -43,11 +43,13 @@ def test_calls_of_one_step_run_concurrently_and_finish_in_completion_order(
         results = []
         worker = threading.Thread(target=lambda: results.append(session.prompt("go")))
         worker.start()
-        wait_for(events, lambda m: isinstance(m, p.ToolCallEnd) and m.name == "fast")
+        wait_for(
+            events, lambda m: isinstance(m, p.ToolCallFinishedMsg) and m.name == "fast"
+        )
         fast_recorded.set()
         worker.join(10)
         assert results[0].final_output == "done"
-        finished = [end.name for end in replayed(rt, "c", p.ToolCallEnd)]
+        finished = [end.name for end in replayed(rt, "c", p.ToolCallFinishedMsg)]
         assert finished == ["fast", "slow"]
         # the next request lists every output, in the order they were recorded
         answered = [
@@ -124,7 +126,7 @@ def test_a_call_past_its_timeout_is_an_error_output(
                 Agent("a", model=model, tools=[hang]), session_id="t"
             )
             assert session.prompt("go", timeout=10).final_output == "moved on"
-            (end,) = replayed(rt, "t", p.ToolCallEnd)
+            (end,) = replayed(rt, "t", p.ToolCallFinishedMsg)
             assert (end.output, end.is_error) == ("tool timed out after 0.05 s", True)
     finally:
         never.set()

@@ -38,7 +38,7 @@ from turnlog import (
 )
 from turnlog.cli.demo import AGENT_NAME, QUESTION, turnlog_executable
 from turnlog.cli.main import main
-from turnlog.domain.protocol import ToolCallBegin
+from turnlog.domain.protocol import ToolCallStartedMsg
 
 # -- demo -------------------------------------------------------------------
 
@@ -210,7 +210,7 @@ def turn_in_progress(store: str, session_id: str, agent_name: str) -> Iterator[N
             while True:  # until the tool call is recorded: the turn is mid-way
                 item = events.get(timeout=20)
                 msg = item.event.msg if isinstance(item, RunEvent) else None
-                if isinstance(msg, ToolCallBegin):
+                if isinstance(msg, ToolCallStartedMsg):
                     break
             yield
         finally:

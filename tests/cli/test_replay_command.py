@@ -40,9 +40,9 @@ def test_replay_prints_the_live_stream_without_its_transient_events(
     assert (result.code, result.err) == (0, "")
     replayed = [decode_event(line) for line in result.out.splitlines()]
     durable = [event for event in live if not event.transient]
-    # the replay also holds SessionConfigured, from before the subscription
+    # the replay also holds SessionCreatedMsg, from before the subscription
     assert replayed[-len(durable) :] == durable
-    assert isinstance(replayed[0].msg, p.SessionConfigured)
+    assert isinstance(replayed[0].msg, p.SessionCreatedMsg)
     assert len(replayed) > len(durable)
     assert result.out == "".join(encode_json(e).decode() + "\n" for e in replayed)
 

@@ -22,7 +22,7 @@ from turnlog import (
     function_tool,
     tool_call,
 )
-from turnlog.domain.protocol import ApprovalRequested
+from turnlog.domain.protocol import ApprovalRequestedMsg
 
 
 def columns(out: str) -> dict[str, list[str]]:
@@ -72,7 +72,7 @@ def test_sessions_shows_failed_waiting_closed_and_idle_with_first_prompts(
         while True:
             item = events.get(timeout=20)
             if isinstance(item, RunEvent) and isinstance(
-                item.event.msg, ApprovalRequested
+                item.event.msg, ApprovalRequestedMsg
             ):
                 request_id = item.event.msg.request_id
                 break

@@ -30,16 +30,16 @@ def test_ops_round_trip_through_json(op: p.Op) -> None:
 @pytest.mark.parametrize(
     "msg",
     [
-        p.TurnStarted("t1", 1),
-        p.UserMessage("hi", "prompt"),
-        p.AgentMessage("hello"),
-        p.ToolCallBegin("c1", "add", '{"a":1}'),
-        p.ToolCallEnd("c1", "add", "2", False),
-        p.TokenCount("default", "model", None, {"total_tokens": 3}),
-        p.ModelStepCompleted(1, {"input_tokens": 1}, {"route": "default"}),
-        p.TurnAborted("t1", "interrupted", False),
-        p.TurnComplete("t1", None),
-        p.SharedStateChanged({"k": [1, {"_type_": "datetime", "_data_": "x"}]}),
+        p.TurnStartedMsg("t1", 1),
+        p.InputAcceptedMsg("hi", "prompt"),
+        p.AgentMessageMsg("hello"),
+        p.ToolCallStartedMsg("c1", "add", '{"a":1}'),
+        p.ToolCallFinishedMsg("c1", "add", "2", False),
+        p.UsageRecordedMsg("default", "model", None, {"total_tokens": 3}),
+        p.ModelStepCompletedMsg(1, {"input_tokens": 1}, {"route": "default"}),
+        p.TurnAbortedMsg("t1", "interrupted", False),
+        p.TurnCompletedMsg("t1", None),
+        p.SharedStateUpdatedMsg({"k": [1, {"_type_": "datetime", "_data_": "x"}]}),
     ],
 )
 def test_events_round_trip_through_json(msg: p.EventMsg) -> None:
@@ -58,11 +58,3 @@ def test_a_malformed_op_is_refused_with_a_validation_error() -> None:
         p.decode_op(b'{"type": "user_input"}')
     with pytest.raises(msgspec.ValidationError):
         p.decode_op(b'{"type": "launch_missiles"}')
-
-
-def test_the_old_name_of_approval_requested_still_resolves_with_a_warning() -> None:
-    with pytest.warns(DeprecationWarning, match="turnlog.events.ApprovalRequested"):
-        old = p.ApprovalRequest  # type: ignore[attr-defined]
-    assert old is p.ApprovalRequested
-    with pytest.raises(AttributeError):
-        p.NoSuchMessage  # type: ignore[attr-defined]  # noqa: B018

@@ -28,7 +28,7 @@ SERVER = Path(__file__).with_name("mcp_server.py")
 
 def main() -> None:
     calls_log = sys.argv[1]
-    # Without STDERR_LOG, the server is built as before there was one.
+    # Without STDERR_LOG, the server is built with no stderr_log option.
     options = {"stderr_log": sys.argv[2]} if len(sys.argv) > 2 else {}
     server = McpServer.stdio(
         sys.executable,

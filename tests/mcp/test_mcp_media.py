@@ -24,7 +24,7 @@ from turnlog import (
     tool_call,
 )
 from turnlog.domain.events import event_name
-from turnlog.mcp_results import MAX_MEDIA_BYTES, tool_result
+from turnlog.mcp.results import MAX_MEDIA_BYTES, tool_result
 
 MakeServer = Callable[..., McpServer]
 ALLOW = RunConfig(approval_policy="allow")

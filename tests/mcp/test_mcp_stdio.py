@@ -27,12 +27,12 @@ from turnlog import (
     Runtime,
     ScriptedModel,
     calls,
-    mcp_stdio,
     tool_call,
 )
-from turnlog.mcp_link import BAD_BYTES_NOTE, McpLink
-from turnlog.mcp_stdio import BadBytes
-from turnlog.mcp_targets import StdioTarget
+from turnlog.mcp import stdio as mcp_stdio
+from turnlog.mcp.link import BAD_BYTES_NOTE, McpLink
+from turnlog.mcp.stdio import BadBytes
+from turnlog.mcp.targets import StdioTarget
 
 pytestmark = pytest.mark.subprocess
 

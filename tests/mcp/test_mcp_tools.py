@@ -46,11 +46,11 @@ def outputs(model: ScriptedModel, request: int) -> list[tuple[str, str]]:
     ]
 
 
-def ends(rt: Runtime, session_id: str) -> dict[str, p.ToolCallEnd]:
+def ends(rt: Runtime, session_id: str) -> dict[str, p.ToolCallFinishedMsg]:
     return {
         e.msg.call_id: e.msg
         for e in rt.replay_events(session_id)
-        if isinstance(e.msg, p.ToolCallEnd)
+        if isinstance(e.msg, p.ToolCallFinishedMsg)
     }
 
 
@@ -123,7 +123,7 @@ def test_an_unlisted_tool_asks_and_a_listed_one_runs_unasked(
             target=lambda: results.append(session.prompt("go", timeout=30))
         )
         prompting.start()
-        asked, _ = wait_for(events, lambda m: isinstance(m, p.ApprovalRequested))
+        asked, _ = wait_for(events, lambda m: isinstance(m, p.ApprovalRequestedMsg))
         assert asked.event.msg.name == "srv_echo"
         assert files.called() == []  # nothing ran before the decision
         session.approve(asked.event.msg.request_id, ApprovalDecision.allow())
@@ -134,7 +134,7 @@ def test_an_unlisted_tool_asks_and_a_listed_one_runs_unasked(
         requested = [
             e.msg.name
             for e in rt.replay_events("s1")
-            if isinstance(e.msg, p.ApprovalRequested)
+            if isinstance(e.msg, p.ApprovalRequestedMsg)
         ]
         assert requested == ["srv_echo"]  # weather, listed, did not ask
     assert files.called() == ["echo", "weather"]

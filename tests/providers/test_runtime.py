@@ -88,12 +88,12 @@ def test_a_prompt_with_a_tool_call_streams_and_replays(
     assert tool_outputs(fake.requests[1].body) == ["sunny in Paris"]
 
     live = live_events(subscription)
-    deltas = [e.msg.delta for e in live if isinstance(e.msg, p.AgentMessageDelta)]
+    deltas = [e.msg.delta for e in live if isinstance(e.msg, p.AgentMessageDeltaMsg)]
     assert "".join(deltas) == "It is sunny in Paris today."
     assert len(deltas) == 5
-    assert all(e.transient for e in live if isinstance(e.msg, p.AgentMessageDelta))
+    assert all(e.transient for e in live if isinstance(e.msg, p.AgentMessageDeltaMsg))
     durable = [e for e in live if not e.transient]
-    assert any(isinstance(e.msg, p.ToolCallEnd) for e in durable)
+    assert any(isinstance(e.msg, p.ToolCallFinishedMsg) for e in durable)
     assert rt.replay_events("e2e")[-len(durable) :] == durable
     assert [m.content for m in session.messages()] == [
         "What is the weather in Paris?",
@@ -153,7 +153,9 @@ def test_a_failed_model_call_is_recorded_and_the_session_goes_on(
     result = session.prompt("Weather?", timeout=30)
     assert result.status == "failed"
     [failed] = [
-        e.msg for e in rt.replay_events("fails") if isinstance(e.msg, p.ModelStepFailed)
+        e.msg
+        for e in rt.replay_events("fails")
+        if isinstance(e.msg, p.ModelStepFailedMsg)
     ]
     assert failed.error_type == error_type
     assert failed.message
@@ -176,7 +178,7 @@ def test_an_interrupt_closes_the_stream(
     worker.start()
     for item in subscription:
         if isinstance(item, RunEvent) and isinstance(
-            item.event.msg, p.AgentMessageDelta
+            item.event.msg, p.AgentMessageDeltaMsg
         ):
             break  # the model is streaming
     session.interrupt()

@@ -15,7 +15,7 @@ def test_closing_the_runtime_closes_its_providers(fake, dialect) -> None:
     with Runtime.open("memory://") as rt:
         handle = rt.create_agent(Agent("a", model=provider), session_id="c")
         handle.submit(UserInput("hi"))
-        while not isinstance(handle.next_event(timeout=10).msg, p.TurnComplete):
+        while not isinstance(handle.next_event(timeout=10).msg, p.TurnCompletedMsg):
             pass
         assert provider._endpoint._client is not None
     # closed by Runtime.close(): no connection left open (filterwarnings=error

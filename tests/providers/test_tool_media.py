@@ -76,7 +76,7 @@ def test_responses_sends_images_as_input_image_content(sent: Any) -> None:
         "the chart\n[turnlog: left out of this tool output: "
     )
     assert LEFT_OUT in text["text"]
-    assert outputs[1]["output"] == "12 C"  # no media: plain text, as before
+    assert outputs[1]["output"] == "12 C"  # no media: plain text
 
 
 def test_chat_sends_images_in_a_user_message_after_the_tool_messages(

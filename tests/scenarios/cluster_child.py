@@ -35,7 +35,7 @@ from turnlog import (
     function_tool,
     tool_call,
 )
-from turnlog.domain.protocol import TurnComplete
+from turnlog.domain.protocol import TurnCompletedMsg
 
 _print_lock = threading.Lock()
 never = threading.Event()
@@ -48,7 +48,8 @@ def say(line: str) -> None:
 
 def completed_turns(rt: Runtime, session_id: str) -> int:
     return sum(
-        isinstance(event.msg, TurnComplete) for event in rt.replay_events(session_id)
+        isinstance(event.msg, TurnCompletedMsg)
+        for event in rt.replay_events(session_id)
     )
 
 
@@ -89,7 +90,7 @@ def follow(rt: Runtime, session_id: str, turns: int) -> None:
         say(f"FOLLOWING {session_id}")
         for event in events:
             seen.append([event.sequence, type(event.msg).__name__])
-            done += isinstance(event.msg, TurnComplete)
+            done += isinstance(event.msg, TurnCompletedMsg)
             if done == turns:
                 break
     say(f"FOLLOWED {session_id} {json.dumps(seen)}")

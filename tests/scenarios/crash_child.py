@@ -68,7 +68,7 @@ def main() -> None:
         worker.start()
         for item in events:
             if type(getattr(getattr(item, "event", None), "msg", None)).__name__ == (
-                "ApprovalRequested"
+                "ApprovalRequestedMsg"
             ):
                 print("PENDING", flush=True)
     never.wait()

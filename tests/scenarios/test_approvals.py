@@ -48,7 +48,7 @@ def resolutions(rt: Runtime, session_id: str) -> list[tuple[str, str]]:
     return [
         (e.msg.decision, e.msg.decided_by)
         for e in rt.replay_events(session_id)
-        if isinstance(e.msg, p.ApprovalResolved)
+        if isinstance(e.msg, p.ApprovalDecidedMsg)
     ]
 
 
@@ -91,7 +91,7 @@ def test_allow_session_is_remembered_across_a_restart(sqlite_url: str) -> None:
         allowed = [
             e.msg
             for e in rt.replay_events("s")
-            if isinstance(e.msg, p.ToolAllowedForSession)
+            if isinstance(e.msg, p.ToolAllowedForSessionMsg)
         ]
         assert [a.tool_name for a in allowed] == ["deploy"]
     assert ran == ["prod", "prod"]
@@ -122,8 +122,8 @@ def test_allow_session_covers_calls_of_the_same_tool_waiting_beside_it(
         results = []
         worker = threading.Thread(target=lambda: results.append(session.prompt("go")))
         worker.start()
-        first, _ = wait_for(events, lambda m: isinstance(m, p.ApprovalRequested))
-        wait_for(events, lambda m: isinstance(m, p.ApprovalRequested))
+        first, _ = wait_for(events, lambda m: isinstance(m, p.ApprovalRequestedMsg))
+        wait_for(events, lambda m: isinstance(m, p.ApprovalRequestedMsg))
         session.approve(first.event.msg.request_id, ApprovalDecision.allow_session())
         worker.join(10)
         assert results[0].final_output == "both"
@@ -185,7 +185,7 @@ def test_an_unanswered_request_times_out_recorded_and_unrun(sqlite_url: str) -> 
         )
         events = session.subscribe()
         assert session.prompt("go", timeout=10).final_output == "gave up"
-        request, _ = wait_for(events, lambda m: isinstance(m, p.ApprovalRequested))
+        request, _ = wait_for(events, lambda m: isinstance(m, p.ApprovalRequestedMsg))
         assert resolutions(rt, "s") == [("timeout", "timeout")]
         assert outputs(model, 1) == ["approval timed out; the call was not run"]
         with pytest.raises(UsageError, match="not pending"):
@@ -203,7 +203,7 @@ def test_the_first_decision_stands(sqlite_url: str) -> None:
         events = session.subscribe()
         worker = threading.Thread(target=lambda: session.prompt("go"))
         worker.start()
-        request, _ = wait_for(events, lambda m: isinstance(m, p.ApprovalRequested))
+        request, _ = wait_for(events, lambda m: isinstance(m, p.ApprovalRequestedMsg))
         request_id = request.event.msg.request_id
         session.approve(request_id, "deny")
         with pytest.raises(UsageError):

@@ -46,8 +46,8 @@ def test_prompt_async_and_async_iteration_keep_the_loop_free(sqlite_url: str) ->
     with Runtime.open(sqlite_url) as rt:
         final, names, ticks = asyncio.run(scenario(rt))
     assert final == "async answer"
-    assert names[0] == "TurnStarted"
-    assert names[-1] == "TurnComplete"
+    assert names[0] == "TurnStartedMsg"
+    assert names[-1] == "TurnCompletedMsg"
     assert ticks > 0
 
 
@@ -58,7 +58,7 @@ def test_next_event_async_reads_the_protocol_stream(sqlite_url: str) -> None:
         )
         handle.submit(UserInput("hello"))
         seen: list[str] = []
-        while not seen or seen[-1] != "TurnComplete":
+        while not seen or seen[-1] != "TurnCompletedMsg":
             event = await asyncio.wait_for(handle.next_event_async(), 10)
             seen.append(type(event.msg).__name__)
         handle.close()
@@ -66,6 +66,6 @@ def test_next_event_async_reads_the_protocol_stream(sqlite_url: str) -> None:
 
     with Runtime.open(sqlite_url) as rt:
         seen = asyncio.run(scenario(rt))
-    assert seen[0] == "TurnStarted"
-    assert "AgentMessage" in seen
-    assert p.TurnComplete.__name__ == seen[-1]
+    assert seen[0] == "TurnStartedMsg"
+    assert "AgentMessageMsg" in seen
+    assert p.TurnCompletedMsg.__name__ == seen[-1]

@@ -21,7 +21,7 @@ import psycopg
 import pytest
 
 from turnlog import Runtime
-from turnlog.domain.protocol import ToolCallBegin, TurnComplete
+from turnlog.domain.protocol import ToolCallStartedMsg, TurnCompletedMsg
 from turnlog.store.postgres import PostgresRunnerLock
 
 CHILD = Path(__file__).with_name("cluster_child.py")
@@ -118,7 +118,7 @@ def test_a_follower_in_one_process_sees_a_session_run_in_another(
             for event in rt.replay_events("s-followed")
         ]
     assert seen == replayed  # every durable event, in order, once
-    assert sum(name == "TurnComplete" for _, name in seen) == 3
+    assert sum(name == "TurnCompletedMsg" for _, name in seen) == 3
 
 
 def test_a_killed_process_s_sessions_are_taken_over_and_complete(
@@ -145,9 +145,9 @@ def test_a_killed_process_s_sessions_are_taken_over_and_complete(
     with Runtime.open(postgres_schema_url) as rt:
         for session_id in sessions:
             events = rt.replay_events(session_id)
-            assert sum(isinstance(e.msg, TurnComplete) for e in events) == 3
+            assert sum(isinstance(e.msg, TurnCompletedMsg) for e in events) == 3
             started = {
-                e.msg.call_id for e in events if isinstance(e.msg, ToolCallBegin)
+                e.msg.call_id for e in events if isinstance(e.msg, ToolCallStartedMsg)
             }
             ran = {call for call in calls if call in started}
             # The call cut off by the kill is in the log but never ran again.

@@ -65,7 +65,7 @@ def test_a_tool_cut_off_by_a_kill_is_closed_as_interrupted_and_not_rerun(
         outputs = [i for i in checkpoint.context if i["type"] == "function_call_output"]
         assert [o["output"] for o in outputs] == ["interrupted; outcome unknown"]
         replayed = [type(e.msg).__name__ for e in rt.replay_events("mid-tool")]
-        assert replayed[-2:] == ["ToolCallEnd", "TurnAborted"]
+        assert replayed[-2:] == ["ToolCallFinishedMsg", "TurnAbortedMsg"]
         # the follow-up queued before the kill is still queued, and runs
         # behind the next prompt, as any follow-up queued while idle does
         assert [q.text for q in session.queued()] == ["queued before the kill"]

@@ -85,7 +85,8 @@ def test_an_idempotent_tool_cut_off_by_a_kill_runs_again(
         ends = [
             item.event.msg
             for item in seen
-            if isinstance(item, RunEvent) and isinstance(item.event.msg, p.ToolCallEnd)
+            if isinstance(item, RunEvent)
+            and isinstance(item.event.msg, p.ToolCallFinishedMsg)
         ]
         assert [(e.name, e.output, e.is_error) for e in ends] == [
             ("refresh_cache", "refreshed", False)
@@ -93,7 +94,7 @@ def test_an_idempotent_tool_cut_off_by_a_kill_runs_again(
         warnings = [
             e.msg.message
             for e in rt.replay_events("idem")
-            if isinstance(e.msg, p.WarningMessage)
+            if isinstance(e.msg, p.WarningRaisedMsg)
         ]
         assert warnings == [
             "the process stopped during this turn; it resumed on reopening"

@@ -72,7 +72,9 @@ def test_a_raising_tool_becomes_an_error_output_for_the_model(rt: Runtime) -> No
     assert result.final_output == "recovered"
     assert outputs_sent(model, 1) == ["explode failed: ValueError: boom"]
     ends = [
-        e.msg for e in rt.replay_events("t") if type(e.msg).__name__ == "ToolCallEnd"
+        e.msg
+        for e in rt.replay_events("t")
+        if type(e.msg).__name__ == "ToolCallFinishedMsg"
     ]
     assert [(e.name, e.is_error) for e in ends] == [("explode", True)]
 
@@ -126,9 +128,9 @@ def test_a_model_failure_aborts_the_turn_as_failed_and_the_session_goes_on(
     assert "connection reset" in (failed.error or "")
     assert session.prompt("second", timeout=10).final_output == "fine now"
     names = [type(e.msg).__name__ for e in rt.replay_events("t")]
-    assert names.count("ModelStepFailed") == 1
-    assert names.count("TurnAborted") == 1
-    assert names.count("TurnComplete") == 1
+    assert names.count("ModelStepFailedMsg") == 1
+    assert names.count("TurnAbortedMsg") == 1
+    assert names.count("TurnCompletedMsg") == 1
 
 
 def test_a_malformed_model_response_is_refused_not_stored(rt: Runtime) -> None:
@@ -140,7 +142,9 @@ def test_a_malformed_model_response_is_refused_not_stored(rt: Runtime) -> None:
     assert "function_call output item 0 needs a string 'call_id'" in (
         result.error or ""
     )
-    assert all(type(e.msg).__name__ != "ToolCallBegin" for e in rt.replay_events("t"))
+    assert all(
+        type(e.msg).__name__ != "ToolCallStartedMsg" for e in rt.replay_events("t")
+    )
     assert session.prompt("again", timeout=10).final_output == "ok"
 
 
@@ -243,8 +247,8 @@ def test_a_provider_without_the_delta_channel_still_runs_without_streaming(
             type(i.event.msg).__name__ for i in events.drain() if hasattr(i, "event")
         ]
     assert result.final_output == "old style"
-    assert "AgentMessage" in seen
-    assert "AgentMessageDelta" not in seen  # nothing to stream without a sink
+    assert "AgentMessageMsg" in seen
+    assert "AgentMessageDeltaMsg" not in seen  # nothing to stream without a sink
 
 
 def test_a_model_without_respond_is_refused_when_given() -> None:

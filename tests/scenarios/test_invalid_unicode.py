@@ -174,7 +174,7 @@ def test_any_text_through_any_entry_point_is_refused_cleanly_or_recorded(
         recorded = [
             event.msg.text
             for event in rt.replay_events("any-text")
-            if isinstance(event.msg, p.UserMessage)
+            if isinstance(event.msg, p.InputAcceptedMsg)
         ]
     for entry, text in accepted:
         if not entry.startswith("shared_state") and "attachment" not in entry:
@@ -199,7 +199,7 @@ def tool_outputs(rt: Runtime, session_id: str) -> list[str]:
     return [
         event.msg.output
         for event in rt.replay_events(session_id)
-        if isinstance(event.msg, p.ToolCallEnd)
+        if isinstance(event.msg, p.ToolCallFinishedMsg)
     ]
 
 
@@ -241,7 +241,7 @@ def test_list_directory_over_a_file_name_that_is_not_utf8(
         aborts = [
             event.msg
             for event in rt.replay_events("lister")
-            if isinstance(event.msg, p.TurnAborted)
+            if isinstance(event.msg, p.TurnAbortedMsg)
         ]
         assert aborts == []
 
@@ -261,12 +261,12 @@ def test_a_model_output_that_is_not_valid_unicode_is_recorded_with_a_warning(
     assert result.final_output == "out\ufffdput"
     assert session.messages()[-1].content == "out\ufffdput"
     events = [event.msg for event in rt.replay_events(session.session_id)]
-    warnings = [msg.message for msg in events if isinstance(msg, p.WarningMessage)]
+    warnings = [msg.message for msg in events if isinstance(msg, p.WarningRaisedMsg)]
     assert warnings == [
         "[turnlog: 3 characters of the model's output were not valid Unicode "
         "and replaced with U+FFFD]"
     ]
-    done = [msg for msg in events if isinstance(msg, p.TurnComplete)]
+    done = [msg for msg in events if isinstance(msg, p.TurnCompletedMsg)]
     assert done[-1].last_agent_message == "out\ufffdput"
     assert session.prompt("next", timeout=WAIT).final_output == "ok"
 
@@ -347,7 +347,7 @@ def test_a_session_actor_killed_mid_run_fails_everyone_and_records_why(
         item.event.msg
         for item in seen
         if isinstance(getattr(item, "event", None), p.Event)
-        and isinstance(item.event.msg, p.TurnAborted)
+        and isinstance(item.event.msg, p.TurnAbortedMsg)
     ]
     assert "the session failed: RuntimeError: disk on fire" in aborted.reason
     # The log says what happened, not that a process stopped; the session
@@ -357,7 +357,7 @@ def test_a_session_actor_killed_mid_run_fails_everyone_and_records_why(
     reasons = [
         event.msg.reason
         for event in rt.replay_events("mid-run")
-        if isinstance(event.msg, p.TurnAborted)
+        if isinstance(event.msg, p.TurnAbortedMsg)
     ]
     assert reasons == [aborted.reason]
 

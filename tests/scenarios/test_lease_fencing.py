@@ -16,7 +16,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -97,15 +96,21 @@ def owner_child(store_url: str) -> Iterator[tuple[subprocess.Popen[str], ChildLi
 
 
 def take_over(rt: Runtime, session_id: str, agent: Agent) -> AgentSession:
-    """Opens ``session_id`` as soon as its owner's lease has expired."""
-    deadline = time.monotonic() + 30 + LEASE
-    while True:
-        try:
-            return rt.create_session(agent, session_id=session_id)
-        except SessionBusyError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(LEASE / 20)  # polling the lease, not waiting for an actor
+    """Opens ``session_id`` as soon as its (frozen) owner's lease has expired.
+
+    An expiry is a moment, not an event anyone sends: the refusal says
+    when it comes (``retry_after``), and the taker waits until then. The
+    owner is frozen and renews nothing, so the second try succeeds.
+    """
+    try:
+        return rt.create_session(agent, session_id=session_id)
+    except SessionBusyError as busy:
+        retry_after = busy.retry_after
+    assert retry_after is not None
+    assert retry_after <= LEASE
+    # Past the moment itself: a lease renewed exactly LEASE ago still holds.
+    threading.Event().wait(retry_after + LEASE / 20)
+    return rt.create_session(agent, session_id=session_id)
 
 
 @pytest.mark.subprocess

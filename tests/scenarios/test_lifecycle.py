@@ -123,7 +123,7 @@ def test_a_sync_tool_that_finishes_after_close_prints_nothing(
         session = rt.create_session(agent, session_id="s")
         events = session.subscribe()
         session.send_input("go")  # starts a turn; no prompt waits on it
-        wait_for(events, lambda m: isinstance(m, p.ToolCallBegin))
+        wait_for(events, lambda m: isinstance(m, p.ToolCallStartedMsg))
         assert entered.wait(10)
     finally:
         rt.close()  # returns while the tool still runs

@@ -86,7 +86,9 @@ def test_a_raising_hook_fails_the_turn_cleanly_and_the_session_goes_on(
     assert f"{hook} hook of middleware failed: RuntimeError: {hook} broke" in (
         first.error or ""
     )
-    aborted = [e.msg for e in rt.replay_events("h") if isinstance(e.msg, p.TurnAborted)]
+    aborted = [
+        e.msg for e in rt.replay_events("h") if isinstance(e.msg, p.TurnAbortedMsg)
+    ]
     assert [a.failed for a in aborted] == [True]
     second = session.prompt("two", timeout=10)
     assert second.status == "completed"
@@ -113,7 +115,7 @@ def test_a_compaction_endpoint_returning_garbage_is_a_recorded_failure(
     assert result.status == "failed"
     assert "compaction item 0 is not an item" in (result.error or "")
     blocks = [
-        e.msg.block for e in rt.replay_events("g") if isinstance(e.msg, p.Frontend)
+        e.msg.block for e in rt.replay_events("g") if isinstance(e.msg, p.FrontendMsg)
     ]
     assert [(b.state, b.title) for b in blocks] == [
         ("pending", "Context compacting"),
@@ -161,7 +163,7 @@ def test_a_stop_from_pre_model_completes_the_turn_without_a_model_call(
     warnings = [
         e.msg.message
         for e in rt.replay_events("b")
-        if isinstance(e.msg, p.WarningMessage)
+        if isinstance(e.msg, p.WarningRaisedMsg)
     ]
     assert warnings == ["out of budget"]
 
@@ -189,7 +191,7 @@ def test_unknown_routes_are_refused_and_switching_is_recorded(rt: Runtime) -> No
     assert other.requests[0].route == "other"
     assert rt.checkpoints.load("r").model_route == "other"
     started = [
-        e.msg for e in rt.replay_events("r") if isinstance(e.msg, p.ModelStepStarted)
+        e.msg for e in rt.replay_events("r") if isinstance(e.msg, p.ModelStepStartedMsg)
     ]
     assert [s.route for s in started] == ["other"]
 

@@ -16,7 +16,7 @@ from turnlog import (
     Runtime,
     ScriptedModel,
 )
-from turnlog.events import WarningMessage
+from turnlog.events import WarningRaisedMsg
 from turnlog.testing import HeldModel, wait_for
 
 MARKER = "sekrit-7f3a9c"
@@ -158,6 +158,6 @@ def test_a_stop_from_the_review_of_queued_input_applies_when_it_runs(
     warnings = [
         e.msg.message
         for e in rt.replay_events("stop")
-        if isinstance(e.msg, WarningMessage)
+        if isinstance(e.msg, WarningRaisedMsg)
     ]
     assert warnings == ["follow-ups wait for a human"]

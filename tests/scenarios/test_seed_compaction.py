@@ -31,7 +31,7 @@ def compaction_blocks(events) -> list[p.RenderBlock]:
     return [
         e.msg.block
         for e in events
-        if isinstance(e.msg, p.Frontend) and e.msg.capability == "compaction"
+        if isinstance(e.msg, p.FrontendMsg) and e.msg.capability == "compaction"
     ]
 
 
@@ -40,9 +40,9 @@ def until_compaction_notice(handle) -> tuple[str | None, p.RenderBlock]:
     turn_id = None
     while True:
         msg = handle.next_event(timeout=10).msg
-        if isinstance(msg, p.TurnStarted):
+        if isinstance(msg, p.TurnStartedMsg):
             turn_id = msg.turn_id
-        if isinstance(msg, p.Frontend) and msg.capability == "compaction":
+        if isinstance(msg, p.FrontendMsg) and msg.capability == "compaction":
             return turn_id, msg.block
 
 
@@ -79,11 +79,11 @@ def assert_compaction_stop(
     accounting = None
     while True:
         msg = handle.next_event(timeout=10).msg
-        if isinstance(msg, p.WarningMessage) and msg.message == expected_reason:
+        if isinstance(msg, p.WarningRaisedMsg) and msg.message == expected_reason:
             reason = msg.message
-        elif isinstance(msg, p.TokenCount):
+        elif isinstance(msg, p.UsageRecordedMsg):
             accounting = msg
-        elif isinstance(msg, p.TurnComplete):
+        elif isinstance(msg, p.TurnCompletedMsg):
             break
     checkpoint = rt.checkpoints.load(session_id)
     assert (
@@ -151,12 +151,12 @@ def test_compaction_notice_is_live_and_closes_on_success_failure_and_interrupt(
     completions = 0
     while True:
         msg = handle.next_event(timeout=10).msg
-        if isinstance(msg, p.Frontend) and msg.capability == "compaction":
+        if isinstance(msg, p.FrontendMsg) and msg.capability == "compaction":
             assert msg.block.id == pending.id
             assert msg.block.state == "complete"
             assert msg.block.title == TITLES[outcome]
             completions += 1
-        if isinstance(msg, p.TurnComplete | p.TurnAborted):
+        if isinstance(msg, p.TurnCompletedMsg | p.TurnAbortedMsg):
             break
     assert completions == 1
     saved = rt.checkpoints.load(outcome)
@@ -214,14 +214,14 @@ def test_compaction_notice_waits_for_later_preparation_hooks_to_settle(
     completions = 0
     while True:
         msg = handle.next_event(timeout=10).msg
-        if isinstance(msg, p.Frontend) and msg.capability == "compaction":
+        if isinstance(msg, p.FrontendMsg) and msg.capability == "compaction":
             assert msg.block.id == pending.id
             assert msg.block.state == "complete"
             assert msg.block.title == TITLES[outcome]
             saved = rt.checkpoints.load(session_id)
             assert saved.compaction_count == int(outcome == "success")
             completions += 1
-        if isinstance(msg, p.TurnComplete | p.TurnAborted):
+        if isinstance(msg, p.TurnCompletedMsg | p.TurnAbortedMsg):
             break
     assert completions == 1, "the row closes before the terminal turn event"
     saved = rt.checkpoints.load(session_id)
@@ -244,14 +244,14 @@ def test_compaction_marker_survives_transcript_replay(rt: Runtime) -> None:
     while True:
         msg = handle.next_event(timeout=10).msg
         if (
-            isinstance(msg, p.Frontend)
+            isinstance(msg, p.FrontendMsg)
             and msg.capability == "compaction"
             and msg.block.state == "complete"
         ):
             live_markers += 1
-        elif isinstance(msg, p.ModelStepCompleted):
+        elif isinstance(msg, p.ModelStepCompletedMsg):
             completed = msg
-        elif isinstance(msg, p.TurnComplete):
+        elif isinstance(msg, p.TurnCompletedMsg):
             break
     checkpoint = rt.checkpoints.load("durable-compaction")
     from turnlog import replay_events

@@ -58,7 +58,7 @@ def test_idle_session_start_stop_does_not_consume_the_next_prompt(rt: Runtime) -
     agent = Agent("a", model=model, middleware=[StoppingSessionStart()])
     handle = rt.create_agent(agent, session_id="startup-session-stop")
     handle.submit(UserInput("first"))
-    until(handle, p.TurnComplete)
+    until(handle, p.TurnCompletedMsg)
     assert model.responses == 1
 
 
@@ -83,12 +83,16 @@ def test_rejected_prompt_aborts_without_persisting_or_wedging_the_next_turn(
         "da913625-36d8-4624-815f-5523eb93b95f", "secret.txt", 6, "text/plain"
     )
     rejected = handle.submit(UserInput("do not persist this secret", (secret,)))
-    events = [e.msg for e in until(handle, p.TurnAborted, rejected)]
-    assert any(isinstance(m, p.TurnStarted) for m in events)
-    assert isinstance(events[-1], p.TurnAborted)
+    events = [e.msg for e in until(handle, p.TurnAbortedMsg, rejected)]
+    assert any(isinstance(m, p.TurnStartedMsg) for m in events)
+    assert isinstance(events[-1], p.TurnAbortedMsg)
     assert not any(
         isinstance(
-            m, p.AgentMessage | p.UserMessage | p.ModelStepStarted | p.TurnComplete
+            m,
+            p.AgentMessageMsg
+            | p.InputAcceptedMsg
+            | p.ModelStepStartedMsg
+            | p.TurnCompletedMsg,
         )
         for m in events
     )
@@ -111,7 +115,7 @@ def test_rejected_prompt_aborts_without_persisting_or_wedging_the_next_turn(
                 assert secret.id not in text
 
     handle.submit(UserInput("continue"))
-    until(handle, p.TurnComplete)
+    until(handle, p.TurnCompletedMsg)
     assert model.responses == 1
 
 
@@ -141,7 +145,7 @@ def test_pre_tool_hook_context_is_durable_before_open_call_at_approval(
     )
     handle = rt.create_agent(agent, session_id="pre-tool-hook-approval")
     handle.submit(UserInput("run it"))
-    until(handle, p.ApprovalRequested)
+    until(handle, p.ApprovalRequestedMsg)
     saved = rt.checkpoints.load("pre-tool-hook-approval")
     context = list(saved.context)
     call = next(i for i, item in enumerate(context) if item["type"] == "function_call")
@@ -182,9 +186,12 @@ def test_post_tool_hook_context_follows_only_executed_tool_outputs(
         handle.submit(UserInput("run it"))
         while True:
             event = handle.next_event(timeout=10)
-            if isinstance(event.msg, p.ToolCallEnd) and event.msg.call_id == "call-1":
+            if (
+                isinstance(event.msg, p.ToolCallFinishedMsg)
+                and event.msg.call_id == "call-1"
+            ):
                 first_recorded.set()
-            if isinstance(event.msg, p.TurnComplete):
+            if isinstance(event.msg, p.TurnCompletedMsg):
                 break
     sequence = []
     for item in model.requests[1].items:
@@ -211,7 +218,7 @@ def test_provider_failure_records_one_failed_execution(rt: Runtime) -> None:
     model = ScriptedModel([ProviderError("upstream returned 500")])
     handle = rt.create_agent(Agent("a", model=model), session_id="provider-failure")
     handle.submit(UserInput("fail"))
-    until(handle, p.TurnAborted)
+    until(handle, p.TurnAbortedMsg)
     execution = rt.executions.page(
         "provider-failure", before_position=None, limit=1
     ).executions.pop()
@@ -236,7 +243,7 @@ def test_cloned_agent_config_inherits_route_aware_usage_observer(rt: Runtime) ->
     config = template.clone(model_route="alternate")
     handle = rt.create_agent(config, session_id="child")
     handle.submit(UserInput("hello"))
-    until(handle, p.TurnComplete)
+    until(handle, p.TurnCompletedMsg)
     assert observed == [("alternate", 1)]
 
 
@@ -251,7 +258,7 @@ def test_failing_usage_observer_aborts_before_checkpoint_usage_is_committed(
     agent = Agent("a", model=model, usage_observer=failing_observer)
     handle = rt.create_agent(agent, session_id="usage-observer-failure")
     handle.submit(UserInput("hello"))
-    until(handle, p.TurnAborted)
+    until(handle, p.TurnAbortedMsg)
     saved = rt.checkpoints.load("usage-observer-failure")
     execution = rt.executions.page("usage-observer-failure", limit=1).executions.pop()
     assert saved.total_usage == {}

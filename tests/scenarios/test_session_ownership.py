@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 import socket
 import time
 
@@ -62,3 +63,23 @@ def test_an_expired_lease_of_another_host_is_taken_over(sqlite_url: str) -> None
         rt.create_session(agent(), session_id="stale")
         with pytest.raises(SessionBusyError):
             rt.create_session(agent(), session_id="fresh")
+
+
+def test_a_refusal_says_when_the_holders_lease_runs_out(sqlite_url: str) -> None:
+    with Runtime.open(sqlite_url) as rt:
+        renewed = time.time() - 10  # renewed 10 s ago, on another host
+        with rt.store.transaction() as cursor:
+            cursor.execute(
+                f"INSERT INTO {rt.ownership.table} (session_id, owner, renewed)"
+                " VALUES (?, ?, ?)",
+                ("held", "elsewhere:1:x", renewed),
+            )
+        with pytest.raises(SessionBusyError, match="unless renewed") as refused:
+            rt.create_session(agent(), session_id="held")
+        expected = renewed + LEASE_SECONDS - time.time()
+        retry_after = refused.value.retry_after
+        assert retry_after is not None
+        assert expected <= retry_after <= LEASE_SECONDS - 10 + 1
+        # It survives the trip through a future or to another process.
+        again = pickle.loads(pickle.dumps(refused.value))
+        assert (str(again), again.retry_after) == (str(refused.value), retry_after)

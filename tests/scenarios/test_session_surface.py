@@ -45,7 +45,7 @@ def test_a_steer_reaches_the_model_at_its_next_step(rt: Runtime) -> None:
     )
     events = session.subscribe()
     worker, results = start(session, "do the thing")
-    wait_for(events, lambda m: isinstance(m, p.ToolCallBegin))
+    wait_for(events, lambda m: isinstance(m, p.ToolCallStartedMsg))
     session.steer("use the blue one")
     gate.set()
     worker.join(10)
@@ -68,7 +68,7 @@ def test_interrupt_keeps_queued_follow_ups_and_they_run_next(rt: Runtime) -> Non
     session.follow_up("afterwards")
     held.entered.clear()
     session.interrupt()
-    aborted, _ = wait_for(events, lambda m: isinstance(m, p.TurnAborted))
+    aborted, _ = wait_for(events, lambda m: isinstance(m, p.TurnAbortedMsg))
     assert aborted.event.msg.reason == "interrupted"
     assert held.entered.wait(10)  # the follow-up's model call
     held.hold_all = False
@@ -93,7 +93,9 @@ def test_interrupt_with_clear_queue_drops_queued_input_recorded(rt: Runtime) -> 
     assert results[0].status == "aborted"
     assert session.queued() == []
     dropped = [
-        e.msg for e in rt.replay_events("s") if isinstance(e.msg, p.QueuedInputDropped)
+        e.msg
+        for e in rt.replay_events("s")
+        if isinstance(e.msg, p.QueuedInputDroppedMsg)
     ]
     assert [d.reason for d in dropped] == ["interrupted"]
     assert held.cancelled.wait(10)
@@ -117,7 +119,9 @@ def test_a_closed_session_refuses_everything_and_records_nothing(rt: Runtime) ->
     assert session.messages()[-1].content == "hi"  # still readable
     with pytest.raises(SessionClosedError):
         rt.create_session(Agent("a", model=ScriptedModel()), session_id="s")
-    assert [type(e.msg).__name__ for e in rt.replay_events("s")][-1] == "SessionClosed"
+    assert [type(e.msg).__name__ for e in rt.replay_events("s")][
+        -1
+    ] == "SessionClosedMsg"
 
 
 def test_close_during_a_run_waits_for_the_run_to_end(rt: Runtime) -> None:
@@ -130,7 +134,7 @@ def test_close_during_a_run_waits_for_the_run_to_end(rt: Runtime) -> None:
     held.release()
     worker.join(10)
     assert results[0].final_output == "last words"
-    wait_for(events, lambda m: isinstance(m, p.SessionClosed))
+    wait_for(events, lambda m: isinstance(m, p.SessionClosedMsg))
 
 
 def test_run_events_are_tagged_and_every_subscriber_gets_them(rt: Runtime) -> None:
@@ -152,7 +156,7 @@ def test_the_active_run_handle_names_the_running_turn(rt: Runtime) -> None:
     session = rt.create_session(Agent("a", model=held), session_id="s")
     events = session.subscribe()
     worker, _ = start(session, "go")
-    started, _ = wait_for(events, lambda m: isinstance(m, p.TurnStarted))
+    started, _ = wait_for(events, lambda m: isinstance(m, p.TurnStartedMsg))
     handle = session.active_run_handle()
     assert handle is not None
     assert handle.turn_id == started.event.msg.turn_id

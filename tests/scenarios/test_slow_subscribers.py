@@ -16,7 +16,7 @@ from turnlog import (
     function_tool,
     tool_call,
 )
-from turnlog.events import TurnComplete
+from turnlog.events import TurnCompletedMsg
 
 
 @function_tool
@@ -54,7 +54,7 @@ def test_a_reader_that_read_nothing_meets_the_gap_then_the_end(rt: Runtime) -> N
     assert got[0] == EventsMissed("behind", len(offered) - 2)
     assert got[1:] == offered[-2:]
     assert got[-1] == RunFinished("behind", "completed", result)
-    assert got[-2].event.msg == TurnComplete(result.turn_ids[-1], "first done")
+    assert got[-2].event.msg == TurnCompletedMsg(result.turn_ids[-1], "first done")
 
 
 def test_terminal_events_outlive_a_full_buffer_across_runs(rt: Runtime) -> None:
@@ -72,10 +72,10 @@ def test_terminal_events_outlive_a_full_buffer_across_runs(rt: Runtime) -> None:
     ]
     assert kinds == [
         EventsMissed,
-        "TurnComplete",
+        "TurnCompletedMsg",
         RunFinished,
         EventsMissed,
-        "TurnComplete",
+        "TurnCompletedMsg",
         RunFinished,
     ]
     assert sum(i.count for i in got if isinstance(i, EventsMissed)) > 10
@@ -86,7 +86,7 @@ def test_the_protocol_face_keeps_each_turns_end(rt: Runtime) -> None:
     handle = rt.create_agent(chatty_agent(), session_id="proto", run_config=tiny)
     result = handle.session.prompt("go", timeout=30)
     event = handle.next_event(timeout=0)  # the gap marker is skipped here
-    assert event.msg == TurnComplete(result.turn_ids[-1], "first done")
+    assert event.msg == TurnCompletedMsg(result.turn_ids[-1], "first done")
     with pytest.raises(TimeoutError):
         handle.next_event(timeout=0)
     handle.close()

@@ -1,4 +1,4 @@
-"""A checkpoint's last usage is the last model call's, as TokenCount.last is."""
+"""A checkpoint's last usage is the last model call's, as UsageRecordedMsg.last is."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def test_last_usage_is_none_when_the_last_call_reported_none(rt: Runtime) -> Non
     counts = [
         event.msg
         for event in rt.replay_events("u")
-        if isinstance(event.msg, p.TokenCount)
+        if isinstance(event.msg, p.UsageRecordedMsg)
     ]
     assert [count.last for count in counts] == [REPORTED, None]
     checkpoint = rt.checkpoints.load("u")

@@ -1,11 +1,11 @@
 """A real uvicorn server on 127.0.0.1 (a free port) around the service app,
-an SSE reader over httpx, and helpers to wait on conditions."""
+an SSE reader over httpx, and a wait for a session's next event of a kind."""
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,19 +24,6 @@ HERE = Path(__file__).parent
 TOKEN_A = "token-of-tenant-a-0123456789abcdef"
 TOKEN_B = "token-of-tenant-b-0123456789abcdef"
 TOKENS = ServiceTokens([("tenant-a", TOKEN_A), ("tenant-b", TOKEN_B)])
-
-
-def wait_until(predicate: Callable[[], Any], timeout: float = 10.0) -> Any:
-    """Returns the predicate's first true value; fails after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    pause = threading.Event()
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"condition not met within {timeout} s")
-        pause.wait(0.01)
 
 
 def free_socket() -> socket.socket:
@@ -59,6 +46,20 @@ class Served:
         return httpx.Client(base_url=self.url, headers=headers, timeout=20, **kwargs)
 
 
+class _Server(uvicorn.Server):
+    """uvicorn's server, with an event set once its start-up is over."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.startup_over = threading.Event()
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        try:
+            await super().startup(sockets=sockets)
+        finally:  # listening (``started``), or given up
+            self.startup_over.set()
+
+
 class ServerThread:
     """uvicorn serving ``app`` on a thread, on a socket bound beforehand."""
 
@@ -66,14 +67,16 @@ class ServerThread:
         self.sock = free_socket()
         self.port = self.sock.getsockname()[1]
         config = uvicorn.Config(app, log_level="warning", lifespan="on")
-        self.server = uvicorn.Server(config)
+        self.server = _Server(config)
         self.thread = threading.Thread(
             target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True
         )
 
     def __enter__(self) -> ServerThread:
         self.thread.start()
-        wait_until(lambda: self.server.started)
+        if not self.server.startup_over.wait(10) or not self.server.started:
+            self.__exit__()
+            pytest.fail("the server did not start listening")
         return self
 
     def __exit__(self, *_: object) -> None:
@@ -117,6 +120,8 @@ class SSEReader:
 
     response: httpx.Response
     comments: list[str] = field(default_factory=list)
+    comment_read: threading.Event = field(default_factory=threading.Event)
+    """Set once a comment (a heartbeat) was read."""
 
     def __post_init__(self) -> None:
         self._lines = self.response.iter_lines()
@@ -133,6 +138,7 @@ class SSEReader:
                 continue
             if line.startswith(":"):
                 self.comments.append(line[1:].strip())
+                self.comment_read.set()
                 continue
             name, _, value = line.partition(":")
             value = value.removeprefix(" ")
@@ -141,3 +147,26 @@ class SSEReader:
             else:
                 fields[name] = value
         raise EOFError("the stream ended")
+
+
+def await_event(
+    client: httpx.Client, session_id: str, kind: str, *, after: str | None = None
+) -> tuple[dict[str, Any], str]:
+    """The session's first event of type ``kind`` after event id ``after``.
+
+    Read from its SSE stream (from the start of the session by default),
+    which the server sends once the event is in the log, so what the
+    resources read next sees it. Returns the event's ``msg`` and its id,
+    which a next call passes as ``after``. Bounded by the client's read
+    timeout and, on a stream kept open by heartbeats, the test's timeout.
+    """
+    headers = {"Last-Event-ID": after} if after else {}
+    path = f"/sessions/{session_id}/events"
+    with client.stream("GET", path, headers=headers) as response:
+        assert response.status_code == 200, response.read()
+        reader = SSEReader(response)
+        while True:
+            event = reader.next()
+            msg = json.loads(event.data)["msg"]
+            if msg["type"] == kind and event.id is not None:
+                return msg, event.id

@@ -9,7 +9,7 @@ from datetime import datetime
 
 import pytest
 from console_support import HeldModel, deploy_agent, failing_agent
-from service_support import TOKEN_A, TOKEN_B, TOKENS, wait_until
+from service_support import TOKEN_A, TOKEN_B, TOKENS, await_event
 from starlette.testclient import TestClient
 
 from turnlog import Agent, Runtime
@@ -70,15 +70,19 @@ def test_sessions_are_listed_with_their_state_and_first_prompt(serve) -> None:
                 running: ("running", "take your time"),
                 aborted: ("aborted", "stop me"),
             }
-
-            def listed() -> dict[str, tuple[str, str]] | None:
-                sessions = client.get("/sessions").json()["sessions"]
-                found = {
-                    s["session_id"]: (s["state"], s["first_prompt"]) for s in sessions
-                }
-                return found if found == expected else None
-
-            wait_until(listed)
+            # The event each state is reached by; the listing reads the log
+            # that far at least once the stream has sent it.
+            for session_id, kind in [
+                (idle, "turn_complete"),
+                (waiting, "approval_request"),
+                (failed, "turn_aborted"),
+                (running, "model_step_started"),
+                (aborted, "turn_aborted"),
+            ]:
+                await_event(client, session_id, kind)
+            sessions = client.get("/sessions").json()["sessions"]
+            found = {s["session_id"]: (s["state"], s["first_prompt"]) for s in sessions}
+            assert found == expected
             entry = client.get("/sessions").json()["sessions"][1]
             assert entry["session_id"] == idle
             assert entry["turns"] == 1
@@ -96,9 +100,7 @@ def test_executions_give_tokens_and_time_per_turn_and_step(serve) -> None:
         base = f"/sessions/{session_id}"
         assert client.get(f"{base}/executions").json()["turns"] == []
         client.post(f"{base}/prompts", json={"text": "deploy it"})
-        (pending,) = wait_until(
-            lambda: client.get(f"{base}/approvals").json()["approvals"]
-        )
+        pending, asked = await_event(client, session_id, "approval_request")
         running = client.get(f"{base}/executions").json()["turns"]
         assert [t["outcome"] for t in running] == ["running"]
         assert running[0]["ended_at"] is None
@@ -106,11 +108,9 @@ def test_executions_give_tokens_and_time_per_turn_and_step(serve) -> None:
         client.post(
             f"{base}/approvals/{pending['request_id']}", json={"decision": "allow"}
         )
-        wait_until(
-            lambda: (
-                client.get(f"{base}/executions").json()["turns"][0]["outcome"]
-                == "completed"
-            )
+        await_event(client, session_id, "turn_complete", after=asked)
+        assert client.get(f"{base}/executions").json()["turns"][0]["outcome"] == (
+            "completed"
         )
         answer = client.post(f"{base}/prompts?wait=true", json={"text": "and one more"})
         assert answer.status_code == 200

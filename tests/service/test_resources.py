@@ -3,7 +3,7 @@ approvals, transcript pages, the audit with its chain verdict, OpenAPI."""
 
 from __future__ import annotations
 
-from service_support import wait_until
+from service_support import await_event
 
 
 def test_sessions_are_created_listed_and_read(serve) -> None:
@@ -35,9 +35,8 @@ def test_prompt_steer_follow_up_approvals_and_interrupt(serve) -> None:
         steer = client.post(f"{base}/steer", json={"text": "be brief"})
         follow = client.post(f"{base}/follow-ups", json={"text": "and then"})
         assert steer.status_code == follow.status_code == 202
-        (pending,) = wait_until(
-            lambda: client.get(f"{base}/approvals").json()["approvals"]
-        )
+        _, asked = await_event(client, session_id, "approval_request")
+        (pending,) = client.get(f"{base}/approvals").json()["approvals"]
         assert pending["tool_name"] == "publish"
         assert (
             client.post(
@@ -46,19 +45,18 @@ def test_prompt_steer_follow_up_approvals_and_interrupt(serve) -> None:
             == 200
         )
         # The follow-up runs next in the same run and waits for its own approval.
-        again = wait_until(
-            lambda: [
-                a
-                for a in client.get(f"{base}/approvals").json()["approvals"]
-                if a["request_id"] != pending["request_id"]
-            ]
+        request, asked = await_event(
+            client, session_id, "approval_request", after=asked
         )
+        again = client.get(f"{base}/approvals").json()["approvals"]
+        assert [a["request_id"] for a in again] == [request["request_id"]]
+        assert request["request_id"] != pending["request_id"]
         assert (
             client.post(f"{base}/interrupt", json={"clear_queue": True}).status_code
             == 202
         )
-        wait_until(lambda: not client.get(base).json()["running_turn"])
-        assert again
+        await_event(client, session_id, "turn_aborted", after=asked)
+        assert not client.get(base).json()["running_turn"]
         texts = [m["content"] for m in client.get(base).json()["messages"]]
         assert texts[:2] == ["first", "be brief"]
 
@@ -87,13 +85,12 @@ def test_the_transcript_pages_back_and_the_audit_verifies(serve) -> None:
         session_id = client.post("/sessions", json={}).json()["session_id"]
         base = f"/sessions/{session_id}"
         client.post(f"{base}/prompts", json={"text": "go"})
-        (pending,) = wait_until(
-            lambda: client.get(f"{base}/approvals").json()["approvals"]
-        )
+        pending, asked = await_event(client, session_id, "approval_request")
         client.post(
             f"{base}/approvals/{pending['request_id']}", json={"decision": "allow"}
         )
-        wait_until(lambda: not client.get(base).json()["running_turn"])
+        await_event(client, session_id, "turn_complete", after=asked)
+        assert not client.get(base).json()["running_turn"]
         positions: list[int] = []
         page = client.get(f"{base}/transcript", params={"limit": 5}).json()
         while True:

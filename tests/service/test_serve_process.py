@@ -9,11 +9,12 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
 import pytest
-from service_support import HERE, SSEReader, free_socket, wait_until
+from service_support import HERE, SSEReader, await_event, free_socket
 
 from turnlog import Runtime
 from turnlog.domain.translation import EventTranslator
@@ -58,16 +59,22 @@ def start_server(
         )
     url = f"http://127.0.0.1:{port}"
 
-    def answers() -> bool:
+    # The one poll left in these tests, on purpose: the server is another
+    # process, and whether it listens yet can only be learnt by asking it,
+    # as a readiness probe does (``turnlog serve`` prints its line before
+    # uvicorn binds the port, so that line says nothing of readiness).
+    deadline = time.monotonic() + 30
+    while True:
         if proc.poll() is not None:
             pytest.fail(f"server exited: {errors.read_text()}")
         try:
-            return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
+            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                return proc, url
         except httpx.TransportError:
-            return False
-
-    wait_until(answers, timeout=30)
-    return proc, url
+            pass
+        if time.monotonic() > deadline:
+            pytest.fail(f"server did not answer within 30 s: {errors.read_text()}")
+        time.sleep(0.05)
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:
@@ -127,11 +134,7 @@ def test_a_killed_server_is_resumed_from_another_with_nothing_lost_or_repeated(
                     if json.loads(event.data)["msg"]["type"] == "tool_call_end":
                         break
                 # The run goes on to its approval while this client is away.
-                wait_until(
-                    lambda: http.get(f"/sessions/{session_id}/approvals").json()[
-                        "approvals"
-                    ]
-                )
+                await_event(http, session_id, "approval_request")
                 os.kill(first.pid, signal.SIGKILL)  # mid-stream
                 with pytest.raises(httpx.HTTPError):
                     _read_to_the_end(reader)

@@ -8,7 +8,7 @@ import json
 import threading
 
 import httpx
-from service_support import TOKEN_A, TOKENS, ServerThread, SSEReader, wait_until
+from service_support import TOKEN_A, TOKENS, ServerThread, SSEReader, await_event
 
 from turnlog import Runtime
 from turnlog.domain.translation import EventTranslator
@@ -41,10 +41,8 @@ def run_to_approval(client: httpx.Client) -> tuple[str, str]:
         client.post(f"/sessions/{session_id}/prompts", json={"text": "go"}).status_code
         == 202
     )
-    pending = wait_until(
-        lambda: client.get(f"/sessions/{session_id}/approvals").json()["approvals"]
-    )
-    return session_id, pending[0]["request_id"]
+    request, _ = await_event(client, session_id, "approval_request")
+    return session_id, request["request_id"]
 
 
 def test_resuming_with_last_event_id_gives_the_rest_with_no_gap_or_duplicate(
@@ -77,9 +75,7 @@ def test_a_resume_between_messages_of_one_log_entry_is_exact(serve) -> None:
         client.post(
             f"/sessions/{session_id}/approvals/{request_id}", json={"decision": "allow"}
         )
-        wait_until(
-            lambda: not client.get(f"/sessions/{session_id}").json()["running_turn"]
-        )
+        await_event(client, session_id, "turn_complete")
     ids = log_ids(served.runtime, session_id)
     # The answering step yields agent_message and model_step_completed at one
     # position: resuming after the first gets the second, and not the first.
@@ -131,7 +127,7 @@ def test_an_idle_stream_gets_heartbeats(serve) -> None:
             # for an event blocks on it, so read on a thread until one shows.
             thread = threading.Thread(target=lambda: _swallow(reader), daemon=True)
             thread.start()
-            wait_until(lambda: reader.comments)
+            assert reader.comment_read.wait(10)
     assert reader.comments[0].startswith("ping")
 
 
@@ -146,25 +142,20 @@ def test_a_client_that_does_not_read_holds_up_neither_the_run_nor_others(serve) 
         session_id = client.post("/sessions", json={}).json()["session_id"]
         # The slow client opens the stream and reads nothing while runs go on.
         with slow_client.stream("GET", f"/sessions/{session_id}/events") as slow:
+            after = None
             for turn in range(3):
                 started = client.post(
                     f"/sessions/{session_id}/prompts", json={"text": f"turn {turn}"}
                 ).json()
                 assert started["status"] == "running"
-                request = wait_until(
-                    lambda: client.get(f"/sessions/{session_id}/approvals").json()[
-                        "approvals"
-                    ]
-                )[0]["request_id"]
+                request, after = await_event(
+                    client, session_id, "approval_request", after=after
+                )
                 client.post(
-                    f"/sessions/{session_id}/approvals/{request}",
+                    f"/sessions/{session_id}/approvals/{request['request_id']}",
                     json={"decision": "allow"},
                 )
-                wait_until(
-                    lambda: (
-                        not client.get(f"/sessions/{session_id}").json()["running_turn"]
-                    )
-                )
+                _, after = await_event(client, session_id, "turn_complete", after=after)
             # Another client meanwhile reads the whole stream at once.
             with client.stream("GET", f"/sessions/{session_id}/events") as fast:
                 reader = SSEReader(fast)
@@ -193,9 +184,7 @@ def test_a_stream_behind_the_feed_buffer_reads_the_gap_from_the_log(serve) -> No
         client.post(
             f"/sessions/{session_id}/approvals/{request_id}", json={"decision": "allow"}
         )
-        wait_until(
-            lambda: not client.get(f"/sessions/{session_id}").json()["running_turn"]
-        )
+        await_event(client, session_id, "turn_complete")
         expected = log_ids(served.runtime, session_id)
         # A first stream makes the feed; a second one from the start is behind it.
         with (
@@ -208,10 +197,10 @@ def test_a_stream_behind_the_feed_buffer_reads_the_gap_from_the_log(serve) -> No
     assert ids == later == expected
 
 
-def delta_pump(session_id: str) -> bool:
-    """Whether the service passes the session's deltas on (its thread runs)."""
+def delta_pump(session_id: str) -> threading.Thread | None:
+    """The thread that passes the session's deltas on, if it runs."""
     name = f"turnlog-service-deltas-{session_id}"
-    return any(thread.name == name for thread in threading.enumerate())
+    return next((t for t in threading.enumerate() if t.name == name), None)
 
 
 def deltas_of(events: list) -> str:
@@ -226,18 +215,23 @@ def test_deltas_are_pumped_only_while_a_stream_reads_them(serve) -> None:
     served = serve()
     with served.client() as client:
         session_id, request_id = run_to_approval(client)
-        assert not delta_pump(session_id)  # a run nobody watches: no pump
+        watched = delta_pump(session_id)  # of the stream that saw the request
+        if watched is not None:
+            watched.join(10)
+        assert not delta_pump(session_id)  # a run nobody watches now: no pump
         with client.stream("GET", f"/sessions/{session_id}/events") as response:
             reader = SSEReader(response)
             read_until(reader, "approval_request")
-            assert delta_pump(session_id)
+            pump = delta_pump(session_id)
+            assert pump is not None
             client.post(
                 f"/sessions/{session_id}/approvals/{request_id}",
                 json={"decision": "allow"},
             )
             rest = read_until(reader, "turn_complete")
         assert deltas_of(rest) == "All done: counted and published."
-        wait_until(lambda: not delta_pump(session_id))
+        pump.join(10)  # the stream closed: its pump ends
+        assert not pump.is_alive()
 
 
 def test_a_stream_gets_the_deltas_of_a_session_opened_after_it(sqlite_url) -> None:

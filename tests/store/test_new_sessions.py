@@ -64,8 +64,8 @@ def test_a_session_in_the_log_is_leased_first_then_read(store_url: str) -> None:
     with Runtime.open(store_url) as rt:
         rt.create_session(agent("one"), session_id="kept").prompt("a", timeout=10)
     with Runtime.open(store_url) as rt:
-        # Its claim clashes with the log and records nothing; it is opened
-        # as before, under a lease of its own.
+        # Its claim clashes with the log and records nothing; the session
+        # in the log is opened, under a lease of its own.
         before = rt.store.max_position()
         session = rt.create_session(agent("two"), session_id="kept")
         assert rt.store.max_position() == before

@@ -21,13 +21,13 @@ from turnlog.cli.timeline import readable_arguments
 from turnlog.domain.errors import UsageError
 from turnlog.domain.model import ModelRequest, ModelResponse
 from turnlog.domain.protocol import (
-    AgentMessage,
-    ModelStepFailed,
-    ToolCallBegin,
-    ToolCallEnd,
-    TurnAborted,
-    UserMessage,
-    WarningMessage,
+    AgentMessageMsg,
+    InputAcceptedMsg,
+    ModelStepFailedMsg,
+    ToolCallFinishedMsg,
+    ToolCallStartedMsg,
+    TurnAbortedMsg,
+    WarningRaisedMsg,
 )
 from turnlog.domain.run import EventsMissed, RunEvent, RunResult
 from turnlog.runtime import Runtime
@@ -110,20 +110,20 @@ def describe(item: Any) -> str | None:
     if not isinstance(item, RunEvent):
         return None  # RunStarted and RunFinished: the caller reports the run
     match item.event.msg:
-        case UserMessage(text=text):
+        case InputAcceptedMsg(text=text):
             return f"  user         {text}"
-        case AgentMessage(text=text):
+        case AgentMessageMsg(text=text):
             return f"  assistant    {text}"
-        case ToolCallBegin(name=name, arguments=arguments):
+        case ToolCallStartedMsg(name=name, arguments=arguments):
             return f"  tool call    {name} {readable_arguments(arguments)}"
-        case ToolCallEnd(name=name, output=output, is_error=is_error):
+        case ToolCallFinishedMsg(name=name, output=output, is_error=is_error):
             label = "tool error " if is_error else "tool result"
             return f"  {label}  {name} -> {output}"
-        case ModelStepFailed(error_type=error_type, message=message):
+        case ModelStepFailedMsg(error_type=error_type, message=message):
             return f"  model error  {error_type}: {message}"
-        case TurnAborted(reason=reason):
+        case TurnAbortedMsg(reason=reason):
             return f"  turn ended   {reason}"
-        case WarningMessage(message=message):
+        case WarningRaisedMsg(message=message):
             return f"  warning      {message}"
         case _:
             return None  # bookkeeping (steps, usage, turn markers): see the audit

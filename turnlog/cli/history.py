@@ -23,7 +23,7 @@ def command_replay(args: argparse.Namespace) -> int:
     session_id, url = session_and_log(args)
     with runtime_for_reading(url) as runtime:
         events = runtime.replay_events(session_id)
-        if not events:  # every session starts with SessionConfigured
+        if not events:  # every session starts with SessionCreatedMsg
             msg = f"no session {session_id!r} in the log at {runtime.location}"
             raise UnknownSessionError(msg)
     sys.stdout.writelines(encode_json(event).decode() + "\n" for event in events)

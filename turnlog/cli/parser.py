@@ -229,9 +229,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     traces.add_argument("session", metavar="SESSION", help="the session id")
     traces.add_argument("-o", "--output", metavar="FILE", help="default: stdout")
-    # --out was this option's name before export's --output was chosen for
-    # both; kept so scripts that use it still work, but not shown.
-    traces.add_argument("--out", dest="output", help=argparse.SUPPRESS)
     traces.add_argument(
         "--endpoint",
         metavar="URL",

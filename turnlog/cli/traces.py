@@ -12,7 +12,7 @@ from turnlog.cli.exits import EXIT_OK
 from turnlog.cli.log_location import session_and_log
 from turnlog.cli.reading import open_for_reading
 from turnlog.domain.errors import InvalidInputError
-from turnlog.traces import (
+from turnlog.traces.otlp import (
     HTTP_JSON,
     HTTP_PROTOBUF,
     checked_protocol,

@@ -47,7 +47,7 @@ from starlette.routing import Route
 
 from turnlog.domain.approval import ApprovalRequest
 from turnlog.domain.errors import SessionBusyError, TurnlogError
-from turnlog.domain.protocol import ApprovalRequested, Event
+from turnlog.domain.protocol import ApprovalRequestedMsg, Event
 from turnlog.domain.run import EventsMissed, RunEvent, RunStarted
 from turnlog.service.agui_events import AguiTranslator
 from turnlog.service.agui_threads import AguiThreads, requested_agent
@@ -230,7 +230,7 @@ class AguiEndpoint:
                         continue
                     for item in translator.durable(event):
                         yield _sse(item)
-                    if isinstance(event.msg, ApprovalRequested):
+                    if isinstance(event.msg, ApprovalRequestedMsg):
                         waiting = await self._waiting(session, event)
                         if waiting:
                             for item in translator.interrupt(waiting):
@@ -251,7 +251,7 @@ class AguiEndpoint:
         One decided already (by another client) lets the run go on.
         """
         msg = event.msg
-        assert isinstance(msg, ApprovalRequested)
+        assert isinstance(msg, ApprovalRequestedMsg)
         pending = await asyncio.to_thread(session.pending_approvals)
         if not any(request.request_id == msg.request_id for request in pending):
             return []

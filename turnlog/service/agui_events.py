@@ -46,15 +46,15 @@ from ag_ui.core import (
 
 from turnlog.domain.approval import ApprovalRequest
 from turnlog.domain.protocol import (
-    AgentMessage,
-    AgentMessageDelta,
+    AgentMessageDeltaMsg,
+    AgentMessageMsg,
     Event,
-    SessionClosed,
-    SharedStateChanged,
-    ToolCallBegin,
-    ToolCallEnd,
-    TurnAborted,
-    TurnComplete,
+    SessionClosedMsg,
+    SharedStateUpdatedMsg,
+    ToolCallFinishedMsg,
+    ToolCallStartedMsg,
+    TurnAbortedMsg,
+    TurnCompletedMsg,
 )
 
 PROTOCOL_VERSION = "1.0"
@@ -122,7 +122,7 @@ class AguiTranslator:
     def delta(self, event: Event) -> list[BaseEvent]:
         """A streamed text delta: text message start (once) and content."""
         msg = event.msg
-        if self.finished or not isinstance(msg, AgentMessageDelta) or not msg.delta:
+        if self.finished or not isinstance(msg, AgentMessageDeltaMsg) or not msg.delta:
             return []
         out: list[BaseEvent] = []
         if self._text_id is None:
@@ -138,9 +138,9 @@ class AguiTranslator:
             return []
         msg = event.msg
         match msg:
-            case AgentMessage(text=text):
+            case AgentMessageMsg(text=text):
                 return self._close_text(text)
-            case ToolCallBegin(call_id=call_id, name=name, arguments=arguments):
+            case ToolCallStartedMsg(call_id=call_id, name=name, arguments=arguments):
                 out = self._close_text(None)
                 out.append(
                     ToolCallStartEvent(tool_call_id=call_id, tool_call_name=name)
@@ -149,7 +149,7 @@ class AguiTranslator:
                     out.append(ToolCallArgsEvent(tool_call_id=call_id, delta=arguments))
                 out.append(ToolCallEndEvent(tool_call_id=call_id))
                 return out
-            case ToolCallEnd(call_id=call_id, output=output):
+            case ToolCallFinishedMsg(call_id=call_id, output=output):
                 return [
                     ToolCallResultEvent(
                         message_id=f"{call_id}-result",
@@ -158,17 +158,17 @@ class AguiTranslator:
                         role="tool",
                     )
                 ]
-            case SharedStateChanged(changes=changes):
+            case SharedStateUpdatedMsg(changes=changes):
                 self.state.update(changes)
                 return [StateSnapshotEvent(snapshot=dict(self.state))]
-            case TurnComplete(last_agent_message=last):
+            case TurnCompletedMsg(last_agent_message=last):
                 return self._finish(self._finished(result=last))
-            case TurnAborted(reason=reason, failed=True):
+            case TurnAbortedMsg(reason=reason, failed=True):
                 return self._finish(RunErrorEvent(message=reason, code="turn_failed"))
-            case TurnAborted():
+            case TurnAbortedMsg():
                 outcome = RunFinishedCancelledOutcome()
                 return self._finish(self._finished(outcome))
-            case SessionClosed():
+            case SessionClosedMsg():
                 error = RunErrorEvent(message="the session closed", code="closed")
                 return self._finish(error)
             case _:

@@ -18,7 +18,7 @@ open for good (its keep-alive timer starts only after a response).
   gets a 503 problem, where uvicorn would answer in plain text.
 
 Requests the parser cannot read (a method it does not know, a NUL in a
-header, spaces in the path) get uvicorn's 400 as before, written here
+header, spaces in the path) get the 400 uvicorn gives them, written here
 as ``application/problem+json`` like every other refusal; it can only
 say that the request is not valid HTTP, since the parser stops at the
 first bad byte. Which methods reach the app at all is llhttp's list

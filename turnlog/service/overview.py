@@ -20,6 +20,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from turnlog.domain.ids import turn_uuid
+from turnlog.domain.turn import ModelStepCompleted, ModelStepFailed, ModelStepStarted
 from turnlog.projections.executions import Execution
 from turnlog.projections.readers import TranscriptItem
 from turnlog.service.context import ServiceContext
@@ -65,6 +66,10 @@ def _steps(
         if number is None or item.name not in _STEP_EVENTS:
             continue
         event = item.event()
+        if not isinstance(
+            event, ModelStepStarted | ModelStepCompleted | ModelStepFailed
+        ):
+            continue  # read from _STEP_EVENTS' names: this tells the type checker
         key = (number, event.step)
         step = steps.setdefault(
             key,
@@ -77,14 +82,15 @@ def _steps(
                 "seconds": None,
             },
         )
-        if item.name == "ModelStepStarted":
+        if isinstance(event, ModelStepStarted):
             started[key] = event.timestamp
             step["started_at"] = _iso(event.timestamp)
             continue
-        step["outcome"] = "completed" if item.name == "ModelStepCompleted" else "failed"
+        completed = isinstance(event, ModelStepCompleted)
+        step["outcome"] = "completed" if completed else "failed"
         step["ended_at"] = _iso(event.timestamp)
         step["seconds"] = _seconds(started.get(key), event.timestamp)
-        if item.name == "ModelStepCompleted" and event.usage:
+        if isinstance(event, ModelStepCompleted) and event.usage:
             step["usage"] = dict(event.usage)
     by_turn: dict[int, list[dict[str, Any]]] = {}
     for (number, _), step in sorted(steps.items()):

@@ -25,7 +25,7 @@ from sse_starlette.sse import EventSourceResponse
 from starlette.requests import Request
 from starlette.routing import Route
 
-from turnlog.domain.protocol import SessionClosed, encode_json
+from turnlog.domain.protocol import SessionClosedMsg, encode_json
 from turnlog.service.context import ServiceContext
 from turnlog.service.feed import Key, entries_after, parse_event_id
 from turnlog.service.parsing import path_session_id
@@ -84,7 +84,7 @@ class EventStream:
                         yield sse_event(
                             encode_json(entry.event).decode(), event_id=entry.event_id
                         )
-                        if isinstance(entry.event.msg, SessionClosed):
+                        if isinstance(entry.event.msg, SessionClosedMsg):
                             return
                     if entries or cursor < feed.floor or listener.deltas:
                         continue

@@ -11,7 +11,7 @@ beside it.
 from turnlog.store.backend import LogBackend
 from turnlog.store.commits import Commit, CommitWatch
 from turnlog.store.fencing import Claim, Fence
-from turnlog.store.history import CanReopenSessions, SessionHistory
+from turnlog.store.history import CanReadStoredRows, SessionHistory
 from turnlog.store.log import Store
 from turnlog.store.opening import describe_url, parse_store_url
 from turnlog.store.ownership import SessionOwnership
@@ -19,7 +19,7 @@ from turnlog.store.transfer import export_session, import_events
 from turnlog.store.verify import VerifyReport, verify_all, verify_session
 
 __all__ = [
-    "CanReopenSessions",
+    "CanReadStoredRows",
     "Claim",
     "Commit",
     "CommitWatch",

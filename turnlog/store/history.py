@@ -23,8 +23,6 @@ import msgspec
 from eventsourcing.persistence import StoredEvent
 
 from turnlog.domain.ids import session_uuid, turn_uuid
-from turnlog.domain.session import Session
-from turnlog.domain.turn import Turn
 from turnlog.store.application import LOG_MAPPER
 
 StoredRow = tuple[int, uuid.UUID, int, str, bytes]
@@ -47,18 +45,6 @@ class CanReadStoredRows(Protocol):
 
     def stored_rows(self, aggregate_ids: Sequence[uuid.UUID]) -> list[StoredRow]:
         """The stored events of these aggregates, in no particular order."""
-        ...
-
-
-class CanReopenSessions(CanReadStoredRows, Protocol):
-    """What reopening a session needs of the log (actors type the store so)."""
-
-    def get(self, aggregate_id: uuid.UUID) -> object | None:
-        """The aggregate ``aggregate_id`` rebuilt from the log, or None."""
-        ...
-
-    def save(self, *aggregates: Session | Turn) -> object:
-        """Saves the pending events of ``aggregates`` in one transaction."""
         ...
 
 

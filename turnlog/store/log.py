@@ -34,6 +34,7 @@ from typing import Any, cast
 
 import msgspec
 from eventsourcing.application import AggregateNotFoundError
+from eventsourcing.domain import Aggregate
 from eventsourcing.persistence import (
     IntegrityError,
     Notification,
@@ -174,7 +175,7 @@ class Store:
     # -- writing --------------------------------------------------------------
 
     def save(
-        self, *aggregates: Any, claim: Claim | None = None
+        self, *aggregates: Aggregate, claim: Claim | None = None
     ) -> list[Recording[uuid.UUID]]:
         """Saves the pending events of ``aggregates`` in one transaction.
 
@@ -487,8 +488,6 @@ class Store:
         self._app.close()
         if self._snapshot is not None:
             self._snapshot.close()  # the last link to the memory copy
-
-    # -- the turnlog marker ---------------------------------------------------
 
     def sql(self, statement: str) -> str:
         """``statement`` with ``?`` placeholders in this backend's style."""

@@ -122,11 +122,15 @@ class SessionOwnership:
                 (session_id, self.owner, now, now - self.lease_seconds),
             )
             cursor.execute(
-                sql(f"SELECT owner, epoch FROM {self.table} WHERE session_id = ?"),
+                sql(
+                    f"SELECT owner, epoch, renewed FROM {self.table} "
+                    "WHERE session_id = ?"
+                ),
                 (session_id,),
             )
             row = cursor.fetchone()
             holder, epoch = str(row["owner"]), int(row["epoch"])
+            expires = float(row["renewed"]) + self.lease_seconds
             if holder != self.owner and _process_is_gone(holder):
                 cursor.execute(
                     sql(
@@ -140,11 +144,13 @@ class SessionOwnership:
                 if taken is not None:
                     holder, epoch = self.owner, int(taken["epoch"])
         if holder != self.owner:
+            retry_after = max(0.0, expires - now)
             msg = (
                 f"session {session_id!r} is open in another process ({holder}); "
-                "close it there, or wait for its lease to expire"
+                "close it there, or wait for its lease to expire (in "
+                f"{retry_after:.1f} s unless renewed)"
             )
-            raise SessionBusyError(msg)
+            raise SessionBusyError(msg, retry_after=retry_after)
         self.store.fence(Fence(session_id, self.owner, epoch))
         with self._lock:
             self._held[session_id] = epoch

@@ -32,7 +32,7 @@ from turnlog import (
 from turnlog.cli.run.command import PROMPT, ChatLoop, RunOptions, run_interactive
 from turnlog.cli.run.settings import load_settings
 from turnlog.cli.run.terminal import CtrlC
-from turnlog.domain.protocol import AgentMessageDelta
+from turnlog.domain.protocol import AgentMessageDeltaMsg
 from turnlog.domain.streaming import DeltaSink, discard_deltas
 
 DEPLOYED: list[str] = []
@@ -85,7 +85,9 @@ def talk(
 
 
 def is_delta(item: Any) -> bool:
-    return isinstance(item, RunEvent) and isinstance(item.event.msg, AgentMessageDelta)
+    return isinstance(item, RunEvent) and isinstance(
+        item.event.msg, AgentMessageDeltaMsg
+    )
 
 
 def approvals_asked(terminal: ScriptedTerminal) -> int:

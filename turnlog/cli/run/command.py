@@ -10,7 +10,7 @@ Three threads take part, and only one of them ever touches the terminal:
 - the runtime's own actors run the turn.
 
 Approvals cannot deadlock: a tool that needs one makes the turn wait for a
-decision and publishes an ``ApprovalRequested``; the main thread sees it on
+decision and publishes an ``ApprovalRequestedMsg``; the main thread sees it on
 the subscription, asks, and answers with ``session.approve`` (an ask the
 session actor serves at once, since the waiting turn blocks nothing).
 
@@ -38,9 +38,9 @@ from turnlog.cli.timeline import one_line
 from turnlog.config import RunConfig
 from turnlog.domain.errors import SessionClosedError, UsageError
 from turnlog.domain.ids import check_session_id
-from turnlog.domain.protocol import ApprovalRequested
+from turnlog.domain.protocol import ApprovalRequestedMsg
 from turnlog.domain.run import RunEvent, RunFinished, RunResult
-from turnlog.mcp_tools import McpServer
+from turnlog.mcp.tools import McpServer
 from turnlog.routing import ModelRouter
 from turnlog.runtime import Runtime
 from turnlog.session import AgentSession
@@ -169,7 +169,7 @@ class ChatLoop:
                 view.line("the session was closed")
                 return False
             if isinstance(item, RunEvent) and isinstance(
-                item.event.msg, ApprovalRequested
+                item.event.msg, ApprovalRequestedMsg
             ):
                 if not stop.interrupting:  # else the interrupt settles it
                     view.close_line()
@@ -190,7 +190,7 @@ class ChatLoop:
             return False
         return True
 
-    def _approve(self, request: ApprovalRequested) -> None:
+    def _approve(self, request: ApprovalRequestedMsg) -> None:
         """Asks the user about ``request`` and answers the session."""
         pending = {each.request_id for each in self._session.pending_approvals()}
         if request.request_id not in pending:

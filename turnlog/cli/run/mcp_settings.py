@@ -43,7 +43,7 @@ from typing import Annotated, Self
 import pydantic
 
 from turnlog.domain.errors import InvalidInputError, UsageError
-from turnlog.mcp_tools import DEFAULT_TIMEOUT, McpServer
+from turnlog.mcp.tools import DEFAULT_TIMEOUT, McpServer
 
 ServerName = Annotated[str, pydantic.StringConstraints(pattern=r"^[A-Za-z0-9_-]+$")]
 """A server's name: its table's key, and the default tool prefix."""

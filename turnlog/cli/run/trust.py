@@ -9,19 +9,36 @@ tool arguments. Such a file is refused whole, before anything is built.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from turnlog.domain.errors import InvalidInputError
 
-if TYPE_CHECKING:
-    from turnlog.cli.run.settings import ConfigFile
+
+class RouteFile(Protocol):
+    """What the check reads of a parsed route file (``settings.ConfigFile``).
+
+    Declared here, so that settings, which runs the check, is the only one
+    of the two that knows the other.
+    """
+
+    @property
+    def routes(self) -> Mapping[str, object]:
+        """The ``[routes.NAME]`` tables, each with the UNTRUSTED_KEYS."""
+        ...
+
+    @property
+    def mcp_servers(self) -> Mapping[str, object]:
+        """The ``[mcp_servers.NAME]`` tables."""
+        ...
+
 
 UNTRUSTED_KEYS = ("base_url", "api_key_env")
 """Route settings that decide where a key goes: refused in an untrusted file."""
 
 
-def refuse_untrusted(path: Path, file: ConfigFile, user: Path | None) -> None:
+def refuse_untrusted(path: Path, file: RouteFile, user: Path | None) -> None:
     """Refuses ``file``, found at ``path`` in the working directory, if it
     says where a key goes or declares an MCP server.
 

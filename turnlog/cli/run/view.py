@@ -17,19 +17,19 @@ from typing import Any
 from turnlog.cli.timeline import one_line
 from turnlog.domain.approval import ApprovalDecision
 from turnlog.domain.protocol import (
-    AgentMessage,
-    AgentMessageDelta,
-    ApprovalRequested,
-    ApprovalResolved,
-    Frontend,
-    InputRejected,
-    ModelStepFailed,
-    ModelStepStarted,
-    ToolAllowedForSession,
-    ToolCallBegin,
-    ToolCallEnd,
-    TurnAborted,
-    WarningMessage,
+    AgentMessageDeltaMsg,
+    AgentMessageMsg,
+    ApprovalDecidedMsg,
+    ApprovalRequestedMsg,
+    FrontendMsg,
+    InputRejectedMsg,
+    ModelStepFailedMsg,
+    ModelStepStartedMsg,
+    ToolAllowedForSessionMsg,
+    ToolCallFinishedMsg,
+    ToolCallStartedMsg,
+    TurnAbortedMsg,
+    WarningRaisedMsg,
 )
 from turnlog.domain.run import EventsMissed, RunEvent, RunFinished
 
@@ -81,7 +81,7 @@ def readable_json(arguments: str, limit: int) -> str:
     return one_line(text, limit)
 
 
-def approval_question(request: ApprovalRequested) -> str:
+def approval_question(request: ApprovalRequestedMsg) -> str:
     """The question asked before a tool that needs approval runs."""
     name = one_line(request.name, 80)
     arguments = readable_json(request.arguments, APPROVAL_ARGUMENTS_LIMIT)
@@ -134,44 +134,44 @@ class TurnView:
 
     def _show_event(self, msg: Any) -> None:
         match msg:
-            case ModelStepStarted():
+            case ModelStepStartedMsg():
                 self._streamed = False
-            case AgentMessageDelta(delta=delta):
+            case AgentMessageDeltaMsg(delta=delta):
                 if not self._streamed:
                     self.close_line()
                     self._write(ASSISTANT)
                     self._streamed = True
                 self._write(terminal_safe(delta))
                 self._open_line = not delta.endswith("\n")
-            case AgentMessage(text=text):
+            case AgentMessageMsg(text=text):
                 if self._streamed:
                     self.close_line()  # the text came as deltas already
                 else:
                     self.line(ASSISTANT + terminal_safe(text))
-            case ToolCallBegin(name=name, arguments=arguments):
+            case ToolCallStartedMsg(name=name, arguments=arguments):
                 shown = readable_json(arguments, ARGUMENTS_LIMIT)
                 self.line(f"  tool    {one_line(name, 80)} {shown}")
-            case ToolCallEnd(name=name, output=output, is_error=is_error):
+            case ToolCallFinishedMsg(name=name, output=output, is_error=is_error):
                 label = "error " if is_error else "result"
                 self.line(f"  {label}  {one_line(name, 80)}: {_short(output)}")
-            case ApprovalResolved(decision=decision, decided_by=decided_by):
+            case ApprovalDecidedMsg(decision=decision, decided_by=decided_by):
                 if decided_by != "user":  # the user's own answer needs no echo
                     self.line(f"  approval {decision} ({one_line(decided_by, 80)})")
-            case ToolAllowedForSession(tool_name=tool_name):
+            case ToolAllowedForSessionMsg(tool_name=tool_name):
                 name = one_line(tool_name, 80)
                 self.line(f"  {name} is allowed for the rest of the session")
-            case ModelStepFailed(error_type=error_type, message=message):
+            case ModelStepFailedMsg(error_type=error_type, message=message):
                 if error_type == CANCELLED:
                     return  # an interrupted step: the turn's end says why
                 self._model_error = f"{error_type}: {message}"
                 self.line(f"  model error: {error_type}: {one_line(message, 500)}")
-            case InputRejected(reason=reason):
+            case InputRejectedMsg(reason=reason):
                 self.line(f"  input rejected: {one_line(reason, 500)}")
-            case WarningMessage(message=message):
+            case WarningRaisedMsg(message=message):
                 self.line(f"  warning: {one_line(message, 500)}")
-            case Frontend(block=block):
+            case FrontendMsg(block=block):
                 self.line(f"  [{one_line(block.title, 80)}]")
-            case TurnAborted(reason=reason, failed=failed):
+            case TurnAbortedMsg(reason=reason, failed=failed):
                 label = "turn failed" if failed else "turn stopped"
                 self.line(f"  {label}: {one_line(self._unrepeated(reason), 500)}")
             case _:

@@ -38,12 +38,12 @@ from mcp.types import CONNECTION_CLOSED, Tool
 
 from turnlog.actors.io_loop import IoLoop
 from turnlog.domain.errors import McpServerError
-from turnlog.mcp_results import tool_result
-from turnlog.mcp_stdio import BadBytes, open_stdio
+from turnlog.mcp.results import tool_result
+from turnlog.mcp.stdio import BadBytes, open_stdio
 from turnlog.tools import ToolResult
 
 if TYPE_CHECKING:
-    from turnlog.mcp_targets import Target
+    from turnlog.mcp.targets import Target
 
 T = TypeVar("T")
 

@@ -25,13 +25,13 @@ from urllib.parse import urlsplit
 
 from turnlog.domain.errors import InvalidInputError, McpServerError
 from turnlog.domain.model import ToolSpec
-from turnlog.mcp_targets import HttpTarget, StdioTarget, Target
+from turnlog.mcp.targets import HttpTarget, StdioTarget, Target
 from turnlog.tools import ToolResult
 
 if TYPE_CHECKING:
     from mcp.types import Tool
 
-    from turnlog.mcp_link import McpLink
+    from turnlog.mcp.link import McpLink
 
 DEFAULT_TIMEOUT = 60.0
 """Seconds an MCP call may take by default: a hung server must not hang a turn."""
@@ -295,7 +295,7 @@ class McpServer:
             if self._link is None:
                 try:
                     # Imported here: the SDK is an optional extra.
-                    from turnlog.mcp_link import McpLink, check_timeout_for  # noqa: PLC0415
+                    from turnlog.mcp.link import McpLink, check_timeout_for  # noqa: PLC0415
                 except ImportError as error:
                     msg = "MCP servers need the mcp extra: pip install 'turnlog[mcp]'"
                     raise McpServerError(msg) from error

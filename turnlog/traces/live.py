@@ -34,7 +34,8 @@ from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, Trace
 from turnlog.domain.session import SessionClosed
 from turnlog.projections.spans import SpanFold, SpanRecord
 from turnlog.store.log import Store
-from turnlog.traces import SCOPE_NAME, session_events
+from turnlog.traces.otlp import SCOPE_NAME, session_events
+from turnlog.version import __version__
 
 logger = logging.getLogger(__name__)
 
@@ -95,8 +96,6 @@ class LiveTraces:
     def __init__(
         self, store: Store, exporter: SpanExporter, *, service_name: str = "turnlog"
     ) -> None:
-        from turnlog import __version__  # noqa: PLC0415 - turnlog imports the runtime
-
         self.store = store
         self.exporter = exporter
         self.resource = Resource({"service.name": service_name})

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 if TYPE_CHECKING:
-    from turnlog.mcp_targets import StdioTarget
+    from turnlog.mcp.targets import StdioTarget
 
 logger = logging.getLogger("turnlog.mcp")
 """Where a stdio server's stderr lines go when it has no ``stderr_log``."""

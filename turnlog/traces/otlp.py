@@ -14,14 +14,14 @@ needs nothing::
 
 To export live, as the runtime saves, pass an OpenTelemetry ``SpanExporter``
 to ``Runtime.open(..., span_exporter=...)`` (the ``otel`` extra; see
-:mod:`turnlog.otel`). Both give the same spans: same ids, names, times and
+:mod:`turnlog.traces.live`). Both give the same spans: same ids, names, times and
 attributes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, Protocol, cast
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
@@ -39,9 +39,7 @@ from turnlog.projections.spans import (
 )
 from turnlog.store.log import Store
 from turnlog.store.transfer import session_rows
-
-if TYPE_CHECKING:
-    from turnlog.runtime import Runtime
+from turnlog.version import __version__
 
 SCOPE_NAME = "turnlog"
 """The instrumentation scope every turnlog span is reported under."""
@@ -94,7 +92,20 @@ def session_events(store: Store, session_id: str) -> list[Any]:
     ]
 
 
-def session_spans(source: Runtime | Store, session_id: str) -> list[SpanRecord]:
+class HoldsLog(Protocol):
+    """What holds a log other than the store itself: a ``turnlog.Runtime``.
+
+    Declared here, where it is used, so that the traces need not import the
+    runtime that exports them live.
+    """
+
+    @property
+    def store(self) -> Store:
+        """The log."""
+        ...
+
+
+def session_spans(source: HoldsLog | Store, session_id: str) -> list[SpanRecord]:
     """Every span of a session's trace, rebuilt from the log.
 
     Spans the log has not ended (a turn cut off by a kill, a session still
@@ -165,8 +176,6 @@ def otlp_json(spans: Iterable[SpanRecord], *, service_name: str = "turnlog") -> 
         spans: the spans (of one session or many).
         service_name: the resource's ``service.name``.
     """
-    from turnlog import __version__  # noqa: PLC0415 - turnlog imports this module's users
-
     request = {
         "resourceSpans": [
             {
@@ -198,8 +207,6 @@ def otlp_protobuf(
     Raises:
         UsageError: the ``opentelemetry-proto`` package is not installed.
     """
-    from turnlog import __version__  # noqa: PLC0415 - turnlog imports this module's users
-
     pb = _protobuf_types()
     request = pb.ExportTraceServiceRequest(
         resource_spans=[

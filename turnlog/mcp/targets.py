@@ -1,7 +1,7 @@
 """Where an MCP server is: a command run over stdio, or a URL.
 
 Plain data, shared by the public face (``McpServer``) and the link that
-connects (``turnlog.mcp_link``, ``turnlog.mcp_stdio``), so neither imports
+connects (``turnlog.mcp.link``, ``turnlog.mcp.stdio``), so neither imports
 the other's module for it.
 """
 
