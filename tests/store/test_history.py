@@ -14,7 +14,7 @@ import pytest
 
 from turnlog import Agent, Runtime, ScriptedModel
 from turnlog.domain.ids import session_uuid, turn_uuid
-from turnlog.domain.protocol import SessionClosed, TurnComplete
+from turnlog.domain.protocol import SessionClosedMsg, TurnCompletedMsg
 from turnlog.projections.follower import SessionFollower
 from turnlog.store.history import SessionHistory, StoredRow
 from turnlog.store.log import Store
@@ -99,10 +99,10 @@ def test_following_a_long_session_reads_its_history_in_a_few_queries(
         assert store.reads <= 3
         with follower:
             events = list(follower)
-        assert isinstance(events[-1].msg, SessionClosed)
+        assert isinstance(events[-1].msg, SessionClosedMsg)
         sequences = [e.sequence for e in events]
         assert sequences == sorted(sequences)
-        assert sum(isinstance(e.msg, TurnComplete) for e in events) == TURNS
+        assert sum(isinstance(e.msg, TurnCompletedMsg) for e in events) == TURNS
     finally:
         store.close()
 
