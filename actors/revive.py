@@ -16,39 +16,45 @@ the next turn, as every function call has its output.
 
 from __future__ import annotations
 
-from typing import Any
-
+from turnlog.actors.session_parts import CanRecordSessions
 from turnlog.domain.context import fold_context
-from turnlog.domain.ids import turn_uuid
+from turnlog.domain.errors import ReplayError
 from turnlog.domain.model import Item
 from turnlog.domain.session import Session
 from turnlog.domain.turn import Turn
+from turnlog.store.history import SessionHistory
 
 INTERRUPTED_OUTPUT = "interrupted; outcome unknown"
 NOT_RUN_OUTPUT = "not run: the session stopped before this call started"
 CRASH_REASON = "the process stopped while this turn was running"
 
 
-def load_context(store: Any, session: Session) -> list[Item]:
+def load_context(store: CanRecordSessions, session: Session) -> list[Item]:
     """The model context: the turns of the current context epoch, folded.
 
     Only turns from the one that last rewrote the context (compaction) on
     are read, so opening a session costs the same however long it is.
     """
-    items: list[Item] = []
-    for number in range(session.context_start_turn, session.turn_count + 1):
-        fold_context(store.events(turn_uuid(session.session_id, number)), items)
-    return items
+    events = SessionHistory(store).turn_events(
+        session.session_id, session.context_start_turn, session.turn_count
+    )
+    return fold_context(events)
 
 
-def load_turn(store: Any, session: Session) -> Turn | None:
+def load_turn(store: CanRecordSessions, session: Session) -> Turn | None:
     """The running turn's aggregate, if the session has one."""
     turn_id = session.active_turn_id()
-    return None if turn_id is None else store.get(turn_id)
+    if turn_id is None:
+        return None
+    turn = store.get(turn_id)
+    if turn is not None and not isinstance(turn, Turn):
+        msg = f"aggregate {turn_id} of session {session.session_id!r} is no Turn"
+        raise ReplayError(msg)
+    return turn
 
 
 def recover_turn(
-    store: Any,
+    store: CanRecordSessions,
     session: Session,
     turn: Turn | None,
     idempotent_tools: frozenset[str] = frozenset(),

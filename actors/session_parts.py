@@ -32,8 +32,10 @@ class CanRecordSessions(Protocol):
         """The aggregate rebuilt from the log, or None if it has no events."""
         ...
 
-    def events(self, aggregate_id: uuid.UUID) -> Sequence[object]:
-        """The domain events of one aggregate, in order."""
+    def stored_rows(
+        self, aggregate_ids: Sequence[uuid.UUID]
+    ) -> list[tuple[int, uuid.UUID, int, str, bytes]]:
+        """The stored events of these aggregates (read by SessionHistory)."""
         ...
 
 

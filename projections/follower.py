@@ -33,6 +33,7 @@ from turnlog.domain.errors import InvalidInputError, TurnlogError
 from turnlog.domain.ids import check_session_id, session_uuid, turn_uuid
 from turnlog.domain.protocol import Event, SessionClosedMsg
 from turnlog.domain.translation import EventTranslator
+from turnlog.store.history import SessionHistory
 from turnlog.store.log import Store
 
 READ_BATCH = 500
@@ -95,12 +96,10 @@ class SessionFollower:
             self._next_turn += 1
 
     def _read_history(self) -> None:
-        session = self._store.get(session_uuid(self.session_id))
-        turns = 0 if session is None else int(session.turn_count)
-        events: list[Any] = list(self._store.events(session_uuid(self.session_id)))
-        for number in range(1, turns + 1):
-            events.extend(self._store.events(turn_uuid(self.session_id, number)))
-        self._expect_turn(turns)
+        events = SessionHistory(self._store).events(self.session_id)
+        self._expect_turn(
+            max((e.number for e in events if isinstance(e, s.TurnStarted)), default=0)
+        )
         events.sort(key=event_seq)
         for event in events:
             self._take(event)

@@ -23,6 +23,7 @@ from typing import Protocol
 
 from turnlog.domain.errors import ReplayError
 from turnlog.store.backend import RunnerLock
+from turnlog.store.commits import Commit
 from turnlog.store.log import Store
 
 logger = logging.getLogger(__name__)
@@ -76,6 +77,9 @@ class ViewLeader:
 
     def start(self) -> None:
         """Starts the thread that waits for the lock and then follows."""
+        # Now, not once elected: the store's watch of the log starts here,
+        # on the caller's thread, rather than at some later moment.
+        self.runner.store.commits.add_waker(self._woken)
         self._thread = threading.Thread(
             target=self._run, name="turnlog-projections", daemon=True
         )
@@ -100,6 +104,7 @@ class ViewLeader:
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=30)
+        self.runner.store.commits.remove_waker(self._woken)
 
     def _run(self) -> None:
         lock = self.runner.store.backend.runner_lock()
@@ -136,38 +141,36 @@ class ViewLeader:
 
     def _lead(self, lock: RunnerLock) -> bool:
         """Follows the log until stopped (False) or the lock is lost (True)."""
-        watch = self.runner.store.commits
-        watch.add_waker(self._wake.set)
         pause = FIRST_RETRY
-        try:
-            self._wake.set()  # what the previous leader left undone
-            while not self._stopping.is_set():
-                self._wake.wait(CHECK_INTERVAL)
-                self._wake.clear()
-                if self._stopping.is_set():
-                    break
-                if not lock.held():
-                    logger.warning("lost the view runner lock; standing by")
-                    return True
-                try:
-                    before = self.runner.position_folded()
-                    moved = self.runner.catch_up() != before
-                except ReplayError:
-                    logger.exception("the views stopped at an entry they cannot fold")
-                    return False
-                except Exception:
-                    logger.warning(
-                        "could not bring the views up to date; retrying in %.1f s",
-                        pause,
-                        exc_info=True,
-                    )
-                    self._stopping.wait(pause)
-                    pause = min(pause * 2, RETRY_LIMIT)
-                    self._wake.set()
-                    continue
-                pause = FIRST_RETRY
-                if moved:
-                    self._stopping.wait(self.interval)
-            return False
-        finally:
-            watch.remove_waker(self._wake.set)
+        self._wake.set()  # what the previous leader left undone
+        while not self._stopping.is_set():
+            self._wake.wait(CHECK_INTERVAL)
+            self._wake.clear()
+            if self._stopping.is_set():
+                break
+            if not lock.held():
+                logger.warning("lost the view runner lock; standing by")
+                return True
+            try:
+                before = self.runner.position_folded()
+                moved = self.runner.catch_up() != before
+            except ReplayError:
+                logger.exception("the views stopped at an entry they cannot fold")
+                return False
+            except Exception:
+                logger.warning(
+                    "could not bring the views up to date; retrying in %.1f s",
+                    pause,
+                    exc_info=True,
+                )
+                self._stopping.wait(pause)
+                pause = min(pause * 2, RETRY_LIMIT)
+                self._wake.set()
+                continue
+            pause = FIRST_RETRY
+            if moved:
+                self._stopping.wait(self.interval)
+        return False
+
+    def _woken(self, _: Commit) -> None:
+        self._wake.set()

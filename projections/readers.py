@@ -12,7 +12,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 from uuid import UUID
 
 import msgspec
-from eventsourcing.persistence import ConnectionPoolClosedError, Mapper, StoredEvent
+from eventsourcing.persistence import ConnectionPoolClosedError, StoredEvent
 
 from turnlog.domain.context import Message, fold_context, messages_of
 from turnlog.domain.errors import InvalidInputError
@@ -26,9 +26,8 @@ from turnlog.projections.executions import Execution, ExecutionProjection
 from turnlog.projections.runner import ProjectionRunner
 from turnlog.projections.sessions import SessionIndexProjection, SessionSummary
 from turnlog.projections.transcript import CHUNK, OPEN, TranscriptProjection
-from turnlog.store.transcoder import MsgspecTranscoder
+from turnlog.store.application import LOG_MAPPER
 
-_mapper: Mapper[UUID] = Mapper(transcoder=MsgspecTranscoder())
 _FETCH = 500
 """Log positions fetched per query when reading a transcript."""
 _execution_decoder = msgspec.json.Decoder(Execution)
@@ -99,7 +98,7 @@ class TranscriptItem(msgspec.Struct, frozen=True):
     def event(self) -> TurnlogEvent | TurnlogCreated:
         """The domain event, decoded (and upcast) as the log would."""
         # A transcript indexes a session's own events, never a snapshot.
-        event = _mapper.to_domain_event(
+        event = LOG_MAPPER.to_domain_event(
             StoredEvent(
                 originator_id=UUID(self.originator_id),
                 originator_version=self.originator_version,

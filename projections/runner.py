@@ -109,6 +109,7 @@ class ProjectionRunner:
         self.tables = ViewTables(store)
         self.projections = list(projections)
         self._lock = threading.Lock()
+        self._folded = threading.Condition()
         self._positions: dict[str, int] = {}
         self._generations: dict[str, int] = {}
         self._caches: dict[str, dict[tuple[str, int], Any]] = {
@@ -302,8 +303,11 @@ class ProjectionRunner:
         except BaseException:
             self._forget()  # the caches may hold what was not written
             raise
+        with self._folded:
+            for name in behind:
+                self._positions[name] = last
+            self._folded.notify_all()
         for name in behind:
-            self._positions[name] = last
             cache = self._caches[name]
             if len(cache) > CACHE_LIMIT:
                 hot = {key: cache[key] for key in units[name].dirty}
@@ -330,9 +334,22 @@ class ProjectionRunner:
         """Wakes the follower (called after every save in this process)."""
         self._leader.wake()
 
-    def start(self) -> None:
-        """Starts the background follower (it follows once elected)."""
+    def start(self, gather: float | None = None) -> None:
+        """Starts the background follower (it follows once elected).
+
+        Args:
+            gather: Seconds to gather new events after each catch-up
+                (default ``FOLLOW_INTERVAL``).
+        """
+        if gather is not None:
+            self._leader.interval = gather
         self._leader.start()
+
+    def wait_folded(self, past: int, timeout: float | None = None) -> int:
+        """Waits until the views fold past ``past``; returns where they are."""
+        with self._folded:
+            self._folded.wait_for(lambda: self.position_folded() != past, timeout)
+            return self.position_folded()
 
     @property
     def leading(self) -> bool:

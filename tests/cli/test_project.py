@@ -200,3 +200,32 @@ def test_a_follower_far_behind_shows_its_progress(
     assert [p.done for p in shown] == [*range(4, end, 4), end]
     assert {(p.view, p.total) for p in shown} == {("views", end)}
     assert shown[-1].eta_seconds == 0
+
+
+@pytest.mark.subprocess
+def test_two_followers_on_one_postgres_schema_fold_one_at_a_time(
+    postgres_schema_url: str,
+) -> None:
+    # Each follower is the view runner's elected leader: the second stands
+    # by on the advisory lock, and takes over when the first is killed.
+    from turnlog.cli.main import STANDBY_LINE
+
+    url = postgres_schema_url
+    first = write_without_views(url, "s1")
+    with following(url) as leader:
+        leader.position_reaches(first)
+        with following(url) as standby:
+            assert standby.lines.get(timeout=WAIT) == STANDBY_LINE
+            end = write_without_views(url, "s2", prompts=3)
+            leader.position_reaches(end)
+            assert standby.lines.empty()  # it folded nothing, said nothing
+            leader.process.kill()
+            leader.process.wait(timeout=WAIT)
+            (line,) = standby.position_reaches(end)
+            assert line == (
+                "views (checkpoints, transcript, executions, sessions) "
+                f"at log position {end}"
+            )
+            later = write_without_views(url, "s3")
+            standby.position_reaches(later)
+    assert tracking(url) == dict.fromkeys(VIEWS, later)

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from uuid import UUID
 
 import pytest
 
 from turnlog import Agent, ReplayError, Runtime, ScriptedModel
+from turnlog.projections.readers import TranscriptItem
 
 
 def make_log(url: str) -> Path:
@@ -68,3 +70,26 @@ def test_an_event_from_a_newer_turnlog_is_refused(
         with pytest.raises(ReplayError, match=complaint):
             rt.replay_events("s")
     assert count_events(db) == before  # the refused opening appended nothing
+
+
+def test_a_transcript_item_from_a_newer_turnlog_is_refused(sqlite_url: str) -> None:
+    # The views' items decode with the store's own guarded mapper, so an
+    # event a newer turnlog wrote is refused there too, not half-read.
+    db = make_log(sqlite_url)
+    rewrite(
+        db,
+        "turnlog:TurnStarted",
+        lambda topic, state: (
+            topic,
+            state.replace(b'{"timestamp"', b'{"class_version":7,"timestamp"', 1),
+        ),
+    )
+    with sqlite3.connect(db) as connection:
+        row = connection.execute(
+            "SELECT rowid, originator_id, originator_version, topic, state "
+            "FROM stored_events WHERE topic = 'turnlog:TurnStarted'"
+        ).fetchone()
+    position, originator, version, topic, state = row
+    item = TranscriptItem(position, topic, str(UUID(originator)), version, state)
+    with pytest.raises(ReplayError, match="has class version 7; this turnlog reads"):
+        item.event()

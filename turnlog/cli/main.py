@@ -43,7 +43,6 @@ import os
 import shlex
 import sqlite3
 import sys
-import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -277,6 +276,12 @@ def _command_rebuild(args: argparse.Namespace) -> int:
 
 # -- project ----------------------------------------------------------------
 
+STANDBY_NOTICE = 1.0
+"""Seconds ``project --follow`` waits to lead before saying it stands by."""
+LEADING_CHECK = 1.0
+"""Seconds between checks that this follower still leads, when nothing moves."""
+STANDBY_LINE = "another process keeps the views current: standing by to take over"
+
 
 def _command_project(args: argparse.Namespace) -> int:
     url = store_url(args)
@@ -292,27 +297,41 @@ def _command_project(args: argparse.Namespace) -> int:
 
 def _project(runner: ProjectionRunner, *, follow: bool, interval: float) -> None:
     bar = ProgressLine()
-    try:
+    names = ", ".join(p.name for p in runner.projections)
+    if not follow:
         position = catch_up(runner, bar.show)
         bar.end()
-        names = ", ".join(p.name for p in runner.projections)
         print(f"views ({names}) at log position {position}", flush=True)
-        while follow:
-            time.sleep(interval)
-            now = runner.catch_up()
-            if now != position:
-                position = now
-                print(f"views at log position {position}", flush=True)
+        return
+    # Following is the view runner's elected leader: on PostgreSQL one
+    # process at a time folds (an advisory lock), the others stand by and
+    # one takes over the moment the leader's connection ends.
+    runner.start(gather=interval)
+    try:
+        while True:
+            if not runner.wait_leading(STANDBY_NOTICE):
+                print(STANDBY_LINE, flush=True)
+                while not runner.wait_leading(LEADING_CHECK):
+                    pass
+            position = catch_up(runner, bar.show)
+            bar.end()
+            print(f"views ({names}) at log position {position}", flush=True)
+            while runner.leading:
+                now = runner.wait_folded(position, LEADING_CHECK)
+                if now != position:
+                    position = now
+                    print(f"views at log position {position}", flush=True)
     except KeyboardInterrupt:
         bar.end()
-        if not follow:
-            raise
+        runner.stop()
         # Ctrl-C is how a follower is stopped: a batch cut short was rolled
         # back whole, so the views stand at a position they fully hold.
         print(
             f"stopped following {runner.store.location}: "
             f"views at log position {views_position(runner)}"
         )
+    finally:
+        runner.stop()
 
 
 # -- entry point ----------------------------------------------------------

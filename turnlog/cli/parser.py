@@ -15,7 +15,7 @@ STORE_ENV = "TURNLOG_STORE"
 """Environment variable naming the log when ``--store`` is not given."""
 
 FOLLOW_INTERVAL = 0.5
-"""Seconds ``turnlog project --follow`` waits between looks at the log."""
+"""Seconds ``turnlog project --follow`` gathers new events before folding them."""
 
 
 def _positive_int(text: str) -> int:
@@ -306,7 +306,10 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         type=_positive_float,
         default=FOLLOW_INTERVAL,
-        help=f"with --follow: seconds between looks (default: {FOLLOW_INTERVAL:g})",
+        help=(
+            "with --follow: seconds to gather new events before folding them "
+            f"(default: {FOLLOW_INTERVAL:g})"
+        ),
     )
     _add_serve_parser(commands)
     return parser

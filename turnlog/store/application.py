@@ -62,6 +62,15 @@ class GuardedMapper(Mapper[uuid.UUID]):
         return super().to_domain_event(stored_event)
 
 
+LOG_MAPPER = GuardedMapper(transcoder=MsgspecTranscoder())
+"""The one mapper between domain events and stored events.
+
+Every store's application uses it, and so does any reader holding stored
+bytes without a store (a transcript item): it keeps no state of its own,
+so one instance serves all.
+"""
+
+
 class TurnlogApplication(Application[uuid.UUID]):
     """The eventsourcing application behind a Store."""
 
@@ -85,4 +94,4 @@ class TurnlogApplication(Application[uuid.UUID]):
         return MsgspecTranscoder()
 
     def construct_mapper(self) -> Mapper[uuid.UUID]:
-        return GuardedMapper(transcoder=self.construct_transcoder())
+        return LOG_MAPPER

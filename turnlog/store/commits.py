@@ -1,16 +1,25 @@
-"""Knowing that the log moved: the wake-up of everything that follows it live.
+"""Knowing that the log moved: the one follower of the log's commits.
 
-A reader that follows the log (a view runner, a session follower) reads
-by position; a wake-up only tells it to read again, so a spurious one
-costs a query and a missed one at most a poll interval, never an event.
+Everything that follows the log live (a session follower, the view
+runner's leader, the service's SSE tails) reads by position; it waits on
+this store's :class:`CommitWatch` only to know when to read again, so a
+spurious wake-up costs a query and never an event.
 
-Saves made in this process bump the watch directly (a Store listener).
-Saves of other processes reach it through the backend: PostgreSQL's
-recorder NOTIFYs a channel inside every insert's transaction, which the
-server delivers after the commit, and one listening connection per store
-bumps the watch for all its followers. SQLite has no such channel, so
-there followers also look again every ``POLL_INTERVAL``; on PostgreSQL the
-same poll, slower, covers a listening connection that was lost.
+The watch hears of commits two ways:
+
+- Saves made in this process tell it directly (it is a Store listener),
+  naming the sessions they saved, so a reader of one session is not woken
+  by another's.
+- Other processes' commits reach it through the backend: PostgreSQL's
+  recorder NOTIFYs a channel in every insert's transaction, delivered
+  after the commit to one listening connection per store. SQLite has no
+  such channel, so there (and on PostgreSQL while the listening
+  connection is being re-established) the watch looks at the log's newest
+  position every ``POLL_INTERVAL``. Growth that this process's saves do
+  not account for is announced as another process's commit, of sessions
+  unknown.
+
+Only the watch polls, once per store, however many readers follow.
 """
 
 from __future__ import annotations
@@ -18,18 +27,31 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Sequence
 from typing import Protocol
+
+import msgspec
+from eventsourcing.persistence import Recording
 
 logger = logging.getLogger(__name__)
 
-POLL_INTERVAL = 0.5
-"""Seconds a follower waits before reading again when nothing woke it
-and the backend cannot tell it about other processes' commits."""
-LISTENING_POLL_INTERVAL = 5.0
-"""The same, when a listening connection tells it about every commit."""
+POLL_INTERVAL = 0.25
+"""Seconds between looks at the log's newest position, where the backend
+cannot tell of other processes' commits (SQLite, or a lost listener)."""
 RETRY_LIMIT = 5.0
 """The longest pause between attempts to re-establish the listener."""
+
+
+class Commit(msgspec.Struct, frozen=True):
+    """What a waker is told of a commit."""
+
+    sessions: frozenset[str] | None
+    """The sessions it saved; None for another process's (not known which)."""
+
+
+Waker = Callable[[Commit], None]
+"""Called on every commit noted, on the thread that noted it."""
 
 
 class CommitListener(Protocol):
@@ -49,28 +71,71 @@ class CommitListener(Protocol):
 class CommitWatch:
     """A counter of commits seen, and a way to wait for the next one.
 
+    It starts listening (and, where it must, polling) when first asked to
+    wait or to wake someone: a runtime that never follows the log opens no
+    extra connection.
+
     Args:
         backend: What hears of other processes' commits.
+        newest_position: The position of the log's newest entry.
     """
 
-    def __init__(self, backend: CommitListener) -> None:
+    def __init__(
+        self, backend: CommitListener, newest_position: Callable[[], int]
+    ) -> None:
         self._backend = backend
+        self._newest_position = newest_position
         self._count = 0
         self._condition = threading.Condition()
-        self._wakers: list[Callable[[], None]] = []
+        self._wakers: list[Waker] = []
         self._listening = False
         self._stopping = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._look_now = threading.Event()
+        self._started = False
         self._start_lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+        # What the log's newest position was at the last look, and the
+        # positions this process committed since: growth past it that they
+        # do not account for is another process's.
+        self._seen: int | None = None
+        self._local: set[int] = set()
 
-    def bump(self, *_: object) -> None:
-        """Notes a commit (called after saves here, and by the listener)."""
+    # -- noting commits -----------------------------------------------------
+
+    def bump(self, recordings: Sequence[Recording[uuid.UUID]] = ()) -> None:
+        """Notes commits of this process (the Store calls it after saves)."""
+        sessions = frozenset(
+            str(getattr(recording.domain_event, "session_id", ""))
+            for recording in recordings
+        )
+        if self._started:
+            with self._condition:
+                self._local.update(r.notification.id for r in recordings)
+        self._announce(Commit(sessions))
+
+    def _announce(self, commit: Commit) -> None:
         with self._condition:
             self._count += 1
             wakers = list(self._wakers)
             self._condition.notify_all()
         for waker in wakers:
-            waker()
+            waker(commit)
+
+    def _look(self) -> None:
+        """Announces growth of the log that this process's saves did not make."""
+        newest = self._newest_position()
+        with self._condition:
+            previous, self._seen = self._seen, max(newest, self._seen or 0)
+            if previous is None:
+                foreign = True  # nothing to compare with: assume the worst
+            else:
+                ours = sum(1 for p in self._local if previous < p <= newest)
+                foreign = newest - previous > ours
+                self._local = {p for p in self._local if p > newest}
+        if foreign:
+            self._announce(Commit(None))
+
+    # -- the readers' side --------------------------------------------------
 
     def count(self) -> int:
         """Commits seen so far; pass it to :meth:`wait` after reading."""
@@ -79,24 +144,22 @@ class CommitWatch:
             return self._count
 
     def wait(self, seen: int, timeout: float | None = None) -> int:
-        """Waits until a commit after ``seen`` is noted, or a poll is due.
+        """Waits until a commit after ``seen`` is noted, or ``timeout`` passes.
 
         Returns the count now; equal to ``seen`` when it timed out.
         """
         self._start()
-        poll = LISTENING_POLL_INTERVAL if self._listening else POLL_INTERVAL
-        limit = poll if timeout is None else min(timeout, poll)
         with self._condition:
-            self._condition.wait_for(lambda: self._count != seen, limit)
+            self._condition.wait_for(lambda: self._count != seen, timeout)
             return self._count
 
-    def add_waker(self, waker: Callable[[], None]) -> None:
-        """Calls ``waker`` (without arguments) on every commit noted."""
+    def add_waker(self, waker: Waker) -> None:
+        """Calls ``waker`` on every commit noted (on the noting thread)."""
         self._start()
         with self._condition:
             self._wakers.append(waker)
 
-    def remove_waker(self, waker: Callable[[], None]) -> None:
+    def remove_waker(self, waker: Waker) -> None:
         """Stops calling ``waker``."""
         with self._condition:
             if waker in self._wakers:
@@ -104,34 +167,45 @@ class CommitWatch:
 
     @property
     def hears_other_processes(self) -> bool:
-        """Whether other processes' commits wake it (not just the poll)."""
+        """Whether other processes' commits wake it without polling."""
         return self._listening
 
+    # -- listening and looking ----------------------------------------------
+
     def _start(self) -> None:
-        # Lazily: a runtime that never follows opens no extra connection.
-        if self._thread is not None:
+        if self._started:
             return
         with self._start_lock:
-            if self._thread is not None or self._stopping.is_set():
+            if self._started or self._stopping.is_set():
                 return
-            self._thread = threading.Thread(
-                target=self._listen, name="turnlog-commits", daemon=True
-            )
-            self._thread.start()
+            # The first look, before any reader reads: growth after it is
+            # seen, so a commit between a reader's read and its wait is not.
+            try:
+                self._seen = self._newest_position()
+            except Exception:  # the looker tries again, and wakes everyone
+                logger.warning(
+                    "could not read the log's newest position", exc_info=True
+                )
+            self._started = True
+            for target, name in (
+                (self._listen, "turnlog-commits"),
+                (self._poll, "turnlog-commits-poll"),
+            ):
+                thread = threading.Thread(target=target, name=name, daemon=True)
+                self._threads.append(thread)
+                thread.start()
 
     def _listen(self) -> None:
         pause = 0.1
         while not self._stopping.is_set():
             try:
-                self._listening = True
-                # Commits made while nobody listened: read again.
-                self.bump()
-                if not self._backend.listen_for_commits(self.bump, self._stopping):
+                if not self._backend.listen_for_commits(self._heard, self._stopping):
                     self._listening = False
                     return
                 pause = 0.1
             except Exception:
                 self._listening = False
+                self._look_now.set()  # the poller takes over meanwhile
                 logger.warning(
                     "lost the connection that hears of commits; polling until "
                     "it is back (retrying in %.1f s)",
@@ -143,9 +217,29 @@ class CommitWatch:
                 if time.monotonic() - started >= pause:
                     pause = min(pause * 2, RETRY_LIMIT)
 
+    def _heard(self) -> None:
+        """The backend heard a commit (or began listening): look now."""
+        self._listening = True
+        self._look_now.set()
+
+    def _poll(self) -> None:
+        """Looks when the listener heard a commit, or every POLL_INTERVAL
+        while nothing can hear other processes' commits."""
+        while not self._stopping.is_set():
+            self._look_now.wait(None if self._listening else POLL_INTERVAL)
+            self._look_now.clear()
+            if self._stopping.is_set():
+                return
+            try:
+                self._look()
+            except Exception:  # a lost connection: look again, slower
+                logger.debug("could not look at the log", exc_info=True)
+                self._stopping.wait(POLL_INTERVAL)
+
     def close(self) -> None:
-        """Stops listening; waiters go on polling until they stop."""
+        """Stops listening and looking; waiters return."""
         self._stopping.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        self.bump()
+        self._look_now.set()
+        for thread in self._threads:
+            thread.join(timeout=5)
+        self._announce(Commit(None))

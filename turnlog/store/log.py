@@ -161,7 +161,7 @@ class Store:
         """What wakes readers that follow the log live (see turnlog.store.commits)."""
         with self._close_lock:
             if self._commits is None:
-                self._commits = CommitWatch(self.backend)
+                self._commits = CommitWatch(self.backend, self.max_position)
                 self.add_listener(self._commits.bump)
             return self._commits
 

@@ -41,6 +41,7 @@ from turnlog.domain.errors import (
 )
 from turnlog.domain.events import TOPIC_PREFIX, event_class_for, event_name
 from turnlog.domain.ids import check_session_id, session_uuid, turn_uuid
+from turnlog.store.history import SessionHistory, StoredRow
 from turnlog.store.log import Store
 
 # A Row and the chain check of turnlog.store.verify, so that an import accepts
@@ -52,9 +53,6 @@ from turnlog.store.verify import (
     first_problem,
     head_problem,
 )
-
-TURN_PROBE_BATCH = 64
-"""Turn aggregates looked up per query while collecting a session."""
 
 _state_decoder = msgspec.json.Decoder(dict[str, Any])
 _encoder = msgspec.json.Encoder()
@@ -98,7 +96,7 @@ class ExportHeader(msgspec.Struct, forbid_unknown_fields=True):
 _header_decoder = msgspec.json.Decoder(ExportHeader)
 _HEADER_START = b'{"turnlog_export"'
 
-Row = tuple[int, uuid.UUID, int, str, bytes]
+Row = StoredRow
 """(position, aggregate id, version, topic, stored state), as Store reads them."""
 
 
@@ -109,21 +107,10 @@ def session_rows(store: Store, session_id: str) -> list[Row]:
         UnknownSessionError: the log holds no session ``session_id``.
     """
     check_session_id(session_id)
-    rows = list(store.stored_rows([session_uuid(session_id)]))
+    rows = SessionHistory(store).rows(session_id)
     if not rows:
         msg = f"no session {session_id!r} in the log at {store.location}"
         raise UnknownSessionError(msg)
-    # Turns are numbered 1, 2, ... with no gaps: probe a batch of numbers
-    # at a time, until a batch holds a turn that is not there.
-    first = 1
-    while True:
-        ids = [turn_uuid(session_id, n) for n in range(first, first + TURN_PROBE_BATCH)]
-        found = store.stored_rows(ids)
-        rows.extend(found)
-        if len({row[1] for row in found}) < len(ids):
-            break
-        first += TURN_PROBE_BATCH
-    rows.sort(key=lambda row: row[0])
     return rows
 
 

@@ -37,7 +37,8 @@ from turnlog.domain.chain import (
     link,
 )
 from turnlog.domain.errors import UnknownSessionError
-from turnlog.domain.ids import check_session_id, session_uuid, turn_uuid
+from turnlog.domain.ids import check_session_id
+from turnlog.store.history import SessionHistory
 from turnlog.store.log import Store
 
 _decoder = msgspec.json.Decoder(dict[str, Any])
@@ -93,27 +94,8 @@ class ChainRow(msgspec.Struct):
 
 
 def _session_rows(store: Store, session_id: str) -> list[ChainRow]:
-    """Every stored event of the session's aggregates (in any order)."""
-    ids = [session_uuid(session_id)]
-    rows = [_row(r) for r in store.stored_rows(ids)]
-    turns = max(
-        (r.state.get("number", 0) for r in rows if r.topic == "turnlog:TurnStarted"),
-        default=0,
-    )
-    # Read every turn the Session names in a few queries, then probe past
-    # the last one: a forged turn beyond it would otherwise go unseen.
-    numbers = list(range(1, turns + 2))
-    while numbers:
-        found_numbers: set[int] = set()
-        for start in range(0, len(numbers), 500):
-            chunk = numbers[start : start + 500]
-            by_id = {turn_uuid(session_id, n): n for n in chunk}
-            for raw in store.stored_rows(list(by_id)):
-                rows.append(_row(raw))
-                found_numbers.add(by_id[raw[1]])
-        last = numbers[-1]
-        numbers = [last + 1] if last in found_numbers else []
-    return rows
+    """Every stored event of the session's aggregates, decoded for the check."""
+    return [_row(raw) for raw in SessionHistory(store).rows(session_id)]
 
 
 def _row(raw: tuple[int, Any, int, str, bytes]) -> ChainRow:

@@ -1,0 +1,220 @@
+"""The one follower of the log's commits: who is woken, when, at what cost.
+
+``CommitWatch`` is driven here by a fake backend and a fake log end, so
+every commit and every NOTIFY happens exactly when the test says.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable
+from types import SimpleNamespace
+
+import pytest
+
+from turnlog import Agent, Runtime, ScriptedModel
+from turnlog.projections.follower import SessionFollower
+from turnlog.store import commits
+from turnlog.store.commits import Commit, CommitWatch
+from turnlog.store.log import Store
+
+WAIT = 10.0
+
+
+class Ears:
+    """A backend that hears commits when the test calls :meth:`notify`."""
+
+    def __init__(self) -> None:
+        self._wake: Callable[[], None] | None = None
+        self.listening = threading.Event()
+
+    def listen_for_commits(
+        self, wake: Callable[[], None], stopping: threading.Event
+    ) -> bool:
+        self._wake = wake
+        wake()  # as PostgreSQL's: whatever came before the LISTEN
+        self.listening.set()
+        stopping.wait()
+        return True
+
+    def notify(self) -> None:
+        assert self._wake is not None
+        self._wake()
+
+
+class Deaf:
+    """A backend that cannot hear other processes' commits (SQLite)."""
+
+    def listen_for_commits(
+        self, wake: Callable[[], None], stopping: threading.Event
+    ) -> bool:
+        return False
+
+
+class LogEnd:
+    """The log's newest position, moved by the test."""
+
+    def __init__(self, newest: int) -> None:
+        self.newest = newest
+        self.looks: queue.Queue[int] = queue.Queue()
+
+    def __call__(self) -> int:
+        self.looks.put(self.newest)
+        return self.newest
+
+    def looked(self, times: int) -> None:
+        """Waits until the watch has looked ``times`` times (more) at the end."""
+        for _ in range(times):
+            self.looks.get(timeout=WAIT)
+
+
+def saved(session_id: str, position: int) -> SimpleNamespace:
+    """What the Store's listener is given for one saved event."""
+    return SimpleNamespace(
+        domain_event=SimpleNamespace(session_id=session_id),
+        notification=SimpleNamespace(id=position),
+    )
+
+
+@pytest.fixture
+def heard() -> queue.Queue[Commit]:
+    return queue.Queue()
+
+
+def test_a_save_here_names_its_session(heard: queue.Queue[Commit]) -> None:
+    watch = CommitWatch(Deaf(), LogEnd(10))
+    watch.add_waker(heard.put)
+    try:
+        watch.bump([saved("s", 11), saved("s", 12)])
+        assert heard.get(timeout=WAIT) == Commit(frozenset({"s"}))
+    finally:
+        watch.close()
+
+
+def test_growth_on_sqlite_is_found_by_the_watch_alone(
+    heard: queue.Queue[Commit],
+) -> None:
+    log = LogEnd(10)
+    watch = CommitWatch(Deaf(), log)
+    watch.add_waker(heard.put)
+    try:
+        seen = watch.count()
+        log.newest = 11  # another process committed
+        assert heard.get(timeout=WAIT) == Commit(None)
+        assert watch.wait(seen, timeout=WAIT) > seen
+        assert not watch.hears_other_processes
+    finally:
+        watch.close()
+
+
+def test_another_process_commit_is_not_hidden_by_a_later_one_of_ours(
+    heard: queue.Queue[Commit],
+) -> None:
+    # The SSE tail compared the log's end only with the newest position it
+    # saved itself: a commit of another process at 11, then one of ours at
+    # 12, looked like ours alone, and the other session's readers slept on.
+    ears, log = Ears(), LogEnd(10)
+    watch = CommitWatch(ears, log)
+    watch.add_waker(heard.put)
+    try:
+        assert ears.listening.wait(WAIT)
+        log.looked(2)  # when it started, and when it began to listen
+        assert watch.hears_other_processes
+        log.newest = 11  # another process's commit
+        log.newest = 12
+        watch.bump([saved("mine", 12)])  # then ours
+        assert heard.get(timeout=WAIT) == Commit(frozenset({"mine"}))
+        ears.notify()
+        assert heard.get(timeout=WAIT) == Commit(None)
+    finally:
+        watch.close()
+
+
+def test_a_notify_of_our_own_commit_wakes_no_other_session(
+    heard: queue.Queue[Commit],
+) -> None:
+    ears, log = Ears(), LogEnd(10)
+    watch = CommitWatch(ears, log)
+    watch.add_waker(heard.put)
+    try:
+        assert ears.listening.wait(WAIT)
+        log.looked(2)  # when it started, and when it began to listen
+        log.newest = 11
+        watch.bump([saved("mine", 11)])
+        ears.notify()  # PostgreSQL tells every listener, us too
+        log.newest = 12  # then another process commits
+        ears.notify()
+        assert [heard.get(timeout=WAIT) for _ in range(2)] == [
+            Commit(frozenset({"mine"})),
+            Commit(None),
+        ]
+        watch.close()
+        # close wakes everyone once; nothing came in between
+        assert heard.get(timeout=WAIT) == Commit(None)
+        assert heard.empty()
+    finally:
+        watch.close()
+
+
+def test_an_idle_follower_does_not_read_the_log_again(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Followers used to re-read the log every half second each; now only
+    # the store's watch looks at the log's end, and they read when it moved.
+    with Runtime.open(sqlite_url) as rt:
+        session = rt.create_session(
+            Agent("a", model=ScriptedModel(["hi"])), session_id="s"
+        )
+        session.prompt("hello", timeout=WAIT)
+    store = Store(sqlite_url)
+    reads: list[int] = []
+    original = store.notifications
+
+    def counted(start: int, limit: int, topics=()):
+        reads.append(start)
+        return original(start, limit, topics)
+
+    monkeypatch.setattr(store, "notifications", counted)
+    try:
+        follower = SessionFollower(store, "s")
+        while True:  # the history, read when it opened
+            try:
+                follower.get(timeout=0)
+            except TimeoutError:
+                break
+        before = len(reads)
+        with pytest.raises(TimeoutError):
+            follower.get(timeout=3 * commits.POLL_INTERVAL + 0.5)
+        # One read before it waits, one when its time is up: none in between.
+        assert len(reads) - before == 2
+    finally:
+        follower.close()
+        store.close()
+
+
+def test_a_follower_wakes_on_another_process_commit_without_a_poll(
+    postgres_schema_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # On PostgreSQL a NOTIFY wakes the follower: no poll interval to wait.
+    monkeypatch.setattr(commits, "POLL_INTERVAL", 3600.0)
+    url = postgres_schema_url
+    with Runtime.open(url) as writer, Runtime.open(url) as reader:
+        session = writer.create_session(
+            Agent("a", model=ScriptedModel(["one", "two"])), session_id="s"
+        )
+        session.prompt("first", timeout=WAIT)
+        with reader.follow("s") as follower:
+            while True:
+                try:
+                    follower.get(timeout=0)
+                except TimeoutError:
+                    break
+            done = threading.Event()
+            threading.Thread(
+                target=lambda: (session.prompt("second", timeout=WAIT), done.set()),
+                daemon=True,
+            ).start()
+            event = follower.get(timeout=WAIT)
+            assert event.sequence > 0
+        assert done.wait(WAIT)
