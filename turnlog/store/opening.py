@@ -25,11 +25,9 @@ from turnlog.domain.errors import (
     StoreURLError,
     UsageError,
 )
+from turnlog.store.backend import META_TABLE
 
 DEFAULT_SQLITE_PATH = Path(".turnlog") / "turnlog.sqlite3"
-
-META_TABLE = "turnlog_meta"
-"""The table that marks a database as a turnlog log."""
 
 _SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 """A PostgreSQL schema name turnlog accepts: a plain identifier that needs

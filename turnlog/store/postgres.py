@@ -22,6 +22,7 @@ from psycopg.errors import InvalidTextRepresentation, LockNotAvailable
 from psycopg.rows import DictRow
 from psycopg.sql import SQL, Identifier
 
+from turnlog.store.backend import LogTables
 from turnlog.store.fencing import FIRST_EPOCH, LEASE_TABLE, Claim, Fence, lease_lost
 from turnlog.store.group_commit import PendingSave
 from turnlog.store.opening import prepare_postgres_schema
@@ -116,6 +117,8 @@ class PostgresLogRecorder(PostgresApplicationRecorder):
         self.lock_out_saves_statement = SQL("LOCK TABLE {0}.{1} IN SHARE MODE").format(
             Identifier(datastore.schema), Identifier(self.events_table_name)
         )
+        self.tables = LogTables(self)
+        """The statements on turnlog's own tables, in this dialect."""
 
     def insert_events(
         self, stored_events: Sequence[StoredEvent], **kwargs: Any

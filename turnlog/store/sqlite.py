@@ -31,6 +31,7 @@ from eventsourcing.sqlite import (
 )
 
 from turnlog.domain.errors import LeaseLostError
+from turnlog.store.backend import LogTables
 from turnlog.store.fencing import FIRST_EPOCH, LEASE_TABLE, Claim, Fence, lease_lost
 from turnlog.store.group_commit import PendingSave
 from turnlog.store.opening import memory_copy, prepare_sqlite_file
@@ -187,6 +188,8 @@ class SQLiteLogRecorder(SQLiteApplicationRecorder):
             f"INSERT INTO {LEASE_TABLE} (session_id, owner, renewed, epoch) "
             f"VALUES (?, ?, ?, {FIRST_EPOCH}) ON CONFLICT (session_id) DO NOTHING"
         )
+        self.tables = LogTables(self)
+        """The statements on turnlog's own tables, in this dialect."""
 
     # eventsourcing's seam for work inside the insert's own transaction
     # (a protected method: the recorders call it with the save's kwargs).
