@@ -21,6 +21,8 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
+from turnlog.store.fencing import LEASE_TABLE
+
 META_TABLE = "turnlog_meta"
 """The mark of a turnlog log: (key, value) rows, the storage version."""
 DOCS_TABLE = "turnlog_view_docs"
@@ -177,6 +179,32 @@ class LogTables:
             f"UPDATE {tracking} SET position = ? "
             "WHERE view = ? AND position = ? AND generation = ? RETURNING view"
         )
+        self.leases = leases = backend.qualify(LEASE_TABLE)
+        # A lease row already there is taken only if it is this owner's or
+        # expired; either way the epoch moves on, which fences the saves of
+        # whoever held it before.
+        self._take_lease = sql(
+            f"INSERT INTO {leases} (session_id, owner, renewed, epoch) "
+            "VALUES (?, ?, ?, 1) ON CONFLICT (session_id) DO UPDATE SET "
+            "owner = excluded.owner, renewed = excluded.renewed, "
+            f"epoch = {leases}.epoch + 1 "
+            f"WHERE {leases}.owner = excluded.owner OR {leases}.renewed < ?"
+        )
+        self._lease = sql(
+            f"SELECT owner, epoch, renewed FROM {leases} WHERE session_id = ?"
+        )
+        self._take_over_lease = sql(
+            f"UPDATE {leases} SET owner = ?, renewed = ?, epoch = epoch + 1 "
+            "WHERE session_id = ? AND owner = ? RETURNING epoch"
+        )
+        self._renew_leases = sql(
+            f"UPDATE {leases} SET renewed = ? WHERE owner = ? "
+            "RETURNING session_id, epoch"
+        )
+        self._release_lease = sql(
+            f"DELETE FROM {leases} WHERE session_id = ? AND owner = ? AND epoch = ?"
+        )
+        self._release_leases = sql(f"DELETE FROM {leases} WHERE owner = ?")
         owner_columns = "session_id, tenant, agent, created"
         self._insert_owner = sql(
             f"INSERT INTO {owners} ({owner_columns}) VALUES (?, ?, ?, ?)"
@@ -353,6 +381,44 @@ class LogTables:
         whether it was."""
         cursor.execute(self._advance, (to_position, view, from_position, generation))
         return cursor.fetchone() is not None
+
+    # -- leases on sessions (turnlog.store.ownership) ----------------------------
+
+    def take_lease(
+        self, cursor: Any, session_id: str, owner: str, now: float, expired: float
+    ) -> tuple[str, int, float]:
+        """Leases ``session_id`` to ``owner`` unless another holds it, renewed
+        after ``expired``; (holder, epoch, last renewal) of the lease row after."""
+        cursor.execute(self._take_lease, (session_id, owner, now, expired))
+        cursor.execute(self._lease, (session_id,))
+        row = cursor.fetchone()
+        return str(row["owner"]), int(row["epoch"]), float(row["renewed"])
+
+    def take_over_lease(
+        self, cursor: Any, session_id: str, owner: str, now: float, holder: str
+    ) -> int | None:
+        """Moves ``holder``'s lease to ``owner``; its new epoch, or None if
+        ``holder`` no longer holds it."""
+        cursor.execute(self._take_over_lease, (owner, now, session_id, holder))
+        row = cursor.fetchone()
+        return None if row is None else int(row["epoch"])
+
+    def renew_leases(self, cursor: Any, owner: str, now: float) -> set[tuple[str, int]]:
+        """Renews every lease of ``owner``; (session id, epoch) of each."""
+        cursor.execute(self._renew_leases, (now, owner))
+        return {
+            (str(row["session_id"]), int(row["epoch"])) for row in cursor.fetchall()
+        }
+
+    def release_lease(
+        self, cursor: Any, session_id: str, owner: str, epoch: int
+    ) -> None:
+        """Deletes the lease row if it still names ``owner`` and ``epoch``."""
+        cursor.execute(self._release_lease, (session_id, owner, epoch))
+
+    def release_leases(self, cursor: Any, owner: str) -> None:
+        """Deletes every lease row of ``owner``."""
+        cursor.execute(self._release_leases, (owner,))
 
     # -- the service's session owners (turnlog.service.tenancy) ------------------
 
