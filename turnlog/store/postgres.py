@@ -160,7 +160,7 @@ class PostgresLogRecorder(PostgresApplicationRecorder):
         # under that lock (see __init__), so the lock is taken here first;
         # taken again by eventsourcing, it is already held.
         fenced = _fenced(kwargs)
-        if not fenced:
+        if not fenced or not stored_events:  # nothing is inserted: no check
             return
         for statement in self.lock_table_statements:
             curs.execute(statement, prepare=True)
