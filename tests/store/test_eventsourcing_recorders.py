@@ -88,13 +88,11 @@ class PostgresRecorders:
 
     @pytest.fixture(autouse=True)
     def _fresh_schema(self, postgres_schema_url: str) -> Iterator[None]:
-        from turnlog.store.opening import (
-            parse_store_url,
-            prepare_postgres_schema,
-        )
+        from turnlog.store.opening import parse_store_url
+        from turnlog.store.postgres import PostgresLogRecorder
 
         self._env = parse_store_url(postgres_schema_url)
-        prepare_postgres_schema(self._env, postgres_schema_url)
+        PostgresLogRecorder.prepare(self._env, postgres_schema_url, read_only=False)
         self._datastores: list[Any] = []
         yield
         for datastore in self._datastores:

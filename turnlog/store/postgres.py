@@ -22,10 +22,10 @@ from psycopg.errors import InvalidTextRepresentation, LockNotAvailable
 from psycopg.rows import DictRow
 from psycopg.sql import SQL, Identifier
 
+from turnlog.domain.errors import StoreError
 from turnlog.store.backend import LogTables
 from turnlog.store.fencing import FIRST_EPOCH, LEASE_TABLE, Claim, Fence, lease_lost
 from turnlog.store.group_commit import PendingSave
-from turnlog.store.opening import prepare_postgres_schema
 
 _REFUSED = "turnlog fence: lease lost"
 """The text the fence statement fails to cast when the lease is gone."""
@@ -39,9 +39,36 @@ class PostgresLogRecorder(PostgresApplicationRecorder):
 
     @staticmethod
     def prepare(env: dict[str, str], location: str, *, read_only: bool) -> None:
-        """Reaches the server (its own reason if it cannot) and makes the schema."""
+        """Reaches the server and makes the schema a URL names.
+
+        Connects once, so that a server that is down or refuses the user or
+        database is reported at once with its own reason (the pool would
+        wait out its timeout and then say only that it got no connection);
+        then creates the schema, unless table creation is off.
+        """
         del read_only  # refused for PostgreSQL before this is called
-        prepare_postgres_schema(env, location)
+        schema = env.get("POSTGRES_SCHEMA")
+        try:
+            connection = psycopg.connect(
+                dbname=env["POSTGRES_DBNAME"],
+                host=env["POSTGRES_HOST"],
+                port=env["POSTGRES_PORT"],
+                user=env["POSTGRES_USER"],
+                password=env["POSTGRES_PASSWORD"] or None,
+                connect_timeout=int(env["POSTGRES_CONNECT_TIMEOUT"]),
+                autocommit=True,
+            )
+        except psycopg.Error as error:
+            msg = f"cannot connect to the log at {location}: {error}"
+            raise StoreError(msg) from error
+        try:
+            with connection:
+                if schema and env.get("CREATE_TABLE") != "no":
+                    statement = SQL("CREATE SCHEMA IF NOT EXISTS {}")
+                    connection.execute(statement.format(Identifier(schema)))
+        except psycopg.Error as error:
+            msg = f"cannot prepare PostgreSQL schema {schema!r}: {error}"
+            raise StoreError(msg) from error
 
     def qualify(self, table: str) -> str:
         """``table`` in the log's schema."""
