@@ -2,8 +2,9 @@
 
 eventsourcing's PostgreSQL recorder, extended with the fence check on saves
 (see turnlog.store.fencing) and the statements where PostgreSQL's dialect
-differs from SQLite's (turnlog.store.backend lists them). Kept apart from
-the SQLite one so that only PostgreSQL users load psycopg.
+differs from SQLite's (turnlog.store.backend lists them); it runs the
+statements both backends share (``LogTables``) in that dialect. Kept
+apart from the SQLite one so that only PostgreSQL users load psycopg.
 """
 
 from __future__ import annotations

@@ -2,8 +2,10 @@
 
 eventsourcing's SQLite recorder, extended with the fence check on saves
 (see turnlog.store.fencing) and the few statements where SQLite's dialect
-differs from PostgreSQL's (turnlog.store.backend lists them), so no code
-outside this module and turnlog.store.postgres asks which backend it has.
+differs from PostgreSQL's (turnlog.store.backend lists them); it runs
+the statements both backends share (``LogTables``) in that dialect. No
+code outside this module and turnlog.store.postgres asks which backend
+it has.
 """
 
 from __future__ import annotations
