@@ -14,6 +14,8 @@ eventsourcing's inserts). Each PostgreSQL test gets a schema of its own.
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,6 +32,9 @@ from eventsourcing.tests.persistence import (
 from turnlog.domain.errors import LeaseLostError
 from turnlog.store.fencing import LEASE_TABLE, Fence
 from turnlog.store.sqlite import CachingConnectionPool, SQLiteLogRecorder
+
+THREAD_WAIT = 30.0
+"""Seconds a test's leftover thread may take to finish."""
 
 HELD = Fence("held-session", "this-process", 1)
 """The lease every insert of a fenced suite is checked against."""
@@ -58,6 +63,24 @@ def hold_lease(recorder: Any, placeholder: str) -> None:
         )
 
 
+@contextlib.contextmanager
+def threads_finished() -> Iterator[None]:
+    """Waits, on leaving, for the (non-daemon) threads started inside to end.
+
+    eventsourcing's concurrency tests tell their reader threads to stop
+    but do not join them: closing the datastore under a reader still in
+    a query would crash SQLite's C library, so the connections are
+    closed only once those threads are done.
+    """
+    before = set(threading.enumerate())
+    yield
+    for thread in set(threading.enumerate()) - before:
+        if thread.daemon:  # the connection pools' own workers
+            continue
+        thread.join(timeout=THREAD_WAIT)
+        assert not thread.is_alive(), f"{thread} still running"
+
+
 class SQLiteRecorders:
     """Makes turnlog's SQLite recorders on a fresh file per test."""
 
@@ -67,7 +90,8 @@ class SQLiteRecorders:
     def _fresh_file(self, tmp_path: Path) -> Iterator[None]:
         self._path = tmp_path / "log.sqlite3"
         self._datastores: list[SQLiteDatastore] = []
-        yield
+        with threads_finished():
+            yield
         for datastore in self._datastores:
             datastore.close()
 
@@ -94,7 +118,8 @@ class PostgresRecorders:
         self._env = parse_store_url(postgres_schema_url)
         PostgresLogRecorder.prepare(self._env, postgres_schema_url, read_only=False)
         self._datastores: list[Any] = []
-        yield
+        with threads_finished():
+            yield
         for datastore in self._datastores:
             datastore.close()
 
