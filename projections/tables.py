@@ -1,4 +1,4 @@
-"""The SQL behind every view: its documents and its tracking row.
+"""Where every view is stored: its documents and its tracking row.
 
 A view's tracking row (one per view name) holds the last log position
 folded in, the fold's version and the view's generation, drawn afresh
@@ -7,7 +7,8 @@ generation, not the view's name: a rebuild fills a new generation beside
 the serving one, and swapping it in renames one tracking row instead of
 every document. Documents and tracking position are written in one
 transaction, and the tracking row is advanced only from the position and
-generation its writer read (a compare-and-set).
+generation its writer read (a compare-and-set). The statements are the
+log backend's (turnlog.store.backend.LogTables).
 """
 
 from __future__ import annotations
@@ -18,13 +19,8 @@ from typing import Any, NamedTuple
 
 import msgspec
 
+from turnlog.store.backend import OLD_ROWS_TABLE, TRACKING_TABLE
 from turnlog.store.log import Store
-
-DOCS_TABLE = "turnlog_view_docs"
-TRACKING_TABLE = "turnlog_view_tracking"
-OLD_ROWS_TABLE = "turnlog_view_rows"
-"""Where turnlog 0.1 kept documents, keyed by view name: dropped on open
-(its views are rebuilt from the log)."""
 
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder()
@@ -55,28 +51,16 @@ class TrackingMovedError(Exception):
 
 
 class ViewTables:
-    """The SQL behind every view, in either backend's dialect."""
+    """A log's views, stored in its database (the SQL is its backend's)."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
         self._backend = store.backend
-        self.docs = self._backend.qualify(DOCS_TABLE)
-        self.tracking = self._backend.qualify(TRACKING_TABLE)
-        self.generation_of = f"(SELECT generation FROM {self.tracking} WHERE view = ?)"
-        """SQL for the generation of the view named by the next parameter
-        (``?`` placeholder, as every statement here before ``store.sql``)."""
-        blob = self._backend.blob_type
+        self._tables = tables = store.backend.tables
+        self.docs = tables.docs
+        self.tracking = tables.tracking
         with store.transaction() as cursor:
-            cursor.execute(
-                f"CREATE TABLE IF NOT EXISTS {self.docs} (gen BIGINT NOT NULL, "
-                f"part TEXT NOT NULL, pos BIGINT NOT NULL, doc {blob} NOT NULL, "
-                "PRIMARY KEY (gen, part, pos))"
-            )
-            cursor.execute(
-                f"CREATE TABLE IF NOT EXISTS {self.tracking} (view TEXT PRIMARY KEY, "
-                "position BIGINT NOT NULL, version INTEGER NOT NULL, "
-                "generation BIGINT NOT NULL DEFAULT 0)"
-            )
+            tables.create_view_tables(cursor)
         self._upgrade()
 
     def _columns(self, table: str) -> set[str]:
@@ -95,22 +79,13 @@ class ViewTables:
         if "generation" not in self._columns(TRACKING_TABLE):
             try:
                 with self.store.transaction() as cursor:
-                    cursor.execute(
-                        f"ALTER TABLE {self.tracking} ADD COLUMN generation "
-                        "BIGINT NOT NULL DEFAULT 0"
-                    )
+                    self._tables.add_view_generation(cursor)
             except Exception:
                 if "generation" not in self._columns(TRACKING_TABLE):
                     raise
         if self._columns(OLD_ROWS_TABLE):
             with self.store.transaction() as cursor:
-                cursor.execute(
-                    f"DROP TABLE IF EXISTS {self._backend.qualify(OLD_ROWS_TABLE)}"
-                )
-                cursor.execute(f"DELETE FROM {self.tracking}")
-                # Views another process began here after its own upgrade
-                # are started again too: no generation is left to name them.
-                cursor.execute(f"DELETE FROM {self.docs}")
+                self._tables.drop_old_view_rows(cursor)
 
     def tracking_of(self, view: str) -> tuple[int, int] | None:
         """(position, version) of ``view``, or None if it was never built."""
@@ -120,38 +95,22 @@ class ViewTables:
     def tracking_row(self, view: str) -> Tracking | None:
         """The tracking row of ``view``, or None if it was never built."""
         with self.store.reading() as cursor:
-            cursor.execute(
-                self.store.sql(
-                    f"SELECT position, version, generation FROM {self.tracking} "
-                    "WHERE view = ?"
-                ),
-                (view,),
-            )
-            row = cursor.fetchone()
-        if row is None:
-            return None
-        position, version, generation = _values(row)
-        return Tracking(int(position), int(version), int(generation))
+            row = self._tables.tracking_row(cursor, view)
+        return None if row is None else Tracking(*row)
 
     def reset(self, view: str, version: int) -> int:
         """Empties ``view``, sets its tracking to the log's start and draws a
         new generation for it (returned)."""
         generation = secrets.randbelow(2**62) + 1
         with self.store.transaction() as cursor:
-            self._delete(cursor, view)
-            cursor.execute(
-                self.store.sql(
-                    f"INSERT INTO {self.tracking} (view, position, version, "
-                    "generation) VALUES (?, ?, ?, ?)"
-                ),
-                (view, 0, version, generation),
-            )
+            self._tables.delete_view(cursor, view)
+            self._tables.insert_tracking(cursor, view, version, generation)
         return generation
 
     def drop(self, view: str) -> None:
         """Removes ``view``: its documents and its tracking row."""
         with self.store.transaction() as cursor:
-            self._delete(cursor, view)
+            self._tables.delete_view(cursor, view)
 
     def swap(self, green: str, blue: str) -> None:
         """Makes view ``green`` serve as ``blue``, in one transaction.
@@ -160,33 +119,14 @@ class ViewTables:
         their generation, which the renamed tracking row now names.
         """
         with self.store.transaction() as cursor:
-            self._delete(cursor, blue)
-            cursor.execute(
-                self.store.sql(f"UPDATE {self.tracking} SET view = ? WHERE view = ?"),
-                (blue, green),
-            )
-
-    def _delete(self, cursor: Any, view: str) -> None:
-        cursor.execute(
-            self.store.sql(f"DELETE FROM {self.docs} WHERE gen = {self.generation_of}"),
-            (view,),
-        )
-        cursor.execute(
-            self.store.sql(f"DELETE FROM {self.tracking} WHERE view = ?"), (view,)
-        )
+            self._tables.delete_view(cursor, blue)
+            self._tables.rename_view(cursor, green, blue)
 
     def get(self, view: str, part: str, position: int) -> Any:
         """One document (as JSON decodes it), or None."""
         with self.store.reading() as cursor:
-            cursor.execute(
-                self.store.sql(
-                    f"SELECT doc FROM {self.docs} WHERE gen = {self.generation_of} "
-                    "AND part = ? AND pos = ?"
-                ),
-                (view, part, position),
-            )
-            row = cursor.fetchone()
-        return None if row is None else _decoder.decode(bytes(_values(row)[0]))
+            doc = self._tables.document(cursor, view, part, position)
+        return None if doc is None else _decoder.decode(doc)
 
     def range(
         self,
@@ -199,34 +139,21 @@ class ViewTables:
         newest_first: bool = False,
     ) -> list[tuple[int, bytes]]:
         """(position, raw doc) of a part's documents in a position range."""
-        statement = (
-            f"SELECT pos, doc FROM {self.docs} WHERE gen = {self.generation_of} "
-            "AND part = ? AND pos >= ?"
-        )
-        params: list[Any] = [view, part, from_position]
-        if before is not None:
-            statement += " AND pos < ?"
-            params.append(before)
-        statement += " ORDER BY pos " + ("DESC" if newest_first else "ASC")
-        if limit is not None:
-            statement += " LIMIT ?"
-            params.append(limit)
         with self.store.reading() as cursor:
-            cursor.execute(self.store.sql(statement), params)
-            rows = cursor.fetchall()
-        return [(int(pos), bytes(doc)) for pos, doc in map(_values, rows)]
+            return self._tables.documents(
+                cursor,
+                view,
+                part,
+                from_position=from_position,
+                before=before,
+                limit=limit,
+                newest_first=newest_first,
+            )
 
     def parts(self, view: str) -> list[str]:
         """Every part (session id) of ``view``."""
         with self.store.reading() as cursor:
-            cursor.execute(
-                self.store.sql(
-                    f"SELECT DISTINCT part FROM {self.docs} "
-                    f"WHERE gen = {self.generation_of} ORDER BY part"
-                ),
-                (view,),
-            )
-            return [str(_values(row)[0]) for row in cursor.fetchall()]
+            return self._tables.parts(cursor, view)
 
     def commit(self, advances: Sequence[ViewAdvance]) -> None:
         """Writes every view's documents and moves its tracking row, at once.
@@ -235,32 +162,15 @@ class ViewTables:
         waits for the disk, and views folded from the same read of the log
         stay at the same position.
         """
-        advance = self.store.sql(
-            f"UPDATE {self.tracking} SET position = ? "
-            "WHERE view = ? AND position = ? AND generation = ?"
-        )
+        tables = self._tables
         with self.store.transaction() as cursor:
             for view, writes, from_position, to_position, generation in advances:
-                cursor.execute(advance, (to_position, view, from_position, generation))
-                if _rowcount(cursor) != 1:
+                if not tables.advance_tracking(
+                    cursor, view, from_position, to_position, generation
+                ):
                     raise TrackingMovedError(view)
                 if writes:
-                    self._upsert(cursor, generation, writes)
-
-    def _upsert(
-        self, cursor: Any, generation: int, writes: dict[tuple[str, int], Any]
-    ) -> None:
-        docs = [_encoder.encode(doc) for doc in writes.values()]
-        self._backend.upsert_documents(
-            cursor, self.docs, generation, list(writes), docs
-        )
-
-
-def _rowcount(cursor: Any) -> int:
-    inner = getattr(cursor, "sqlite_cursor", cursor)
-    return int(inner.rowcount)
-
-
-def _values(row: Any) -> tuple[Any, ...]:
-    """A result row as a tuple (psycopg's rows here are dicts)."""
-    return tuple(row.values()) if isinstance(row, dict) else tuple(row)
+                    docs = [_encoder.encode(doc) for doc in writes.values()]
+                    self._backend.upsert_documents(
+                        cursor, self.docs, generation, list(writes), docs
+                    )

@@ -62,8 +62,8 @@ def forge_view_head(url: str, session_id: str, seq: int, digest: str) -> None:
         with store.transaction() as cursor:
             cursor.execute(
                 store.sql(
-                    f"UPDATE {tables.docs} SET doc = ? WHERE "
-                    f"gen = {tables.generation_of} AND part = ? AND pos = 0"
+                    f"UPDATE {tables.docs} SET doc = ? WHERE gen = "
+                    f"{store.backend.tables.generation_of} AND part = ? AND pos = 0"
                 ),
                 (msgspec.json.encode(doc), "sessions", session_id),
             )

@@ -87,7 +87,7 @@ def corrupt_checkpoint(url: str, session_id: str) -> None:
             cursor.execute(
                 store.sql(
                     f"UPDATE {tables.docs} SET doc = ? "
-                    f"WHERE gen = {tables.generation_of} AND part = ?"
+                    f"WHERE gen = {store.backend.tables.generation_of} AND part = ?"
                 ),
                 (b'{"session_id": "s1", "turn_count": 99}', "checkpoints", session_id),
             )

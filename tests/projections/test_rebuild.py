@@ -56,7 +56,7 @@ def test_verify_names_a_corrupted_document_and_a_rebuild_repairs_it(
         with store.transaction() as cursor:
             cursor.execute(
                 f"UPDATE {tables.docs} SET doc = ? "
-                f"WHERE gen = {tables.generation_of} AND part = 's1'",
+                f"WHERE gen = {store.backend.tables.generation_of} AND part = 's1'",
                 (b'{"session_id": "s1", "turn_count": 99}', "checkpoints"),
             )
         (report,) = rebuild(store, ["checkpoints"], verify=True)
@@ -138,8 +138,8 @@ def test_a_repair_swapped_in_is_not_overwritten_by_a_live_runtime(
             # Damage a field that only SessionCreated sets.
             cursor.execute(
                 f"UPDATE {tables.docs} SET doc = CAST(replace(doc, '\"a\"', "
-                f"'\"forged\"') AS BLOB) WHERE gen = {tables.generation_of} "
-                "AND part = 'live'",
+                f"'\"forged\"') AS BLOB) WHERE gen = "
+                f"{store.backend.tables.generation_of} AND part = 'live'",
                 ("checkpoints",),
             )
     finally:

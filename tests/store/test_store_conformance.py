@@ -179,8 +179,7 @@ def test_a_log_from_an_older_turnlog_is_marked_with_this_layout(
         with store.transaction() as cursor:
             cursor.execute(marker, ("schema_version",))
             row = cursor.fetchone()
-        value = row["value"] if isinstance(row, dict) else row[0]
-        assert int(value) == SCHEMA_VERSION == 2
+        assert int(row["value"]) == SCHEMA_VERSION == 2
     finally:
         store.close()
 

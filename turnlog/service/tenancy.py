@@ -15,24 +15,16 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from typing import Any, NamedTuple
 
+from turnlog.store.backend import OWNERS_TABLE, OwnedSession
 from turnlog.store.log import Store
 
-TABLE = "turnlog_service_sessions"
+TABLE = OWNERS_TABLE
+"""The table of session owners, in the log's database."""
 
 
 KNOWN_LIMIT = 100_000
 """Owners remembered at most (about 100 bytes each)."""
-
-
-class OwnedSession(NamedTuple):
-    """A session of a tenant, and the agent (by its service name) it runs."""
-
-    session_id: str
-    tenant: str
-    agent: str
-    created: float
 
 
 class SessionOwners:
@@ -40,30 +32,20 @@ class SessionOwners:
 
     def __init__(self, store: Store) -> None:
         self._store = store
-        self._table = store.backend.qualify(TABLE)
+        self._tables = store.backend.tables
         # A session's owner never changes and its row is never removed, so
         # what was found once is kept (bounded): most requests then cost no
         # query. Misses are not kept: another process may create the id.
         self._known: OrderedDict[str, OwnedSession] = OrderedDict()
         self._known_lock = threading.Lock()
         with store.transaction() as cursor:
-            cursor.execute(
-                f"CREATE TABLE IF NOT EXISTS {self._table} ("
-                "session_id TEXT PRIMARY KEY, tenant TEXT NOT NULL, "
-                "agent TEXT NOT NULL, created DOUBLE PRECISION NOT NULL)"
-            )
+            self._tables.create_owner_table(cursor)
 
     def claim(self, session_id: str, tenant: str, agent: str) -> OwnedSession:
         """Records a new session of ``tenant``; raises if the id is taken."""
         owned = OwnedSession(session_id, tenant, agent, time.time())
         with self._store.transaction() as cursor:
-            cursor.execute(
-                self._store.sql(
-                    f"INSERT INTO {self._table} (session_id, tenant, agent, created) "
-                    "VALUES (?, ?, ?, ?)"
-                ),
-                tuple(owned),
-            )
+            self._tables.insert_owner(cursor, owned)
         self._remember(owned)
         return owned
 
@@ -79,24 +61,7 @@ class SessionOwners:
         """
         owned = OwnedSession(session_id, tenant, agent, time.time())
         with self._store.transaction() as cursor:
-            # ON CONFLICT waits for a concurrent claim of the id to commit,
-            # then does nothing; the SELECT after it sees the winner's row.
-            cursor.execute(
-                self._store.sql(
-                    f"INSERT INTO {self._table} (session_id, tenant, agent, created) "
-                    "VALUES (?, ?, ?, ?) ON CONFLICT (session_id) DO NOTHING"
-                ),
-                tuple(owned),
-            )
-            cursor.execute(
-                self._store.sql(
-                    "SELECT session_id, tenant, agent, created FROM "
-                    f"{self._table} WHERE session_id = ?"
-                ),
-                (session_id,),
-            )
-            row = cursor.fetchone()
-        winner = _owned(row)
+            winner = self._tables.insert_owner_unless_taken(cursor, owned)
         self._remember(winner)
         return winner
 
@@ -119,38 +84,15 @@ class SessionOwners:
         if known is not None:
             return known
         with self._store.reading() as cursor:
-            cursor.execute(
-                self._store.sql(
-                    "SELECT session_id, tenant, agent, created FROM "
-                    f"{self._table} WHERE session_id = ? AND tenant = ?"
-                ),
-                (session_id, tenant),
-            )
-            row = cursor.fetchone()
-        if row is None:
-            return None
-        owned = _owned(row)
-        self._remember(owned)
+            owned = self._tables.owner(cursor, session_id, tenant)
+        if owned is not None:
+            self._remember(owned)
         return owned
 
     def list(self, tenant: str) -> list[OwnedSession]:
         """The tenant's sessions, oldest first."""
         with self._store.reading() as cursor:
-            cursor.execute(
-                self._store.sql(
-                    "SELECT session_id, tenant, agent, created FROM "
-                    f"{self._table} WHERE tenant = ? ORDER BY created, session_id"
-                ),
-                (tenant,),
-            )
-            rows = cursor.fetchall()
-        return [_owned(row) for row in rows]
-
-
-def _owned(row: Any) -> OwnedSession:
-    values = tuple(row.values()) if isinstance(row, dict) else tuple(row)
-    session_id, tenant, agent, created = values
-    return OwnedSession(str(session_id), str(tenant), str(agent), float(created))
+            return self._tables.owned_by(cursor, tenant)
 
 
 __all__ = ["TABLE", "OwnedSession", "SessionOwners"]

@@ -18,8 +18,9 @@ Each save is told its outcome only after the transaction holding it has
 committed or rolled back, so nothing is reported before it is durable.
 A save that cannot commit (another writer appended to its aggregate, or
 its fence no longer holds) fails alone: the batch is rolled back and
-written again with a savepoint around each save, and only the saves that
-fail there fail (see :meth:`BatchRecorder.insert_each`).
+written again with each save on its own (a savepoint each on SQLite, a
+transaction each on PostgreSQL), and only the saves that fail there
+fail (see :meth:`BatchRecorder.insert_each`).
 """
 
 from __future__ import annotations
@@ -87,11 +88,11 @@ class BatchRecorder(Protocol):
         ...
 
     def insert_each(self, saves: Sequence[PendingSave]) -> None:
-        """Inserts every save in one transaction, a savepoint around each.
+        """Inserts every save on its own: a savepoint or a transaction each.
 
         A save that conflicts or whose fence fails gets its ``error`` and
         leaves nothing; the others get their ids. Raises only for a failure
-        of the whole transaction.
+        that leaves none of them recorded.
         """
         ...
 

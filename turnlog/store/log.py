@@ -56,14 +56,13 @@ from turnlog.domain.events import in_decision_order
 from turnlog.domain.ids import session_uuid, turn_uuid
 from turnlog.domain.session import Session, SessionSnapshot
 from turnlog.store.application import RECORDERS, TurnlogApplication
-from turnlog.store.backend import LogBackend
+from turnlog.store.backend import META_TABLE, LogBackend
 from turnlog.store.chaining import creates_session, stamp
 from turnlog.store.commits import CommitWatch
 from turnlog.store.fencing import Claim, Fence, lease_lost
 from turnlog.store.group_commit import BatchRecorder, GroupCommit
 from turnlog.store.marker import check_marker
 from turnlog.store.opening import (
-    META_TABLE,
     as_store_error,
     describe_url,
     is_sqlite_file,
@@ -419,24 +418,8 @@ class Store:
         """Stored events whose ``column`` is one of ``values``, as plain tuples."""
         if not values:
             return []
-        backend = self.backend
-        condition, params = backend.where_in(column, values)
-        statement = (
-            f"SELECT {backend.position_column}, originator_id, originator_version, "
-            f"topic, state FROM {self.events_table} WHERE {condition}"
-        )
         with self.reading() as cursor:
-            cursor.execute(statement, params)
-            rows = cursor.fetchall()
-        out = []
-        for row in rows:
-            at, originator, version, topic, state = (
-                tuple(row.values()) if isinstance(row, dict) else tuple(row)
-            )
-            if not isinstance(originator, uuid.UUID):
-                originator = uuid.UUID(originator)
-            out.append((int(at), originator, int(version), str(topic), bytes(state)))
-        return out
+            return self.backend.tables.stored_rows(cursor, column, values)
 
     def max_position(self) -> int:
         """The position of the newest log entry (0 if the log is empty)."""

@@ -7,13 +7,11 @@ newer turnlog, is refused with a clear error before anything is written.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
 
 from turnlog.domain.errors import NotATurnlogStoreError
-from turnlog.store.opening import META_TABLE
-
-if TYPE_CHECKING:
-    from turnlog.store.log import Store
+from turnlog.store.backend import LogBackend
 
 SCHEMA_VERSION = 2
 """Version of turnlog's storage layout; raised with every breaking change.
@@ -24,37 +22,43 @@ first time they are followed), so an older turnlog then refuses it rather
 than serving the views it can no longer see as complete.
 """
 
+_VERSION_KEY = "schema_version"
 
-def check_marker(store: Store) -> None:
+
+class MarkedLog(Protocol):
+    """What the check needs of a log (``turnlog.store.log.Store`` offers it)."""
+
+    @property
+    def backend(self) -> LogBackend:
+        """The log's backend."""
+        ...
+
+    @property
+    def location(self) -> str:
+        """The log, as its errors name it."""
+        ...
+
+    def transaction(self) -> AbstractContextManager[Any]:
+        """A write transaction on the log's database."""
+        ...
+
+
+def check_marker(log: MarkedLog) -> None:
     """Marks a new log, upgrades an older mark, refuses a newer one."""
-    table = store.backend.qualify(META_TABLE)
-    create = (
-        f"CREATE TABLE IF NOT EXISTS {table} "
-        "(key TEXT PRIMARY KEY, value TEXT NOT NULL)"
-    )
-    with store.transaction() as cursor:
-        cursor.execute(create)
-        cursor.execute(
-            store.sql(f"SELECT value FROM {table} WHERE key = ?"),
-            ("schema_version",),
-        )
-        row = cursor.fetchone()
-        if row is None:
-            cursor.execute(
-                store.sql(f"INSERT INTO {table} VALUES (?, ?)"),
-                ("schema_version", str(SCHEMA_VERSION)),
-            )
+    tables = log.backend.tables
+    with log.transaction() as cursor:
+        tables.create_meta_table(cursor)
+        found = tables.read_meta(cursor, _VERSION_KEY)
+        if found is None:
+            tables.insert_meta(cursor, _VERSION_KEY, str(SCHEMA_VERSION))
             return
-        version = int(row[0] if not isinstance(row, dict) else row["value"])
+        version = int(found)
         if version < SCHEMA_VERSION:
-            cursor.execute(
-                store.sql(f"UPDATE {table} SET value = ? WHERE key = ?"),
-                (str(SCHEMA_VERSION), "schema_version"),
-            )
+            tables.update_meta(cursor, _VERSION_KEY, str(SCHEMA_VERSION))
             return
     if version > SCHEMA_VERSION:
         msg = (
-            f"the log at {store.location} was written by a newer turnlog "
+            f"the log at {log.location} was written by a newer turnlog "
             f"(storage version {version}; this turnlog reads up to "
             f"{SCHEMA_VERSION}); upgrade turnlog to open it"
         )

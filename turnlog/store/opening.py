@@ -25,11 +25,9 @@ from turnlog.domain.errors import (
     StoreURLError,
     UsageError,
 )
+from turnlog.store.backend import META_TABLE
 
 DEFAULT_SQLITE_PATH = Path(".turnlog") / "turnlog.sqlite3"
-
-META_TABLE = "turnlog_meta"
-"""The table that marks a database as a turnlog log."""
 
 _SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 """A PostgreSQL schema name turnlog accepts: a plain identifier that needs
@@ -305,38 +303,6 @@ def integrity_problem(url: str | None) -> str | None:
         return str(error)
     found = [str(row[0]) for row in rows]
     return None if found == ["ok"] else "; ".join(found)
-
-
-def prepare_postgres_schema(env: dict[str, str], location: str) -> None:
-    """Connects once, so that a server that is down or refuses the user or
-    database is reported at once with its own reason (the pool would wait
-    out its timeout and then say only that it got no connection); then
-    creates the schema a URL names, unless table creation is off."""
-    import psycopg  # noqa: PLC0415 - only PostgreSQL users need it loaded
-    from psycopg import sql  # noqa: PLC0415
-
-    schema = env.get("POSTGRES_SCHEMA")
-    try:
-        connection = psycopg.connect(
-            dbname=env["POSTGRES_DBNAME"],
-            host=env["POSTGRES_HOST"],
-            port=env["POSTGRES_PORT"],
-            user=env["POSTGRES_USER"],
-            password=env["POSTGRES_PASSWORD"] or None,
-            connect_timeout=int(env["POSTGRES_CONNECT_TIMEOUT"]),
-            autocommit=True,
-        )
-    except psycopg.Error as error:
-        msg = f"cannot connect to the log at {location}: {error}"
-        raise StoreError(msg) from error
-    try:
-        with connection:
-            if schema and env.get("CREATE_TABLE") != "no":
-                statement = sql.SQL("CREATE SCHEMA IF NOT EXISTS {}")
-                connection.execute(statement.format(sql.Identifier(schema)))
-    except psycopg.Error as error:
-        msg = f"cannot prepare PostgreSQL schema {schema!r}: {error}"
-        raise StoreError(msg) from error
 
 
 def as_store_error(error: BaseException, location: str) -> StoreError:

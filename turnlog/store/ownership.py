@@ -107,42 +107,19 @@ class SessionOwnership:
         Every later save of the session is fenced with the lease's epoch.
         """
         now = time.time()
-        sql = self.store.sql
+        tables = self.store.backend.tables
         with self.store.transaction() as cursor:
             self.store.lock_out_saves(cursor)
-            cursor.execute(
-                sql(
-                    f"INSERT INTO {self.table} (session_id, owner, renewed, epoch) "
-                    "VALUES (?, ?, ?, 1) ON CONFLICT (session_id) DO UPDATE SET "
-                    "owner = excluded.owner, renewed = excluded.renewed, "
-                    f"epoch = {self.table}.epoch + 1 "
-                    f"WHERE {self.table}.owner = excluded.owner "
-                    f"OR {self.table}.renewed < ?"
-                ),
-                (session_id, self.owner, now, now - self.lease_seconds),
+            holder, epoch, renewed = tables.take_lease(
+                cursor, session_id, self.owner, now, now - self.lease_seconds
             )
-            cursor.execute(
-                sql(
-                    f"SELECT owner, epoch, renewed FROM {self.table} "
-                    "WHERE session_id = ?"
-                ),
-                (session_id,),
-            )
-            row = cursor.fetchone()
-            holder, epoch = str(row["owner"]), int(row["epoch"])
-            expires = float(row["renewed"]) + self.lease_seconds
+            expires = renewed + self.lease_seconds
             if holder != self.owner and _process_is_gone(holder):
-                cursor.execute(
-                    sql(
-                        f"UPDATE {self.table} SET owner = ?, renewed = ?, "
-                        "epoch = epoch + 1 WHERE session_id = ? AND owner = ? "
-                        "RETURNING epoch"
-                    ),
-                    (self.owner, now, session_id, holder),
+                taken = tables.take_over_lease(
+                    cursor, session_id, self.owner, now, holder
                 )
-                taken = cursor.fetchone()
                 if taken is not None:
-                    holder, epoch = self.owner, int(taken["epoch"])
+                    holder, epoch = self.owner, taken
         if holder != self.owner:
             retry_after = max(0.0, expires - now)
             msg = (
@@ -196,14 +173,9 @@ class SessionOwnership:
         if not held:
             return []
         with self.store.transaction() as cursor:
-            cursor.execute(
-                self.store.sql(
-                    f"UPDATE {self.table} SET renewed = ? WHERE owner = ? "
-                    "RETURNING session_id, epoch"
-                ),
-                (time.time(), self.owner),
+            kept = self.store.backend.tables.renew_leases(
+                cursor, self.owner, time.time()
             )
-            kept = {(str(r["session_id"]), int(r["epoch"])) for r in cursor.fetchall()}
         lost = []
         for session_id, epoch in held.items():
             if (session_id, epoch) in kept:
@@ -231,12 +203,8 @@ class SessionOwnership:
         if epoch is None:
             return
         with self.store.transaction() as cursor:
-            cursor.execute(
-                self.store.sql(
-                    f"DELETE FROM {self.table} "
-                    "WHERE session_id = ? AND owner = ? AND epoch = ?"
-                ),
-                (session_id, self.owner, epoch),
+            self.store.backend.tables.release_lease(
+                cursor, session_id, self.owner, epoch
             )
 
     def release_all(self) -> None:
@@ -246,10 +214,7 @@ class SessionOwnership:
             held, self._held = list(self._held), {}
         if held:
             with self.store.transaction() as cursor:
-                cursor.execute(
-                    self.store.sql(f"DELETE FROM {self.table} WHERE owner = ?"),
-                    (self.owner,),
-                )
+                self.store.backend.tables.release_leases(cursor, self.owner)
         self._thread.join(timeout=5)
 
     def _renew_forever(self) -> None:

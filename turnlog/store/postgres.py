@@ -2,8 +2,9 @@
 
 eventsourcing's PostgreSQL recorder, extended with the fence check on saves
 (see turnlog.store.fencing) and the statements where PostgreSQL's dialect
-differs from SQLite's (turnlog.store.backend lists them). Kept apart from
-the SQLite one so that only PostgreSQL users load psycopg.
+differs from SQLite's (turnlog.store.backend lists them); it runs the
+statements both backends share (``LogTables``) in that dialect. Kept
+apart from the SQLite one so that only PostgreSQL users load psycopg.
 """
 
 from __future__ import annotations
@@ -15,28 +16,17 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import psycopg
-from eventsourcing.persistence import (
-    DataError,
-    IntegrityError,
-    InterfaceError,
-    OperationalError,
-    StoredEvent,
-)
-from eventsourcing.postgres import (
-    PostgresAggregateRecorder,
-    PostgresApplicationRecorder,
-    PostgresDatastore,
-)
-from eventsourcing.utils import retry
-from psycopg import Connection, Cursor
-from psycopg import IntegrityError as PsycopgIntegrityError
+from eventsourcing.persistence import DataError, IntegrityError, StoredEvent
+from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
+from psycopg import Cursor
 from psycopg.errors import InvalidTextRepresentation, LockNotAvailable
 from psycopg.rows import DictRow
 from psycopg.sql import SQL, Identifier
 
+from turnlog.domain.errors import StoreError
+from turnlog.store.backend import LogTables
 from turnlog.store.fencing import FIRST_EPOCH, LEASE_TABLE, Claim, Fence, lease_lost
 from turnlog.store.group_commit import PendingSave
-from turnlog.store.opening import prepare_postgres_schema
 
 _REFUSED = "turnlog fence: lease lost"
 """The text the fence statement fails to cast when the lease is gone."""
@@ -50,9 +40,36 @@ class PostgresLogRecorder(PostgresApplicationRecorder):
 
     @staticmethod
     def prepare(env: dict[str, str], location: str, *, read_only: bool) -> None:
-        """Reaches the server (its own reason if it cannot) and makes the schema."""
+        """Reaches the server and makes the schema a URL names.
+
+        Connects once, so that a server that is down or refuses the user or
+        database is reported at once with its own reason (the pool would
+        wait out its timeout and then say only that it got no connection);
+        then creates the schema, unless table creation is off.
+        """
         del read_only  # refused for PostgreSQL before this is called
-        prepare_postgres_schema(env, location)
+        schema = env.get("POSTGRES_SCHEMA")
+        try:
+            connection = psycopg.connect(
+                dbname=env["POSTGRES_DBNAME"],
+                host=env["POSTGRES_HOST"],
+                port=env["POSTGRES_PORT"],
+                user=env["POSTGRES_USER"],
+                password=env["POSTGRES_PASSWORD"] or None,
+                connect_timeout=int(env["POSTGRES_CONNECT_TIMEOUT"]),
+                autocommit=True,
+            )
+        except psycopg.Error as error:
+            msg = f"cannot connect to the log at {location}: {error}"
+            raise StoreError(msg) from error
+        try:
+            with connection:
+                if schema and env.get("CREATE_TABLE") != "no":
+                    statement = SQL("CREATE SCHEMA IF NOT EXISTS {}")
+                    connection.execute(statement.format(Identifier(schema)))
+        except psycopg.Error as error:
+            msg = f"cannot prepare PostgreSQL schema {schema!r}: {error}"
+            raise StoreError(msg) from error
 
     def qualify(self, table: str) -> str:
         """``table`` in the log's schema."""
@@ -104,8 +121,8 @@ class PostgresLogRecorder(PostgresApplicationRecorder):
         self.lease_table = SQL("{0}.{1}").format(
             Identifier(datastore.schema), Identifier(LEASE_TABLE)
         )
-        # Runs in the insert's pipeline after the insert, under the events
-        # table's lock, so it reads the lease as committed by then; a
+        # Runs in the insert's pipeline under the events table's lock (see
+        # _insert_events), so it reads the lease as committed by then; a
         # takeover locks that table too (lock_out_saves), so it cannot commit
         # between this check and the save's commit. A lost lease fails the
         # cast, aborting the transaction without a round trip of its own.
@@ -128,27 +145,58 @@ class PostgresLogRecorder(PostgresApplicationRecorder):
         self.lock_out_saves_statement = SQL("LOCK TABLE {0}.{1} IN SHARE MODE").format(
             Identifier(datastore.schema), Identifier(self.events_table_name)
         )
+        self.tables = LogTables(self)
+        """The statements on turnlog's own tables, in this dialect."""
 
     def insert_events(
         self, stored_events: Sequence[StoredEvent], **kwargs: Any
     ) -> Sequence[int] | None:
-        fence: Fence | None = kwargs.get("fence")
+        """eventsourcing's insert, fenced by ``fence`` (and taking ``claim``).
+
+        With ``saves``, the fences and claims of several sessions' saves
+        whose events are ``stored_events`` (see :meth:`insert_together`).
+        """
+        return self._insert_fenced(stored_events, **kwargs)
+
+    def _insert_fenced(
+        self, stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> Sequence[int] | None:
+        fences = [fence for fence, _ in _fenced(kwargs)]
         try:
             ids: Sequence[int] | None = super().insert_events(stored_events, **kwargs)
         except DataError as error:
-            if fence is not None and _refused(error):
-                raise lease_lost(fence) from None
+            if fences and _refused(error):
+                raise lease_lost(fences[0]) from None
             raise
         except IntegrityError:
-            # The insert clashed before the fence was read: with whom? (A
-            # claim's lease was rolled back with it: the clash is the answer.)
+            # A clash with rows already there, although the fence held when
+            # read: with whom? (A claim's lease was rolled back with it: the
+            # clash is the answer.)
+            fence = kwargs.get("fence")
             claim = kwargs.get("claim")
             if fence is not None and claim is None and not self._holds(fence):
                 raise lease_lost(fence) from None
             raise
         return ids
 
-    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    def _insert_events(
+        self, curs: Cursor[DictRow], stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> None:
+        # eventsourcing's seam for work inside the insert's transaction
+        # (DESIGN.md section 11), pipelined before its own statements, which
+        # lock the events table, NOTIFY and insert. The fence must be read
+        # under that lock (see __init__), so the lock is taken here first;
+        # taken again by eventsourcing, it is already held.
+        fenced = _fenced(kwargs)
+        if not fenced or not stored_events:  # nothing is inserted: no check
+            return
+        for statement in self.lock_table_statements:
+            curs.execute(statement, prepare=True)
+        for fence, claim in fenced:
+            if claim is not None:
+                curs.execute(self.claim_statement, claim, prepare=True)
+            curs.execute(self.fence_statement, (_REFUSED, *fence), prepare=True)
+
     def insert_together(self, saves: Sequence[PendingSave]) -> None:
         """Inserts several sessions' saves in one transaction (group commit).
 
@@ -158,126 +206,35 @@ class PostgresLogRecorder(PostgresApplicationRecorder):
         failed (which one is found by :meth:`insert_each`).
         """
         events = [event for save in saves for event in save.events]
-        try:
-            ids = self._insert_all(saves, events)
-        except DataError as error:
-            fenced = [save.fence for save in saves if save.fence is not None]
-            if fenced and _refused(error):
-                raise lease_lost(fenced[0]) from None
-            raise
-        self._hand_out(saves, ids)
-
-    def _insert_all(
-        self, saves: Sequence[PendingSave], events: Sequence[StoredEvent]
-    ) -> Sequence[int] | None:
-        failure: Exception | None = None
-        ids: Sequence[int] | None = None
-        with self.datastore.get_connection() as conn:
-            with (
-                conn.pipeline() as pipeline,
-                conn.transaction(),
-                conn.cursor() as curs,
-            ):
-                try:
-                    # The lock, the NOTIFY and the insert (not this class's
-                    # override, which checks a single fence).
-                    PostgresApplicationRecorder._insert_stored_events(
-                        self, curs, events
-                    )
-                    self._check_fences(conn, saves)
-                    pipeline.sync()
-                    ids = self._fetch_ids_after_insert_events(curs, events)
-                except Exception as error:  # noqa: BLE001 - raised below
-                    # Raised after the pipeline has exited (as eventsourcing
-                    # does), to avoid psycopg's warning.
-                    failure = error
-            if failure is not None:
-                raise failure
-        return ids
-
-    def _check_fences(self, conn: Connection[DictRow], saves: Sequence[Any]) -> None:
-        with conn.cursor() as fence_cursor:
-            for save in saves:
-                self._fence(fence_cursor, save.fence, save.claim)
-
-    def _fence(
-        self, cursor: Cursor[DictRow], fence: Fence | None, claim: Claim | None
-    ) -> None:
-        """Takes ``claim``'s lease, if any, then checks ``fence`` (pipelined)."""
-        if claim is not None:
-            cursor.execute(self.claim_statement, claim, prepare=True)
-        if fence is not None:
-            cursor.execute(self.fence_statement, (_REFUSED, *fence), prepare=True)
-
-    @staticmethod
-    def _hand_out(saves: Sequence[PendingSave], ids: Sequence[int] | None) -> None:
-        """Gives each save its share of ``ids``, in insertion order."""
+        ids = self._insert_fenced(events, saves=saves)
         at = 0
         for save in saves:
             count = len(save.events)
             save.ids = list(ids[at : at + count]) if ids is not None else None
             at += count
 
-    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
     def insert_each(self, saves: Sequence[PendingSave]) -> None:
-        """Inserts several saves in one transaction, each in a savepoint.
+        """Inserts several saves, each in a transaction of its own.
 
-        A save that conflicts or whose fence fails is rolled back to its
-        savepoint and given its error; the others commit. Not pipelined: a
-        round trip per save, for the rare batch where one save fails.
+        A save that conflicts or whose fence fails gets its error; the
+        others commit. For the rare batch where one save fails: a commit
+        per save, where a savepoint per save in one transaction would need
+        eventsourcing's private insert steps.
         """
-        with self.datastore.get_connection() as conn, conn.transaction():
-            with conn.cursor() as curs:
-                self._lock_table(curs)
-                self._notify_channel(curs)
-            for save in saves:
-                save.ids, save.error = None, None
-                try:
-                    with conn.transaction(), conn.cursor() as curs:
-                        PostgresAggregateRecorder._insert_stored_events(
-                            self, curs, save.events
-                        )
-                        ids = self._fetch_ids_after_insert_events(curs, save.events)
-                        self._check_fences(conn, [save])
-                    save.ids = ids
-                except InvalidTextRepresentation as error:
-                    if save.fence is None or _REFUSED not in str(error):
-                        raise
-                    save.error = lease_lost(save.fence)
-                except PsycopgIntegrityError as error:
-                    fence = save.fence
-                    lost = (
-                        fence is not None
-                        and save.claim is None
-                        and not self._holds(fence)
-                    )
-                    save.error = (
-                        lease_lost(fence)
-                        if lost and fence is not None
-                        else IntegrityError(str(error))
-                    )
+        for save in saves:
+            save.ids, save.error = None, None
+            try:
+                save.ids = self.insert_events(
+                    save.events, fence=save.fence, claim=save.claim
+                )
+            except Exception as error:  # noqa: BLE001 - this save's outcome
+                # Its own transaction: whatever failed, the others stand.
+                save.error = error
 
     def _holds(self, fence: Fence) -> bool:
         with self.datastore.transaction(commit=False) as curs:
             curs.execute(self.holds_statement, fence)
             return curs.fetchone() is not None
-
-    def _insert_stored_events(
-        self,
-        curs: Cursor[DictRow],
-        stored_events: Sequence[StoredEvent],
-        *,
-        fence: Fence | None = None,
-        claim: Claim | None = None,
-        **kwargs: Any,
-    ) -> None:
-        # Not the _insert_events seam: that runs before the table lock, and
-        # the fence must be read under it (see __init__).
-        super()._insert_stored_events(curs, stored_events, **kwargs)
-        if fence is not None:
-            # Another cursor: eventsourcing fetches the new ids from ``curs``.
-            with curs.connection.cursor() as fence_cursor:
-                self._fence(fence_cursor, fence, claim)
 
     def _connect(self) -> psycopg.Connection[DictRow]:
         """A connection of its own, outside the pool, for as long as needed."""
@@ -338,6 +295,15 @@ class PostgresLogRecorder(PostgresApplicationRecorder):
                         "epoch BIGINT NOT NULL DEFAULT 0"
                     ).format(self.lease_table)
                 )
+
+
+def _fenced(kwargs: dict[str, Any]) -> list[tuple[Fence, Claim | None]]:
+    """The (fence, claim) of each fenced save an insert's ``kwargs`` name."""
+    saves: Sequence[PendingSave] = kwargs.get("saves", ())
+    if saves:
+        return [(save.fence, save.claim) for save in saves if save.fence is not None]
+    fence: Fence | None = kwargs.get("fence")
+    return [] if fence is None else [(fence, kwargs.get("claim"))]
 
 
 def _refused(error: DataError) -> bool:

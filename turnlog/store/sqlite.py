@@ -2,13 +2,14 @@
 
 eventsourcing's SQLite recorder, extended with the fence check on saves
 (see turnlog.store.fencing) and the few statements where SQLite's dialect
-differs from PostgreSQL's (turnlog.store.backend lists them), so no code
-outside this module and turnlog.store.postgres asks which backend it has.
+differs from PostgreSQL's (turnlog.store.backend lists them); it runs
+the statements both backends share (``LogTables``) in that dialect. No
+code outside this module and turnlog.store.postgres asks which backend
+it has.
 """
 
 from __future__ import annotations
 
-import functools
 import sqlite3
 import threading
 import uuid
@@ -32,6 +33,7 @@ from eventsourcing.sqlite import (
 )
 
 from turnlog.domain.errors import LeaseLostError
+from turnlog.store.backend import LogTables
 from turnlog.store.fencing import FIRST_EPOCH, LEASE_TABLE, Claim, Fence, lease_lost
 from turnlog.store.group_commit import PendingSave
 from turnlog.store.opening import memory_copy, prepare_sqlite_file
@@ -59,31 +61,51 @@ and 21 us compiled once (bench/RESULTS.md, "Creating many new sessions").
 """
 
 
-def _connect(pool: SQLiteConnectionPool) -> SQLiteConnection:
-    """eventsourcing's ``SQLiteConnectionPool._create_connection``, with a cache.
+class CachingConnectionPool(SQLiteConnectionPool):
+    """eventsourcing's SQLite pool, whose connections keep compiled statements.
 
-    The same connection in every other respect (autocommit mode, WAL for
-    a file, rows as ``sqlite3.Row``); only ``cached_statements`` differs.
+    The same connections in every other respect (autocommit mode, WAL for
+    a file, rows as ``sqlite3.Row``); only ``cached_statements`` differs,
+    and the pool offers no parameter for it. ``_create_connection`` is the
+    abstract method eventsourcing's ``ConnectionPool`` has its subclasses
+    implement (its own SQLite pool is one), so this overrides a designed
+    hook; tests/store/test_eventsourcing_recorders.py runs eventsourcing's
+    recorder suites over it, so an upgrade that changes the hook fails.
     """
-    try:
-        connection = sqlite3.connect(
-            database=pool.db_name,
-            uri=True,
-            check_same_thread=False,
-            isolation_level=None,
-            cached_statements=STATEMENT_CACHE,
-            timeout=pool.lock_timeout or SQLITE3_DEFAULT_LOCK_TIMEOUT,
+
+    @classmethod
+    def like(cls, pool: SQLiteConnectionPool) -> CachingConnectionPool:
+        """A pool configured as ``pool`` (which must not have connected yet)."""
+        return cls(
+            db_name=pool.db_name,
+            lock_timeout=pool.lock_timeout,
+            pool_size=pool.pool_size,
+            max_overflow=pool.max_overflow,
+            pool_timeout=pool.pool_timeout,
+            max_age=pool.max_age,
+            pre_ping=pool.pre_ping,
         )
-    except (sqlite3.Error, TypeError) as error:
-        raise InterfaceError(error) from error
-    if not pool.is_sqlite_memory_mode and not pool.is_journal_mode_wal:
-        mode = connection.execute("PRAGMA journal_mode").fetchone()[0]
-        if mode.lower() != "wal":
-            connection.execute("PRAGMA journal_mode=WAL")
-            pool.journal_mode_was_changed_to_wal = True
-        pool.is_journal_mode_wal = True
-    connection.row_factory = sqlite3.Row
-    return SQLiteConnection(sqlite_conn=connection, max_age=pool.max_age)
+
+    def _create_connection(self) -> SQLiteConnection:
+        try:
+            connection = sqlite3.connect(
+                database=self.db_name,
+                uri=True,
+                check_same_thread=False,
+                isolation_level=None,
+                cached_statements=STATEMENT_CACHE,
+                timeout=self.lock_timeout or SQLITE3_DEFAULT_LOCK_TIMEOUT,
+            )
+        except (sqlite3.Error, TypeError) as error:
+            raise InterfaceError(error) from error
+        if not self.is_sqlite_memory_mode and not self.is_journal_mode_wal:
+            mode = connection.execute("PRAGMA journal_mode").fetchone()[0]
+            if mode.lower() != "wal":
+                connection.execute("PRAGMA journal_mode=WAL")
+                self.journal_mode_was_changed_to_wal = True
+            self.is_journal_mode_wal = True
+        connection.row_factory = sqlite3.Row
+        return SQLiteConnection(sqlite_conn=connection, max_age=self.max_age)
 
 
 class SQLiteLogRecorder(SQLiteApplicationRecorder):
@@ -152,10 +174,14 @@ class SQLiteLogRecorder(SQLiteApplicationRecorder):
         self, datastore: SQLiteDatastore, events_table_name: str = "stored_events"
     ):
         super().__init__(datastore, events_table_name)
-        pool = datastore.pool
-        pool.pool_timeout = POOL_WAIT
-        # The pool opens its connections lazily, none before this.
-        setattr(pool, "_create_connection", functools.partial(_connect, pool))  # noqa: B010 - an instance's method
+        # eventsourcing's SQLiteDatastore makes its own pool, which opens
+        # its connections lazily: none before this, so it is swapped whole.
+        unused, datastore.pool = (
+            datastore.pool,
+            CachingConnectionPool.like(datastore.pool),
+        )
+        unused.close()
+        datastore.pool.pool_timeout = POOL_WAIT
         self.fence_statement = (
             f"SELECT 1 FROM {LEASE_TABLE} "
             "WHERE session_id = ? AND owner = ? AND epoch = ?"
@@ -164,6 +190,8 @@ class SQLiteLogRecorder(SQLiteApplicationRecorder):
             f"INSERT INTO {LEASE_TABLE} (session_id, owner, renewed, epoch) "
             f"VALUES (?, ?, ?, {FIRST_EPOCH}) ON CONFLICT (session_id) DO NOTHING"
         )
+        self.tables = LogTables(self)
+        """The statements on turnlog's own tables, in this dialect."""
 
     # eventsourcing's seam for work inside the insert's own transaction
     # (a protected method: the recorders call it with the save's kwargs).
