@@ -4,26 +4,15 @@
 the I/O loop and the projection follower; ``close()`` (or leaving a
 ``with`` block) stops every actor it started, sessions included.
 
-A runtime left open must not keep its process alive, even when the program
-dies of an uncaught exception. So every thread turnlog starts is a daemon,
-and a runtime still open at exit is closed by an ``atexit`` hook. The two
-work together: Python joins non-daemon threads before it runs ``atexit``
-hooks, so with non-daemon actors the hook would never run; and daemon
-threads alone would be frozen mid-work at exit, where the hook lets a save
-in progress finish, stops the actors in order and releases the session
-leases. Should the hook not get to run (``os._exit``, a kill), a
-transaction cut short is rolled back whole and the lease is recognised as
-gone, as after a crash. Sync tools and approval providers run on
-``concurrent.futures`` pools, which Python lets finish before the hook.
+A runtime its program leaves open is closed at exit (turnlog/exit_hook.py
+says why every thread is a daemon and what the hook does).
 """
 
 from __future__ import annotations
 
-import atexit
 import functools
 import logging
 import threading
-import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +39,7 @@ from turnlog.domain.ids import check_session_id, new_submission_id, session_uuid
 from turnlog.domain.inputs import check_json_data
 from turnlog.domain.protocol import Event
 from turnlog.domain.session import Session
+from turnlog.exit_hook import close_at_exit, closed
 from turnlog.projections.follower import SessionFollower
 from turnlog.projections.readers import (
     Checkpoints,
@@ -68,22 +58,6 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace.export import SpanExporter
 
 logger = logging.getLogger(__name__)
-
-_open_runtimes: weakref.WeakSet[Runtime] = weakref.WeakSet()
-"""Runtimes not closed yet; weak, so the exit hook keeps none of them alive."""
-_open_lock = threading.Lock()
-
-
-@atexit.register
-def _close_open_runtimes() -> None:
-    """Closes, at interpreter exit, every runtime its program left open."""
-    with _open_lock:
-        left_open = list(_open_runtimes)
-    for runtime in left_open:
-        try:
-            runtime.close()
-        except Exception:  # one runtime that fails to close must not stop the rest
-            logger.warning("could not close %r at exit", runtime, exc_info=True)
 
 
 class Runtime:
@@ -149,8 +123,7 @@ class Runtime:
             tool_executor=self._tool_executor,
             approval_broker=self._broker,
         )
-        with _open_lock:
-            _open_runtimes.add(self)
+        close_at_exit(self)
 
     def _stop_services(self) -> None:
         """Stops the shared services, the newest first."""
@@ -442,8 +415,7 @@ class Runtime:
                 return
             self._closed.set()
             activations = list(self._sessions.values())
-        with _open_lock:
-            _open_runtimes.discard(self)
+        closed(self)
         for activation in activations:
             activation.close()
         self._close_providers()
