@@ -28,7 +28,7 @@ from service_agents import chat_agent
 from service_support import TOKEN_A, TOKEN_B, TOKENS
 from starlette.routing import Route
 
-from turnlog import Runtime
+from turnlog import AgentSession, RunFinished, Runtime
 from turnlog.service import create_app
 from turnlog.service.problems import PROBLEM_JSON
 
@@ -129,6 +129,14 @@ async def call(app: Any, sent: Sent) -> Answer:
     return answer
 
 
+def _wait_for_run_end(handle: AgentSession) -> None:
+    """Returns once ``handle``'s session has no run going on."""
+    with handle.subscribe() as events:  # subscribed first: no end slips past
+        while handle.running():
+            while not isinstance(events.get(timeout=RESPONSE_TIMEOUT), RunFinished):
+                pass
+
+
 class Target:
     """The app over a fresh log, the loop it runs on, and known ids."""
 
@@ -152,18 +160,16 @@ class Target:
         self.loop.run(self._settle())
 
     async def _settle(self) -> None:
-        async def busy() -> bool:
-            if self.context.running_tasks:
-                return True
+        async with asyncio.timeout(RESPONSE_TIMEOUT):
+            # The service's own runs are tasks: wait for them to end.
+            while self.context.running_tasks:
+                await asyncio.wait(set(self.context.running_tasks))
+            # A run the service no longer holds (queued input going on):
+            # wait for its session's RunFinished.
             for session_id in await asyncio.to_thread(self.runtime.sessions):
                 handle = self.context.live(session_id)
-                if handle is not None and await asyncio.to_thread(handle.running):
-                    return True
-            return False
-
-        async with asyncio.timeout(RESPONSE_TIMEOUT):
-            while await busy():
-                await asyncio.sleep(0.01)  # the loop runs the runs meanwhile
+                if handle is not None:
+                    await asyncio.to_thread(_wait_for_run_end, handle)
 
     def close(self) -> None:
         self.loop.run(asyncio.sleep(0))
