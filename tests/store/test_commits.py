@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import SimpleNamespace
 
 import pytest
@@ -82,6 +82,22 @@ def heard() -> queue.Queue[Commit]:
     return queue.Queue()
 
 
+@pytest.fixture
+def listening(
+    heard: queue.Queue[Commit],
+) -> Iterator[tuple[Ears, LogEnd, CommitWatch]]:
+    """A watch that hears NOTIFY, past its start, the log ending at 10."""
+    ears, log = Ears(), LogEnd(10)
+    watch = CommitWatch(ears, log)
+    watch.add_waker(heard.put)
+    try:
+        assert ears.listening.wait(WAIT)
+        log.looked(2)  # when it started, and when it began to listen
+        yield ears, log, watch
+    finally:
+        watch.close()
+
+
 def test_a_save_here_names_its_session(heard: queue.Queue[Commit]) -> None:
     watch = CommitWatch(Deaf(), LogEnd(10))
     watch.add_waker(heard.put)
@@ -110,51 +126,39 @@ def test_growth_on_sqlite_is_found_by_the_watch_alone(
 
 def test_another_process_commit_is_not_hidden_by_a_later_one_of_ours(
     heard: queue.Queue[Commit],
+    listening: tuple[Ears, LogEnd, CommitWatch],
 ) -> None:
     # The SSE tail compared the log's end only with the newest position it
     # saved itself: a commit of another process at 11, then one of ours at
     # 12, looked like ours alone, and the other session's readers slept on.
-    ears, log = Ears(), LogEnd(10)
-    watch = CommitWatch(ears, log)
-    watch.add_waker(heard.put)
-    try:
-        assert ears.listening.wait(WAIT)
-        log.looked(2)  # when it started, and when it began to listen
-        assert watch.hears_other_processes
-        log.newest = 11  # another process's commit
-        log.newest = 12
-        watch.bump([saved("mine", 12)])  # then ours
-        assert heard.get(timeout=WAIT) == Commit(frozenset({"mine"}))
-        ears.notify()
-        assert heard.get(timeout=WAIT) == Commit(None)
-    finally:
-        watch.close()
+    ears, log, watch = listening
+    assert watch.hears_other_processes
+    log.newest = 11  # another process's commit
+    log.newest = 12
+    watch.bump([saved("mine", 12)])  # then ours
+    assert heard.get(timeout=WAIT) == Commit(frozenset({"mine"}))
+    ears.notify()
+    assert heard.get(timeout=WAIT) == Commit(None)
 
 
 def test_a_notify_of_our_own_commit_wakes_no_other_session(
     heard: queue.Queue[Commit],
+    listening: tuple[Ears, LogEnd, CommitWatch],
 ) -> None:
-    ears, log = Ears(), LogEnd(10)
-    watch = CommitWatch(ears, log)
-    watch.add_waker(heard.put)
-    try:
-        assert ears.listening.wait(WAIT)
-        log.looked(2)  # when it started, and when it began to listen
-        log.newest = 11
-        watch.bump([saved("mine", 11)])
-        ears.notify()  # PostgreSQL tells every listener, us too
-        log.newest = 12  # then another process commits
-        ears.notify()
-        assert [heard.get(timeout=WAIT) for _ in range(2)] == [
-            Commit(frozenset({"mine"})),
-            Commit(None),
-        ]
-        watch.close()
-        # close wakes everyone once; nothing came in between
-        assert heard.get(timeout=WAIT) == Commit(None)
-        assert heard.empty()
-    finally:
-        watch.close()
+    ears, log, watch = listening
+    log.newest = 11
+    watch.bump([saved("mine", 11)])
+    ears.notify()  # PostgreSQL tells every listener, us too
+    log.newest = 12  # then another process commits
+    ears.notify()
+    assert [heard.get(timeout=WAIT) for _ in range(2)] == [
+        Commit(frozenset({"mine"})),
+        Commit(None),
+    ]
+    watch.close()
+    # close wakes everyone once; nothing came in between
+    assert heard.get(timeout=WAIT) == Commit(None)
+    assert heard.empty()
 
 
 def test_an_idle_follower_does_not_read_the_log_again(
