@@ -17,6 +17,7 @@ import msgspec
 
 from turnlog.domain.approval import ApprovalRequest
 from turnlog.domain.context import arguments_of
+from turnlog.domain.handoff import hand_off, handoff_output, not_taken_output
 from turnlog.domain.model import Item
 from turnlog.domain.protocol import SessionFileReference
 from turnlog.domain.session import Session
@@ -55,6 +56,42 @@ def sort_calls(
     return to_run, asks
 
 
+def take_handoffs(
+    session: Session, turn: Turn, calls: Sequence[Item], rules: TurnRules
+) -> list[Item]:
+    """Answers the handoff calls of a step; returns its other calls.
+
+    The first handoff call hands the session over (AgentHandedOff); any
+    other in the same step is answered with an error. The step's other
+    calls run as usual, under the agent that asked for them: the agent
+    handed to makes the turn's next step, once every call is answered.
+    """
+    rest: list[Item] = []
+    taken: str | None = None
+    for call in calls:
+        target = rules.handoffs.get(call["name"])
+        if target is None:
+            rest.append(call)
+        elif taken is None:
+            taken = target.agent
+            turn.finish_tool_call(
+                call["call_id"], handoff_output(taken), is_error=False
+            )
+            source = rules.agent_name or session.handed_to or session.agent_name
+            hand_off(
+                session,
+                turn_number=turn.number,
+                call_id=call["call_id"],
+                from_agent=source,
+                target=target,
+                arguments=call["arguments"],
+            )
+        else:
+            output = not_taken_output(taken)
+            turn.finish_tool_call(call["call_id"], output, is_error=True)
+    return rest
+
+
 def record_decision(
     session: Session, turn: Turn, state: TurnState, rules: TurnRules, fact: Decide
 ) -> tuple[list[str], list[Item]]:
@@ -87,6 +124,12 @@ def record_decision(
             else "the call was denied approval and was not run"
         )
         turn.finish_tool_call(call_id, reason, is_error=True)
+    for call in [call for call in run_now if call["name"] not in rules.tool_names]:
+        # Asked for by an agent that handed off before a restart: the agent
+        # in charge now has no such tool to run it with.
+        unknown = f"not run: the agent in charge has no tool {call['name']!r}"
+        turn.finish_tool_call(call["call_id"], unknown, is_error=True)
+        run_now.remove(call)
     return settled, run_now
 
 
