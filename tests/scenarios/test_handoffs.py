@@ -23,6 +23,7 @@ from turnlog import (
     tool_call,
 )
 from turnlog.domain import protocol as p
+from turnlog.traces import session_spans
 
 
 @function_tool
@@ -98,6 +99,11 @@ def test_a_handoff_mid_turn_continues_with_the_new_agent(store_url: str) -> None
         assert checkpoint is not None
         assert checkpoint.agent_in_charge == "billing"
         assert checkpoint.agent_name == "triage"
+        # The trace shows it as an event of the turn's span.
+        (turn,) = [x for x in session_spans(rt, "h1") if x.name.startswith("invoke")]
+        (handoff,) = [e for e in turn.events if e.name == "turnlog.handoff"]
+        assert handoff.attributes["turnlog.handoff.to"] == "billing"
+        assert handoff.attributes["turnlog.handoff.reason"] == "an invoice"
 
 
 def test_handing_back_and_a_new_turn_stay_with_the_agent_in_charge(
