@@ -104,7 +104,8 @@ def record_decision(
     """
     request_id, decision = fact.request_id, fact.decision
     call_id = turn.pending_approvals[request_id]
-    settled, run_now = [request_id], []
+    settled: list[str] = [request_id]
+    run_now: list[Item | None] = []
     if decision in ("allow", "allow_session"):
         allowed = (decision, fact.decided_by)
         run_now.append(allow_call(turn, state, rules, request_id, allowed))
@@ -124,13 +125,7 @@ def record_decision(
             else "the call was denied approval and was not run"
         )
         turn.finish_tool_call(call_id, reason, is_error=True)
-    for call in [call for call in run_now if call["name"] not in rules.tool_names]:
-        # Asked for by an agent that handed off before a restart: the agent
-        # in charge now has no such tool to run it with.
-        unknown = f"not run: the agent in charge has no tool {call['name']!r}"
-        turn.finish_tool_call(call["call_id"], unknown, is_error=True)
-        run_now.remove(call)
-    return settled, run_now
+    return settled, [call for call in run_now if call is not None]
 
 
 def allow_call(
@@ -139,12 +134,20 @@ def allow_call(
     rules: TurnRules,
     request_id: str,
     decided: tuple[str, str],
-) -> Item:
+) -> Item | None:
     """Records request ``request_id`` as ``decided`` (decision, by whom) and
-    its call's start; returns the call."""
+    its call's start; returns the call.
+
+    A call of a tool the agent in charge lacks (asked for by an agent that
+    handed off before a restart) is answered instead, unrun: None.
+    """
     call_id = turn.pending_approvals[request_id]
     turn.decide_approval(request_id, *decided)
     name = turn.requested_calls[call_id]
+    if name not in rules.tool_names:
+        unrun = f"not run: the agent in charge has no tool {name!r}"
+        turn.finish_tool_call(call_id, unrun, is_error=True)
+        return None
     call = call_item(state.context, call_id, name)
     turn.start_tool_call(call_id, name, call["arguments"], *rules.tool_identity(name))
     return call

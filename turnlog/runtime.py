@@ -26,7 +26,7 @@ from turnlog.actors.messages import ClosedQuery, LeaseLost
 from turnlog.actors.revive import load_turn, recover_turn
 from turnlog.actors.session_actor import SessionActor, SessionServices, SessionSettings
 from turnlog.actors.tool_executor import DEFAULT_MAX_CONCURRENCY, ToolExecutorActor
-from turnlog.agent import Agent
+from turnlog.agent import Agent, session_agent
 from turnlog.approvals import ApprovalBroker
 from turnlog.config import RunConfig
 from turnlog.domain.errors import (
@@ -41,7 +41,6 @@ from turnlog.domain.inputs import check_json_data
 from turnlog.domain.protocol import Event
 from turnlog.domain.session import Session
 from turnlog.exit_hook import close_at_exit, closed
-from turnlog.handoffs import session_agent
 from turnlog.projections.follower import SessionFollower
 from turnlog.projections.readers import (
     Checkpoints,
