@@ -17,6 +17,7 @@ from turn_machine_support import (
     Given,
     Harness,
     calls,
+    decide,
     finished,
     handoff_rules,
     harness_at,
@@ -75,6 +76,14 @@ ROWS: list[tuple[str, dict[str, Any], Given, Any, list[str], list[str]]] = [
         finished("c2"),
         ["ToolCallFinished", "ModelStepStarted"],
         ["SwitchAgent(b)", "RunModelStep(2)"],
+    ),
+    (
+        "a handoff beside a call waiting for approval waits for the decision",
+        {"handoffs": B},
+        [PROMPT, calls("transfer_to_b", "risky")],
+        decide("r1", "deny"),
+        ["ApprovalDecided", "ToolCallFinished", "ModelStepStarted"],
+        ["SettleApprovals(r1)", "SwitchAgent(b)", "RunModelStep(2)"],
     ),
     (
         "of two handoffs in a step the first wins, the second is refused",

@@ -15,6 +15,7 @@ from turnlog import (
     Agent,
     InvalidInputError,
     ModelRouter,
+    RunConfig,
     Runtime,
     ScriptedModel,
     UsageError,
@@ -262,3 +263,20 @@ def test_graphs_that_cannot_work_are_refused(tmp_path) -> None:
         with pytest.raises(InvalidInputError, match="two agents are named 'c'"):
             rt.create_session(twins, session_id="r2")
         assert rt.sessions() == []
+
+
+def test_a_passivated_session_revives_with_the_agent_in_charge(store_url: str) -> None:
+    model = ScriptedModel(
+        [calls(tool_call("transfer_to_billing")), "billing here", "billing, revived"]
+    )
+    triage, _ = triage_and_billing(model)
+    with Runtime.open(store_url, run_config=RunConfig(idle_timeout=0.2)) as rt:
+        session = rt.create_session(triage, session_id="h7")
+        assert session.prompt("invoice?", timeout=10).final_output == "billing here"
+        assert session.wait_passivated(10)
+        # The revived actor starts from the log: billing is in charge, and
+        # its routes are the ones a route change is checked against.
+        assert session.prompt("again", timeout=10).final_output == "billing, revived"
+        assert model.requests[-1].instructions == "You handle invoices."
+        with pytest.raises(UsageError, match="no model route 'elsewhere'"):
+            session.set_model_route("elsewhere")
