@@ -24,8 +24,10 @@ from turn_machine_support import (
     prepared,
 )
 
+from turnlog.domain.handoff import agent_in_charge
 from turnlog.domain.model import ModelResponse, function_call
 from turnlog.domain.protocol import Interrupt
+from turnlog.domain.session import SessionSnapshot
 from turnlog.domain.turn_facts import StepSucceeded, TurnInput
 
 
@@ -221,3 +223,14 @@ def test_a_machine_without_handoff_rules_ignores_handoff_tools() -> None:
     events, effects = harness.take(calls("transfer_to_b"))
     assert "AgentHandedOff" not in events
     assert effects == ["RunModelStep(2)"]
+
+
+def test_the_agent_in_charge_survives_a_snapshot_and_older_ones_load() -> None:
+    harness = harness_at({"handoffs": B}, [PROMPT, calls("transfer_to_b")])
+    session = harness.held.session
+    taken = SessionSnapshot.take(session).mutate(None)
+    assert (taken.handed_to, taken.model_route) == ("b", "route-b")
+    assert agent_in_charge(taken) == "b"
+    older = SessionSnapshot.take(session)
+    del older.state["handed_to"]  # a snapshot taken before handoffs existed
+    assert agent_in_charge(older.mutate(None)) is None
