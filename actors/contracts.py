@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from turnlog.domain.approval import ApprovalDecision, ApprovalRequest
+from turnlog.domain.handoff import HandoffTool
 from turnlog.domain.model import ModelProvider, ToolSpec
 
 
@@ -108,4 +109,13 @@ class AgentDefinition(Protocol):
 
     def digest(self) -> str:
         """A stable digest of the configuration, recorded in the log."""
+        ...
+
+    @property
+    def handoff_tools(self) -> Mapping[str, HandoffTool]:
+        """The agent's handoffs, by tool name."""
+        ...
+
+    def handoff_graph(self) -> Mapping[str, AgentDefinition]:
+        """Every agent reachable by handoffs, by name (this one included)."""
         ...

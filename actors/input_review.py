@@ -55,6 +55,11 @@ class InputReviews:
         self._waiting: deque[PendingInput] = deque()
         self._running: concurrent.futures.Future[Any] | None = None
 
+    def use_layers(self, layers: Sequence[Any]) -> None:
+        """Input queued from now on is reviewed by ``layers`` (the hooks of
+        the agent a handoff put in charge)."""
+        self._layers = layers
+
     @property
     def busy(self) -> bool:
         """Whether input waits for its review (the session is not idle)."""

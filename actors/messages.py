@@ -153,6 +153,12 @@ class PrepareStep(msgspec.Struct, frozen=True):
     startup: bool
 
 
+class UseAgent(msgspec.Struct, frozen=True):
+    """A handoff put ``agent`` in charge: make the turn's next steps with it."""
+
+    agent: Any
+
+
 class ReviewInput(msgspec.Struct, frozen=True):
     """Run the user_prompt hooks on input not yet recorded."""
 

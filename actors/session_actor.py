@@ -24,6 +24,7 @@ from typing import Any
 import msgspec
 import pykka
 
+from turnlog.actors.agent_in_charge import agent_in_charge_of
 from turnlog.actors.contracts import AgentDefinition
 from turnlog.actors.encodable_facts import encodable_fact
 from turnlog.actors.hooks import HookFailedError
@@ -112,6 +113,7 @@ class SessionActor(pykka.ThreadingActor):
         host: SessionHost | None = None,
     ) -> None:
         super().__init__()
+        agent = agent_in_charge_of(agent, session)
         self._state = SessionState(
             actor_ref=self.actor_ref,
             services=services,
@@ -336,6 +338,7 @@ class SessionActor(pykka.ThreadingActor):
             pending = PendingInput(
                 submission_id, kind, text, refs, accepted, starts_run
             )
+            self._input_reviews.use_layers(self._state.agent.middleware)
             self._input_reviews.add(pending)
             return accepted
         self._record_queued(submission_id, kind, text, refs)

@@ -43,6 +43,7 @@ from turnlog.actors.messages import (
     RunCalls,
     RunTool,
     TextDelta,
+    UseAgent,
 )
 from turnlog.domain.errors import ProviderError, TurnlogError
 from turnlog.domain.hooks import ToolCallInfo
@@ -115,6 +116,8 @@ class TurnActor(LoopActor):
                 self._start(
                     self._post_tool_hooks(message), self._failed_post_tool(message)
                 )
+            case UseAgent(agent=agent):
+                self._agent, self._layers = agent, tuple(agent.middleware)
             case CancelTurn():
                 self._cancel_all()
                 self.stop()

@@ -21,6 +21,7 @@ from typing import Any, assert_never
 
 import msgspec
 
+from turnlog.actors.contracts import AgentDefinition
 from turnlog.actors.hooks import any_implements
 from turnlog.actors.messages import (
     ApprovalSettled,
@@ -35,7 +36,7 @@ from turnlog.actors.turn_slot import TurnActorSlot
 from turnlog.domain.approval import ApprovalRequest
 from turnlog.domain.errors import TurnlogError, UsageError
 from turnlog.domain.hooks import StepInfo
-from turnlog.domain.model import ModelRequest, model_identity
+from turnlog.domain.model import ModelRequest, ToolSpec, model_identity
 from turnlog.domain.protocol import Interrupt, SessionFileReference
 from turnlog.domain.run import RunFinished, RunResult, RunStarted
 from turnlog.domain.turn_facts import (
@@ -53,6 +54,7 @@ from turnlog.domain.turn_facts import (
     RunModelStep,
     RunToolCalls,
     SettleApprovals,
+    SwitchAgent,
     TurnActorFailed,
     TurnFailed,
     TurnInput,
@@ -75,8 +77,17 @@ class TurnDriver:
         self._state = state
         self._slot = slot
         self._address = address
-        agent, settings = state.agent, state.settings
-        tools = agent.tools_by_name
+        agent = state.agent
+        self.reviews_input = any_implements(agent.middleware, "user_prompt")
+        """Whether the agent's middleware reviews input (user_prompt hooks)."""
+        self._machine = TurnMachine(self._rules_of(agent), state, self._rules_for)
+        self._tool_specs = _tool_specs(agent)
+        # Session start hooks run before the first step this actor prepares.
+        self._startup_hooks_due = True
+
+    def _rules_of(self, agent: AgentDefinition) -> TurnRules:
+        """What the turn machine needs of ``agent``."""
+        settings, tools = self._state.settings, agent.tools_by_name
 
         def needs_approval(name: str, arguments: str) -> bool:
             if settings.approval_policy == "allow":
@@ -93,25 +104,31 @@ class TurnDriver:
             except UsageError:  # no such route: the model call fails, named
                 return "", ""
 
-        self.reviews_input = any_implements(agent.middleware, "user_prompt")
-        """Whether the agent's middleware reviews input (user_prompt hooks)."""
-        self._machine = TurnMachine(
-            TurnRules(
-                session_id=state.session_id,
-                max_steps=agent.max_steps,
-                prepares_steps=bool(agent.middleware),
-                reviews_input=self.reviews_input,
-                tool_names=tools,
-                needs_approval=needs_approval,
-                new_request_id=lambda: uuid.uuid4().hex,
-                model_identity=route_identity,
-                tool_identity=tool_identity,
-            ),
-            state,
+        return TurnRules(
+            session_id=self._state.session_id,
+            max_steps=agent.max_steps,
+            prepares_steps=bool(agent.middleware),
+            reviews_input=any_implements(agent.middleware, "user_prompt"),
+            tool_names=tools,
+            needs_approval=needs_approval,
+            new_request_id=lambda: uuid.uuid4().hex,
+            model_identity=route_identity,
+            tool_identity=tool_identity,
+            agent_name=agent.name,
+            handoffs=agent.handoff_tools,
         )
-        self._tool_specs = tuple(tool.spec for tool in tools.values())
-        # Session start hooks run before the first step this actor prepares.
-        self._startup_hooks_due = True
+
+    def _rules_for(self, name: str) -> TurnRules:
+        """The rules of agent ``name`` of the session's handoff graph."""
+        return self._rules_of(self._state.agent.handoff_graph()[name])
+
+    def _switch_agent(self, name: str) -> None:
+        """A handoff put ``name`` in charge: its steps, tools and hooks now."""
+        agent = self._state.agent.handoff_graph()[name]
+        self._state.agent = agent
+        self.reviews_input = any_implements(agent.middleware, "user_prompt")
+        self._tool_specs = _tool_specs(agent)
+        self._slot.use_agent(agent)
 
     # -- facts in ------------------------------------------------------------------
 
@@ -274,6 +291,8 @@ class TurnDriver:
                     broker = state.services.approval_broker
                     for request_id in request_ids:
                         broker.tell(ApprovalSettled(request_id))
+                case SwitchAgent(agent_name=name):
+                    self._switch_agent(name)
                 case EndTurn():
                     self._end_turn(effect)
                 case _:
@@ -340,3 +359,10 @@ class TurnDriver:
                     waiter.set_result(result)
         if state.close_when_idle and not state.session.closed:
             state.close_session()
+
+
+def _tool_specs(agent: AgentDefinition) -> tuple[ToolSpec, ...]:
+    """The tools the model sees: the agent's, then its handoffs."""
+    tools = tuple(tool.spec for tool in agent.tools_by_name.values())
+    handoffs = agent.handoff_tools
+    return (*tools, *(h.spec for h in handoffs.values())) if handoffs else tools

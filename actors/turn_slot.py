@@ -18,7 +18,7 @@ import pykka
 
 from turnlog.actors.contracts import AgentDefinition
 from turnlog.actors.loop_actor import LoopActorRef
-from turnlog.actors.messages import CancelTurn, RunCalls
+from turnlog.actors.messages import CancelTurn, RunCalls, UseAgent
 from turnlog.actors.session_parts import SessionServices
 from turnlog.actors.turn_actor import TurnActor, has_post_tool_hooks, tool_order
 from turnlog.domain.turn import Turn
@@ -58,6 +58,13 @@ class TurnActorSlot:
             io_loop=self._services.io_loop,
             tool_executor=self._services.tool_executor,
         )
+
+    def use_agent(self, agent: AgentDefinition) -> None:
+        """A handoff put ``agent`` in charge: its tools and hooks from now on."""
+        self._agent = agent
+        self._post_tool = has_post_tool_hooks(agent)
+        if self.running is not None:
+            self.running.tell(UseAgent(agent))
 
     def tell(self, message: Any) -> None:
         """Tells the running TurnActor."""

@@ -245,6 +245,15 @@ class ModelRouteChangedMsg(msgspec.Struct, frozen=True, tag="model_route_changed
     route: str
 
 
+class AgentHandedOffMsg(msgspec.Struct, frozen=True, tag="agent_handed_off"):
+    """The conversation was handed to ``to_agent`` (a handoff tool call)."""
+
+    from_agent: str
+    to_agent: str
+    call_id: str
+    reason: str
+
+
 class TurnCompletedMsg(msgspec.Struct, frozen=True, tag="turn_complete"):
     turn_id: str
     last_agent_message: str | None
@@ -284,6 +293,7 @@ EventMsg = (
     | WarningRaisedMsg
     | SharedStateUpdatedMsg
     | ModelRouteChangedMsg
+    | AgentHandedOffMsg
     | TurnCompletedMsg
     | TurnAbortedMsg
     | SessionClosedMsg

@@ -27,6 +27,7 @@ from turnlog.domain.errors import (
     SessionClosedError,
 )
 from turnlog.domain.events import TurnlogCreated, TurnlogEvent, register_stable_topic
+from turnlog.domain.handoff import AgentHandedOff  # noqa: F401 - loads with it
 from turnlog.domain.ids import session_uuid, turn_uuid
 from turnlog.domain.inputs import check_input, check_json_data
 from turnlog.domain.model import USAGE_FIELDS
@@ -264,6 +265,7 @@ class Session(Aggregate):
         self.context_start_turn = 1
         self.compaction_count = 0
         self.last_rewrite_reasons: list[str] = []
+        self.handed_to = ""  # the agent a handoff put in charge (AgentHandedOff)
 
     @classmethod
     def create(
@@ -484,6 +486,7 @@ class SessionSnapshot(Snapshot):
         state["_created_on"] = datetime.fromisoformat(state["_created_on"])
         state["_modified_on"] = datetime.fromisoformat(state["_modified_on"])
         state["allowed_tools"] = frozenset(state["allowed_tools"])
+        state.setdefault("handed_to", "")  # snapshots from before handoffs
         state["_id"] = self.originator_id
         state["_version"] = self.originator_version
         state["_pending_events"] = []

@@ -15,8 +15,10 @@ import msgspec
 from turnlog.domain import session as s
 from turnlog.domain import turn as t
 from turnlog.domain.chain import event_seq
+from turnlog.domain.handoff import AgentHandedOff
 from turnlog.domain.model import final_text
 from turnlog.domain.protocol import (
+    AgentHandedOffMsg,
     AgentMessageMsg,
     ApprovalDecidedMsg,
     ApprovalRequestedMsg,
@@ -122,6 +124,8 @@ class EventTranslator:
                 return self._wrap(sequence, [SharedStateUpdatedMsg(changes)])
             case s.ModelRouteChanged(route=route):
                 return self._wrap(sequence, [ModelRouteChangedMsg(route)])
+            case AgentHandedOff(from_agent=a, to_agent=b, call_id=c, reason=r):
+                return self._wrap(sequence, [AgentHandedOffMsg(a, b, c, r)])
             case s.SessionClosed():
                 return self._wrap(sequence, [SessionClosedMsg()])
             case _:

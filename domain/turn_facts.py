@@ -15,12 +15,13 @@ instructions, the actor addresses).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from typing import Any, Protocol
 
 import msgspec
 
 from turnlog.domain.approval import ApprovalRequest
+from turnlog.domain.handoff import HandoffTool
 from turnlog.domain.hooks import UserPromptInfo
 from turnlog.domain.model import Item, ModelResponse
 from turnlog.domain.protocol import Interrupt
@@ -208,6 +209,10 @@ class TurnRules(msgspec.Struct, frozen=True):
     tool_identity: Callable[[str], tuple[str, str]] = lambda _name: ("", "")
     """(tool type, MCP server) of a tool, "" where unknown: what a started
     call records so traces can name them."""
+    agent_name: str = ""
+    """The agent these rules are of ("" where no handoff can change it)."""
+    handoffs: Mapping[str, HandoffTool] = msgspec.field(default_factory=dict)
+    """The agent's handoffs, by tool name (domain.handoff)."""
 
 
 class TurnState(Protocol):
@@ -270,6 +275,13 @@ class SettleApprovals(msgspec.Struct, frozen=True, tag="settle_approvals"):
     request_ids: tuple[str, ...]
 
 
+class SwitchAgent(msgspec.Struct, frozen=True, tag="switch_agent"):
+    """A handoff put ``agent_name`` in charge: its instructions, tools,
+    route and hooks make the turn's steps from now on."""
+
+    agent_name: str
+
+
 class EndTurn(msgspec.Struct, frozen=True, tag="end_turn"):
     """The turn ended: stop its work, and end the run or start the next turn.
 
@@ -291,6 +303,7 @@ Effect = (
     | RunToolCalls
     | AskApprovals
     | SettleApprovals
+    | SwitchAgent
     | EndTurn
 )
 

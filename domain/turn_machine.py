@@ -39,6 +39,11 @@ Transitions (``State --(Fact)--> State [effects]``)::
     Running   --(TurnActorFailed)--> Idle      [EndTurn]
     Running   --(TurnFailed)-->      Idle      [EndTurn]
     Running   --(Resumed)-->         Running   [BeginTurn, RunToolCalls, AskApprovals]
+    ModelCall --(StepSucceeded)-->   ModelCall [SwitchAgent, RunModelStep]
+
+Handoffs: a step's first handoff call is answered and recorded
+(AgentHandedOff); once every call is answered, SwitchAgent leads the
+effects that start the next step (or the next turn's, if this one ended).
 
 Where a turn goes once every call of a step is answered (or its input
 accepted) is one function, :meth:`TurnMachine._next_step`: start the next
@@ -54,6 +59,7 @@ a refused one raises before it triggers anything (:meth:`TurnMachine.take`).
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from typing import assert_never
 
 from turnlog.domain.approval import ApprovalRequest
@@ -82,6 +88,7 @@ from turnlog.domain.turn_facts import (
     StepFailed,
     StepPrepared,
     StepSucceeded,
+    SwitchAgent,
     ToolFinished,
     Transition,
     TurnActorFailed,
@@ -97,6 +104,7 @@ from turnlog.domain.turn_records import (
     record_decision,
     sort_calls,
     step_diagnostics,
+    take_handoffs,
     take_steers,
 )
 
@@ -126,8 +134,15 @@ class Phase(enum.Enum):
 class TurnMachine:
     """The decisions of one session's turns (one machine per SessionActor)."""
 
-    def __init__(self, rules: TurnRules, state: TurnState) -> None:
+    def __init__(
+        self,
+        rules: TurnRules,
+        state: TurnState,
+        rules_for: Callable[[str], TurnRules] | None = None,
+    ) -> None:
         self._rules = rules
+        self._rules_for = rules_for
+        """The rules of another agent of the handoff graph, by name."""
         self._state = state
         self._under_review: tuple[int, TurnInput] | None = None
         self._last_step_epoch = state.session.context_epoch
@@ -222,6 +237,8 @@ class TurnMachine:
         number = session.start_turn(fact.submission_id)
         turn = Turn.open(rules.session_id, number, fact.submission_id)
         state.turn = turn
+        switched = self._switch()
+        rules = self._rules
         begin = BeginTurn(turn)
         if rules.reviews_input and fact.reviewed is None:
             # Recorded only once accepted: rejected input leaves no trace.
@@ -238,7 +255,7 @@ class TurnMachine:
             self._under_review = None
             contexts, stop = fact.reviewed or ((), None)
             effects = (begin, *self._accept(turn, fact, contexts, stop))
-        return Transition((session, turn), effects)
+        return Transition((session, turn), (*switched, *effects))
 
     def _on_input_reviewed(self, fact: InputReviewed) -> Transition:
         """Records the reviewed input (or its refusal) and goes on."""
@@ -316,9 +333,10 @@ class TurnMachine:
         if fact.stop is not None or not calls:
             effects = self._complete(turn, final_text(output), settled=True)
         else:
+            calls = take_handoffs(session, turn, calls, self._rules)
             to_run, asks = sort_calls(turn, calls, self._rules, session.allowed_tools)
             if not turn.unanswered_calls():
-                effects = self._next_step(turn)  # every call named an unknown tool
+                effects = self._next_step(turn)  # handoffs, unknown tools
             else:
                 runs: Effects = (RunToolCalls(tuple(to_run)),) if to_run else ()
                 effects = (*runs, AskApprovals(tuple(asks))) if asks else runs
@@ -453,15 +471,25 @@ class TurnMachine:
         prepare the step first (PrepareModelStep, then StepPrepared starts
         it); otherwise the step starts now, with the queued steers taken in.
         """
+        switched = self._switch()
         rules = self._rules
         if turn.steps >= rules.max_steps:
             limit = f"step limit reached ({rules.max_steps} model steps)"
-            return self._abort(turn, limit, failed=True, error="step limit reached")
+            abort = self._abort(turn, limit, failed=True, error="step limit reached")
+            return (*switched, *abort)
         if rules.prepares_steps:
             route = self._state.session.model_route
-            return (PrepareModelStep(str(turn.id), turn.steps + 1, route),)
+            return (*switched, PrepareModelStep(str(turn.id), turn.steps + 1, route))
         take_steers(self._state.session, turn, self._state.reviewed)
-        return self._call_model(turn)
+        return (*switched, *self._call_model(turn))
+
+    def _switch(self) -> Effects:
+        """Takes on the rules of the agent a handoff put in charge (once)."""
+        name = self._state.session.handed_to
+        if not name or name == self._rules.agent_name or self._rules_for is None:
+            return ()
+        self._rules = self._rules_for(name)
+        return (SwitchAgent(name),)
 
     def _call_model(self, turn: Turn) -> Effects:
         route = self._state.session.model_route

@@ -17,6 +17,7 @@ import msgspec
 
 from turnlog.domain.approval import ApprovalRequest
 from turnlog.domain.context import arguments_of
+from turnlog.domain.handoff import hand_off, handoff_output, not_taken_output
 from turnlog.domain.model import Item
 from turnlog.domain.protocol import SessionFileReference
 from turnlog.domain.session import Session
@@ -55,6 +56,42 @@ def sort_calls(
     return to_run, asks
 
 
+def take_handoffs(
+    session: Session, turn: Turn, calls: Sequence[Item], rules: TurnRules
+) -> list[Item]:
+    """Answers the handoff calls of a step; returns its other calls.
+
+    The first handoff call hands the session over (AgentHandedOff); any
+    other in the same step is answered with an error. The step's other
+    calls run as usual, under the agent that asked for them: the agent
+    handed to makes the turn's next step, once every call is answered.
+    """
+    rest: list[Item] = []
+    taken: str | None = None
+    for call in calls:
+        target = rules.handoffs.get(call["name"])
+        if target is None:
+            rest.append(call)
+        elif taken is None:
+            taken = target.agent
+            turn.finish_tool_call(
+                call["call_id"], handoff_output(taken), is_error=False
+            )
+            source = rules.agent_name or session.handed_to or session.agent_name
+            hand_off(
+                session,
+                turn_number=turn.number,
+                call_id=call["call_id"],
+                from_agent=source,
+                target=target,
+                arguments=call["arguments"],
+            )
+        else:
+            output = not_taken_output(taken)
+            turn.finish_tool_call(call["call_id"], output, is_error=True)
+    return rest
+
+
 def record_decision(
     session: Session, turn: Turn, state: TurnState, rules: TurnRules, fact: Decide
 ) -> tuple[list[str], list[Item]]:
@@ -67,7 +104,8 @@ def record_decision(
     """
     request_id, decision = fact.request_id, fact.decision
     call_id = turn.pending_approvals[request_id]
-    settled, run_now = [request_id], []
+    settled: list[str] = [request_id]
+    run_now: list[Item | None] = []
     if decision in ("allow", "allow_session"):
         allowed = (decision, fact.decided_by)
         run_now.append(allow_call(turn, state, rules, request_id, allowed))
@@ -87,7 +125,7 @@ def record_decision(
             else "the call was denied approval and was not run"
         )
         turn.finish_tool_call(call_id, reason, is_error=True)
-    return settled, run_now
+    return settled, [call for call in run_now if call is not None]
 
 
 def allow_call(
@@ -96,12 +134,20 @@ def allow_call(
     rules: TurnRules,
     request_id: str,
     decided: tuple[str, str],
-) -> Item:
+) -> Item | None:
     """Records request ``request_id`` as ``decided`` (decision, by whom) and
-    its call's start; returns the call."""
+    its call's start; returns the call.
+
+    A call of a tool the agent in charge lacks (asked for by an agent that
+    handed off before a restart) is answered instead, unrun: None.
+    """
     call_id = turn.pending_approvals[request_id]
     turn.decide_approval(request_id, *decided)
     name = turn.requested_calls[call_id]
+    if name not in rules.tool_names:
+        unrun = f"not run: the agent in charge has no tool {name!r}"
+        turn.finish_tool_call(call_id, unrun, is_error=True)
+        return None
     call = call_item(state.context, call_id, name)
     turn.start_tool_call(call_id, name, call["arguments"], *rules.tool_identity(name))
     return call

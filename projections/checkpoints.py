@@ -15,6 +15,7 @@ import msgspec
 
 from turnlog.domain import session as s
 from turnlog.domain import turn as t
+from turnlog.domain.handoff import AgentHandedOff
 from turnlog.projections.rows import Entries, Rows, add_usage, typed
 
 
@@ -28,6 +29,8 @@ class CheckpointState(msgspec.Struct, gc=False):
     session_id: str
     agent_name: str = ""
     model_route: str = ""
+    agent_in_charge: str = ""
+    """The agent a handoff put in charge ("" while none did)."""
     shared_state: dict[str, Any] = msgspec.field(default_factory=dict)
     turn_count: int = 0
     running_turn: str | None = None
@@ -89,6 +92,10 @@ def _route(state: CheckpointState, event: s.ModelRouteChanged, _: int) -> None:
     state.model_route = event.route
 
 
+def _handed_off(state: CheckpointState, event: AgentHandedOff, _: int) -> None:
+    state.agent_in_charge, state.model_route = event.to_agent, event.model_route
+
+
 def _closed(state: CheckpointState, _event: s.SessionClosed, _: int) -> None:
     state.closed = True
 
@@ -120,6 +127,7 @@ _APPLY: dict[type, Callable[[CheckpointState, Any, int], None]] = {
     s.UsageRecorded: _usage,
     s.SharedStateUpdated: _shared_state,
     s.ModelRouteChanged: _route,
+    AgentHandedOff: _handed_off,
     s.SessionClosed: _closed,
     t.ApprovalRequested: _approval_requested,
     t.ApprovalDecided: _approval_decided,

@@ -140,6 +140,8 @@ class Checkpoint(msgspec.Struct, frozen=True):
     updated_position: int
     """The log position of the newest event folded into the checkpoint."""
     context: tuple[Item, ...]
+    agent_in_charge: str = ""
+    """The agent in charge: the one a handoff put in charge, else ``agent_name``."""
 
     def messages(self) -> list[Message]:
         """The user and assistant messages of the context."""
@@ -320,6 +322,7 @@ class Checkpoints(_Reader):
         fields = msgspec.structs.asdict(state)
         del fields["context_start"]
         del fields["running_turn_start"]
+        fields["agent_in_charge"] = state.agent_in_charge or state.agent_name
         return Checkpoint(**fields, context=tuple(rebuilt))
 
 

@@ -20,6 +20,7 @@ import msgspec
 from turnlog.domain import session as s
 from turnlog.domain import turn as t
 from turnlog.domain.chain import CHAIN_FIELD, event_seq
+from turnlog.domain.handoff import AgentHandedOff
 from turnlog.projections.rows import Entries, Rows, add_usage, typed
 
 PROMPT_PREVIEW_LIMIT = 80
@@ -74,6 +75,8 @@ class SessionSummary(msgspec.Struct, gc=False):
     """The seq of the newest event folded (0: none carried a chain)."""
     head_sha256: str = ""
     """That event's ``chain``."""
+    agent_in_charge: str = ""
+    """The agent a handoff put in charge ("" while none did: ``agent_name``)."""
     head_held_at: int = 0
     """The log position where the session's seq did not follow on (0: never).
 
@@ -141,6 +144,10 @@ def _usage(summary: SessionSummary, event: s.UsageRecorded) -> None:
     add_usage(summary.usage, event.usage)
 
 
+def _handed_off(summary: SessionSummary, event: AgentHandedOff) -> None:
+    summary.agent_in_charge = event.to_agent
+
+
 _APPLY: dict[type, Callable[[SessionSummary, Any], None]] = {
     s.SessionCreated: _created,
     s.TurnStarted: _turn_started,
@@ -148,6 +155,7 @@ _APPLY: dict[type, Callable[[SessionSummary, Any], None]] = {
     s.TurnAborted: _turn_aborted,
     s.SessionClosed: _closed,
     s.UsageRecorded: _usage,
+    AgentHandedOff: _handed_off,
     t.InputAccepted: _input_accepted,
     t.ApprovalRequested: _approval_requested,
     t.ApprovalDecided: _approval_decided,

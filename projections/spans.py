@@ -48,6 +48,7 @@ import msgspec
 
 from turnlog.domain import session as s
 from turnlog.domain import turn as t
+from turnlog.domain.handoff import AgentHandedOff
 from turnlog.projections.span_records import (
     Attribute,
     SpanEvent,
@@ -125,6 +126,7 @@ class SpanFold:
             t.CompactionFailed: self._compaction_ended,
             t.CompactionCancelled: self._compaction_ended,
             t.WarningRaised: self._warning,
+            AgentHandedOff: self._handed_off,
         }
 
     def apply(self, event: Any) -> list[SpanRecord]:
@@ -294,6 +296,20 @@ class SpanFold:
             span.events.append(
                 SpanEvent("turnlog.warning", at, {"message": event.message})
             )
+        return []
+
+    def _handed_off(self, event: AgentHandedOff, at: int) -> list[SpanRecord]:
+        # An event on the turn; the turns after it are the new agent's.
+        self.agent_name = event.to_agent
+        span = self._open.get(self._under_turn())
+        if span is not None:
+            attributes: dict[str, Attribute] = {
+                "turnlog.handoff.from": event.from_agent,
+                "turnlog.handoff.to": event.to_agent,
+                "turnlog.handoff.reason": event.reason,
+                "gen_ai.tool.call.id": event.call_id,
+            }
+            span.events.append(SpanEvent("turnlog.handoff", at, attributes))
         return []
 
     # -- inside a turn ------------------------------------------------------------

@@ -10,6 +10,7 @@ from typing import Any
 import msgspec
 
 from turnlog.domain.errors import InvalidInputError
+from turnlog.domain.handoff import HandoffTool, handoff_spec, handoff_tool_name
 from turnlog.domain.model import ModelProvider, is_provider
 from turnlog.mcp.tools import McpServer, McpTool, session_tools
 from turnlog.middleware import Middleware
@@ -44,6 +45,13 @@ class Agent:
         mcp_servers: MCP servers whose tools the model may call too; each
             session reads their tool lists when it starts (see
             ``turnlog.McpServer``).
+        handoffs: agents the model may hand the conversation to, each as
+            an ``Agent`` or by name (an agent reachable from the session's
+            agent through handoffs: so two agents may hand off to each
+            other); the model sees a tool ``transfer_to_<name>`` per target
+            (see ``turnlog.handoffs``).
+        handoff_description: what this agent is for, as the description
+            of the tool that hands off to it.
     """
 
     def __init__(
@@ -58,6 +66,8 @@ class Agent:
         middleware: Sequence[Middleware] = (),
         usage_observer: UsageObserver | None = None,
         mcp_servers: Sequence[McpServer] = (),
+        handoffs: Sequence[Agent | str] = (),
+        handoff_description: str = "",
     ) -> None:
         if not isinstance(name, str) or not name:
             msg = "an agent needs a non-empty name"
@@ -108,6 +118,14 @@ class Agent:
         self._usage_observer = usage_observer
         self._mcp_servers = _checked_servers(mcp_servers)
         self._all_tools: Mapping[str, FunctionTool | McpTool] = by_name
+        self._handoffs = checked_handoffs(name, handoffs, by_name)
+        if not isinstance(handoff_description, str):
+            msg = "handoff_description must be a str"
+            raise InvalidInputError(msg)
+        self._handoff_description = handoff_description
+        # Set on the copies a session runs (turnlog.handoffs.session_agent).
+        self._graph: Mapping[str, Agent] | None = None
+        self._handoff_tools: Mapping[str, HandoffTool] = {}
 
     @property
     def name(self) -> str:
@@ -163,6 +181,8 @@ class Agent:
             "middleware": self._middleware,
             "usage_observer": self._usage_observer,
             "mcp_servers": self._mcp_servers,
+            "handoffs": self._handoffs,
+            "handoff_description": self._handoff_description,
         }
         unknown = set(changes) - set(arguments) - {"name"}
         if unknown:
@@ -220,8 +240,40 @@ class Agent:
         }
         if self._mcp_servers:  # absent otherwise: older digests stay as they were
             described["mcp_servers"] = [s.describe() for s in self._mcp_servers]
+        if self._handoffs:  # the same
+            described["handoffs"] = [handoff_target_name(t) for t in self._handoffs]
         encoded = msgspec.json.encode(described, order="sorted")
         return hashlib.sha256(encoded).hexdigest()[:16]
+
+    @property
+    def handoffs(self) -> tuple[Agent | str, ...]:
+        """The agents the model may hand off to (objects, or names)."""
+        return self._handoffs
+
+    @property
+    def handoff_description(self) -> str:
+        """The description of the tool that hands off to this agent."""
+        return self._handoff_description
+
+    @property
+    def handoff_tools(self) -> Mapping[str, HandoffTool]:
+        """The handoffs as the model sees them, by tool name (resolved
+        through the handoff graph of the session's agent)."""
+        if self._handoffs and self._graph is None:
+            return self.handoff_graph()[self._name].handoff_tools
+        return self._handoff_tools
+
+    def handoff_graph(self) -> Mapping[str, Agent]:
+        """Every agent reachable from this one by handoffs, by name (this
+        one included), as a session runs them.
+
+        Raises:
+            InvalidInputError: two of them share a name, or a handoff names
+                an agent none of them is.
+        """
+        if self._graph is not None:
+            return self._graph
+        return resolve_graph(self)
 
     def __repr__(self) -> str:
         return f"Agent({self._name!r}, tools={sorted(self._tools)})"
@@ -238,3 +290,127 @@ def _checked_servers(servers: Sequence[McpServer]) -> tuple[McpServer, ...]:
             raise InvalidInputError(msg)
         named[server.name] = server
     return tuple(named.values())
+
+
+def handoff_target_name(target: Agent | str) -> str:
+    """The name of a handoff target."""
+    return target if isinstance(target, str) else target.name
+
+
+def checked_handoffs(
+    name: str, handoffs: Sequence[Agent | str], tools: Mapping[str, FunctionTool]
+) -> tuple[Agent | str, ...]:
+    """``handoffs``, refused if one is not an agent or a name, or if two of
+    them (or one and a tool) would have the same tool name."""
+    if isinstance(handoffs, str | Agent):
+        msg = "handoffs must be a list of agents (or agent names)"
+        raise InvalidInputError(msg)
+    named: dict[str, str] = {}
+    for target in handoffs:
+        if not isinstance(target, Agent | str) or not handoff_target_name(target):
+            msg = f"handoffs must be Agent objects or agent names, not {target!r}"
+            raise InvalidInputError(msg)
+        target_name = handoff_target_name(target)
+        if target_name == name:
+            msg = f"agent {name!r} cannot hand off to itself"
+            raise InvalidInputError(msg)
+        tool_name = handoff_tool_name(target_name)
+        if tool_name in tools:
+            msg = (
+                f"agent {name!r} has a tool named {tool_name!r}, the name of its "
+                f"handoff to {target_name!r}: rename the tool"
+            )
+            raise InvalidInputError(msg)
+        if tool_name in named:
+            msg = (
+                f"agent {name!r} hands off to {named[tool_name]!r} and "
+                f"{target_name!r}: both would be the tool {tool_name!r}"
+            )
+            raise InvalidInputError(msg)
+        named[tool_name] = target_name
+    return tuple(handoffs)
+
+
+# -- the handoff graph ---------------------------------------------------------
+#
+# An agent's handoffs name other agents, as objects or by name; the graph of
+# a session is every agent reachable from the one it is opened with. It is
+# resolved when the session opens (lazily, so two agents may hand off to each
+# other by name) and refused there, before anything is written, if two agents
+# in it share a name or a handoff names no agent in it. A session runs copies
+# of its agents bound to the graph: each knows its handoff tools (target,
+# route, spec) and the graph, so the session can switch to any agent in it.
+
+
+def resolve_graph(root: Agent) -> Mapping[str, Agent]:
+    """Every agent reachable from ``root`` by handoffs, by name, bound.
+
+    Raises:
+        InvalidInputError: two agents in the graph share a name, or a
+            handoff names an agent that is not in it.
+    """
+    if not root.handoffs:
+        return {root.name: root}
+    found: dict[str, Agent] = {}
+    pending = [root]
+    while pending:
+        agent = pending.pop()
+        known = found.get(agent.name)
+        if known is agent:
+            continue
+        if known is not None:
+            msg = (
+                f"two agents are named {agent.name!r} in the handoffs of "
+                f"{root.name!r}: a handoff finds its agent by name, give each "
+                "a name of its own"
+            )
+            raise InvalidInputError(msg)
+        found[agent.name] = agent
+        pending.extend(t for t in agent.handoffs if isinstance(t, Agent))
+    for agent in found.values():
+        for target in agent.handoffs:
+            if handoff_target_name(target) not in found:
+                msg = (
+                    f"agent {agent.name!r} hands off to {target!r}, but no agent "
+                    f"reachable from {root.name!r} is named so: pass that Agent "
+                    "in the handoffs of one of them"
+                )
+                raise InvalidInputError(msg)
+    graph: dict[str, Agent] = {}
+    for name, agent in found.items():
+        bound = copy.copy(agent)
+        bound._graph = graph  # the graph binds its own copies
+        bound._handoff_tools = _tools_of(agent, found)
+        graph[name] = bound
+    return graph
+
+
+def _tools_of(agent: Agent, found: Mapping[str, Agent]) -> dict[str, HandoffTool]:
+    tools: dict[str, HandoffTool] = {}
+    for target in agent.handoffs:
+        other = found[handoff_target_name(target)]
+        spec = handoff_spec(other.name, other.handoff_description)
+        tools[handoff_tool_name(other.name)] = HandoffTool(
+            other.name, other.model_route, spec
+        )
+    return tools
+
+
+def session_agent(root: Agent) -> Agent:
+    """``root`` as a session runs it: bound to its handoff graph, each agent
+    in it with its MCP servers' tools read now (``Agent.with_mcp_tools``).
+
+    Raises:
+        InvalidInputError: the graph is refused (see :func:`resolve_graph`).
+        McpServerError: an MCP server did not start.
+    """
+    if not root.handoffs:
+        return root.with_mcp_tools()
+    graph = resolve_graph(root)
+    if any(agent.mcp_servers for agent in graph.values()):
+        bound = dict(graph)
+        for name, agent in graph.items():
+            bound[name] = agent.with_mcp_tools()
+            bound[name]._graph = bound
+        graph = bound
+    return graph[root.name]

@@ -26,6 +26,7 @@ change with the class names.
 from __future__ import annotations
 
 from turnlog.domain.protocol import (
+    AgentHandedOffMsg,
     AgentMessageDeltaMsg,
     AgentMessageMsg,
     ApprovalDecidedMsg,
@@ -65,6 +66,7 @@ from turnlog.domain.run import (
 )
 
 __all__ = [
+    "AgentHandedOffMsg",
     "AgentMessageDeltaMsg",
     "AgentMessageMsg",
     "ApprovalDecidedMsg",

@@ -19,13 +19,14 @@ from typing import TYPE_CHECKING, Any
 import pykka
 
 from turnlog.actors.activation import Activation
+from turnlog.actors.agent_in_charge import agent_in_charge_of
 from turnlog.actors.approval_broker import ApprovalBrokerActor
 from turnlog.actors.io_loop import IoLoop
 from turnlog.actors.messages import ClosedQuery, LeaseLost
 from turnlog.actors.revive import load_turn, recover_turn
 from turnlog.actors.session_actor import SessionActor, SessionServices, SessionSettings
 from turnlog.actors.tool_executor import DEFAULT_MAX_CONCURRENCY, ToolExecutorActor
-from turnlog.agent import Agent
+from turnlog.agent import Agent, session_agent
 from turnlog.approvals import ApprovalBroker
 from turnlog.config import RunConfig
 from turnlog.domain.errors import (
@@ -204,6 +205,7 @@ class Runtime:
         if not isinstance(agent, Agent):
             msg = f"agent must be a turnlog.Agent, not {type(agent).__name__}"
             raise InvalidInputError(msg)
+        agent.handoff_graph()  # a graph with clashing or unknown names: refused here
         if run_config is not None and not isinstance(run_config, RunConfig):
             msg = "run_config must be a turnlog.RunConfig"
             raise InvalidInputError(msg)
@@ -274,7 +276,7 @@ class Runtime:
     ) -> pykka.ActorRef[Any]:
         # MCP tool lists are read before anything is taken or written: a
         # server that does not start leaves no trace of the session.
-        agent = agent.with_mcp_tools()
+        agent = session_agent(agent)  # with its handoff graph, resolved
         new_session = functools.partial(
             Session.create,
             session_id,
@@ -303,9 +305,16 @@ class Runtime:
                 msg = f"session {session_id!r} was closed"
                 raise SessionClosedError(msg)
             # The session's route must exist here, or its next turn would fail.
-            agent.provider_for(session.model_route)
+            try:
+                in_charge = agent_in_charge_of(agent, session)
+            except UsageError:  # nothing was written: the lease goes back
+                self.ownership.release(session_id)
+                raise
+            in_charge.provider_for(session.model_route)
             idempotent = frozenset(
-                tool.name for tool in agent.tools_by_name.values() if tool.idempotent
+                tool.name
+                for tool in in_charge.tools_by_name.values()
+                if tool.idempotent
             )
             recover_turn(
                 self.store, session, load_turn(self.store, session), idempotent

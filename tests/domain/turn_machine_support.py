@@ -15,6 +15,7 @@ from typing import Any, assert_never
 from turnlog.domain import turn_machine
 from turnlog.domain.context import apply_to_context
 from turnlog.domain.events import in_decision_order
+from turnlog.domain.handoff import HandoffTool, handoff_spec, handoff_tool_name
 from turnlog.domain.model import (
     Item,
     ModelResponse,
@@ -38,6 +39,7 @@ from turnlog.domain.turn_facts import (
     SettleApprovals,
     StepPrepared,
     StepSucceeded,
+    SwitchAgent,
     ToolFinished,
     TurnInput,
     TurnRules,
@@ -90,10 +92,15 @@ class Harness:
         reviews: bool = False,
         max_steps: int = 8,
         held: Held | None = None,
+        handoffs: dict[str, TurnRules] | None = None,
         **identities: Any,
     ) -> None:
+        """``handoffs``: the rules of the agents "a" (these rules) may hand
+        off to, by name (see handoff_rules)."""
         self.held = held or Held()
         request_ids = (f"r{n}" for n in itertools.count(1))
+        if handoffs:
+            identities = {**identities, **handoff_identities("a", handoffs)}
         rules = TurnRules(
             session_id=SESSION,
             max_steps=max_steps,
@@ -104,7 +111,11 @@ class Harness:
             new_request_id=lambda: next(request_ids),
             **identities,
         )
-        self.machine = TurnMachine(rules, self.held)
+
+        def rules_for(name: str) -> TurnRules:
+            return rules if name == "a" else (handoffs or {})[name]
+
+        self.machine = TurnMachine(rules, self.held, rules_for if handoffs else None)
         self.events: list[Any] = []
 
     def take(self, fact: Any) -> tuple[list[str], list[str]]:
@@ -140,11 +151,48 @@ def describe(effect: Effect) -> str:
             named = ",".join(request.call_id for request in requests)
         case SettleApprovals(request_ids=request_ids):
             named = ",".join(request_ids)
+        case SwitchAgent(agent_name=name):
+            named = name
         case EndTurn(status=status, final_output=output, error=error):
             named = f"{status}, {output}, {error}" + (", settled" * effect.settled)
         case _:
             assert_never(effect)
     return f"{type(effect).__name__}({named})"
+
+
+def handoff_identities(name: str, targets: dict[str, TurnRules]) -> dict[str, Any]:
+    """The TurnRules fields of agent ``name`` that hands off to ``targets``."""
+    tools = {
+        handoff_tool_name(target): HandoffTool(
+            target, f"route-{target}", handoff_spec(target, "")
+        )
+        for target in targets
+        if target != name
+    }
+    return {"agent_name": name, "handoffs": tools}
+
+
+def handoff_rules(
+    name: str,
+    tools: tuple[str, ...],
+    *,
+    max_steps: int = 8,
+    middleware: bool = False,
+    back_to: str = "a",
+) -> TurnRules:
+    """The rules of agent ``name`` (its ``tools``, a handoff back to ``back_to``)."""
+    back = handoff_tool_name(back_to)
+    return TurnRules(
+        session_id=SESSION,
+        max_steps=max_steps,
+        prepares_steps=middleware,
+        reviews_input=False,
+        tool_names=tools,
+        needs_approval=lambda _name, _arguments: False,
+        new_request_id=lambda: "r-" + name,
+        agent_name=name,
+        handoffs={back: HandoffTool(back_to, "default", handoff_spec(back_to, ""))},
+    )
 
 
 # --- facts --------------------------------------------------------------------

@@ -20,6 +20,7 @@ import msgspec
 
 from turnlog.domain.chain import SEQ_FIELD
 from turnlog.domain.events import event_name
+from turnlog.domain.handoff import AgentHandedOff
 from turnlog.domain.model import final_text, tool_calls_in
 from turnlog.domain.session import (
     ContextRewritten,
@@ -248,6 +249,12 @@ def _session_summary(event: object, seen: Seen) -> str | None:
             return "set " + one_line(", ".join(sorted(changes)))
         case ModelRouteChanged(route=route):
             return f"route now {one_line(route)}"
+        case AgentHandedOff(from_agent=source, to_agent=target, reason=reason):
+            why = f": {_quoted(reason)}" if reason else ""
+            return (
+                f"{_id(source)} handed off to {_id(target)}{why} "
+                f"(call {_id(event.call_id)}, route {one_line(event.model_route)})"
+            )
         case SessionClosed():
             return "closed for good"
     return None

@@ -27,6 +27,7 @@ from typing import Any
 
 from ag_ui.core import (
     BaseEvent,
+    CustomEvent,
     Interrupt,
     RunErrorEvent,
     RunFinishedCancelledOutcome,
@@ -46,6 +47,7 @@ from ag_ui.core import (
 
 from turnlog.domain.approval import ApprovalRequest
 from turnlog.domain.protocol import (
+    AgentHandedOffMsg,
     AgentMessageDeltaMsg,
     AgentMessageMsg,
     Event,
@@ -85,6 +87,10 @@ def approval_interrupt(request: ApprovalRequest) -> Interrupt:
         response_schema=DECISION_SCHEMA,
         metadata={"toolName": request.tool_name, "arguments": arguments},
     )
+
+
+HANDOFF_EVENT = "turnlog.agent_handed_off"
+"""The ``CUSTOM`` event's name for a handoff: the agent in charge changed."""
 
 
 class AguiTranslator:
@@ -158,6 +164,9 @@ class AguiTranslator:
                         role="tool",
                     )
                 ]
+            case AgentHandedOffMsg(from_agent=a, to_agent=b, reason=why):
+                handed = {"from_agent": a, "to_agent": b, "reason": why}
+                return [CustomEvent(name=HANDOFF_EVENT, value=handed)]
             case SharedStateUpdatedMsg(changes=changes):
                 self.state.update(changes)
                 return [StateSnapshotEvent(snapshot=dict(self.state))]

@@ -30,6 +30,7 @@ def session_entries(
             {
                 "session_id": session.session_id,
                 "agent": session.agent,
+                "agent_in_charge": summary.agent_in_charge or session.agent,
                 "created": session.created,
                 "state": str(summary.state),
                 "first_prompt": summary.first_prompt,
