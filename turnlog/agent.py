@@ -9,6 +9,8 @@ from typing import Any
 
 import msgspec
 
+from turnlog.actors.instructions import function_name
+from turnlog.context import InstructionsFunction, deps_checker
 from turnlog.domain.errors import InvalidInputError
 from turnlog.domain.model import ModelProvider, is_provider
 from turnlog.mcp.tools import McpServer, McpTool, session_tools
@@ -32,7 +34,11 @@ class Agent:
         model: the provider of model steps (a ``ScriptedModel`` in tests), or
             a ``ModelRouter`` of named routes.
         instructions: the system instructions sent with every request; they
-            are not a message of the conversation.
+            are not a message of the conversation. Or a function (plain or
+            ``async``) of a :class:`~turnlog.RunContext` that gives them,
+            evaluated before each model step; what it gave is recorded
+            with the step (``InstructionsEvaluated``), and the digest names
+            the function by ``module.qualname``.
         tools: the tools the model may call (built with ``function_tool``).
         model_route: the route new sessions start on (default: the router's
             default, or ``default`` for a single model).
@@ -44,6 +50,10 @@ class Agent:
         mcp_servers: MCP servers whose tools the model may call too; each
             session reads their tool lists when it starts (see
             ``turnlog.McpServer``).
+        deps_type: the type of the dependencies given to its sessions
+            (``deps=``): anything else is refused with InvalidInputError. A
+            class, a generic alias (its origin is checked), a union, or a
+            ``@runtime_checkable`` Protocol; ``Any`` or None checks nothing.
     """
 
     def __init__(
@@ -51,13 +61,14 @@ class Agent:
         name: str,
         *,
         model: ModelProvider | ModelRouter,
-        instructions: str = "",
+        instructions: str | InstructionsFunction = "",
         tools: Sequence[FunctionTool] = (),
         model_route: str | None = None,
         max_steps: int = DEFAULT_MAX_STEPS,
         middleware: Sequence[Middleware] = (),
         usage_observer: UsageObserver | None = None,
         mcp_servers: Sequence[McpServer] = (),
+        deps_type: object = None,
     ) -> None:
         if not isinstance(name, str) or not name:
             msg = "an agent needs a non-empty name"
@@ -81,8 +92,11 @@ class Agent:
         if usage_observer is not None and not callable(usage_observer):
             msg = "usage_observer must be callable"
             raise InvalidInputError(msg)
-        if not isinstance(instructions, str):
-            msg = "instructions must be a str"
+        function: InstructionsFunction | None = None
+        if callable(instructions):
+            function, instructions = instructions, ""
+        elif not isinstance(instructions, str):
+            msg = "instructions must be a str or a function of the RunContext"
             raise InvalidInputError(msg)
         by_name: dict[str, FunctionTool] = {}
         for tool in tools:
@@ -101,6 +115,9 @@ class Agent:
         self._name = name
         self._router = router
         self._instructions = instructions
+        self._instructions_function = function
+        self._deps_type = deps_type
+        self._deps_check = deps_checker(deps_type)
         self._tools = by_name
         self._route = route
         self._max_steps = max_steps
@@ -116,8 +133,26 @@ class Agent:
 
     @property
     def instructions(self) -> str:
-        """The system instructions."""
+        """The system instructions ("" where a function gives them)."""
         return self._instructions
+
+    @property
+    def instructions_function(self) -> InstructionsFunction | None:
+        """The function that gives the instructions per step, if any."""
+        return self._instructions_function
+
+    @property
+    def deps_type(self) -> object:
+        """The type sessions' dependencies must have (None: any)."""
+        return self._deps_type
+
+    def check_deps(self, deps: object) -> None:
+        """Raises InvalidInputError if ``deps`` is not of ``deps_type``.
+
+        None passes: a session may run without dependencies.
+        """
+        if deps is not None:
+            self._deps_check(deps)
 
     @property
     def model(self) -> ModelProvider:
@@ -156,13 +191,14 @@ class Agent:
         """
         arguments: dict[str, Any] = {
             "model": self._router,
-            "instructions": self._instructions,
+            "instructions": self._instructions_function or self._instructions,
             "tools": tuple(self._tools.values()),
             "model_route": self._route,
             "max_steps": self._max_steps,
             "middleware": self._middleware,
             "usage_observer": self._usage_observer,
             "mcp_servers": self._mcp_servers,
+            "deps_type": self._deps_type,
         }
         unknown = set(changes) - set(arguments) - {"name"}
         if unknown:
@@ -220,6 +256,10 @@ class Agent:
         }
         if self._mcp_servers:  # absent otherwise: older digests stay as they were
             described["mcp_servers"] = [s.describe() for s in self._mcp_servers]
+        if self._instructions_function is not None:  # likewise
+            described["instructions_function"] = function_name(
+                self._instructions_function
+            )
         encoded = msgspec.json.encode(described, order="sorted")
         return hashlib.sha256(encoded).hexdigest()[:16]
 
