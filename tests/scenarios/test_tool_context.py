@@ -56,9 +56,7 @@ def rt(store_url: str) -> Iterator[Runtime]:
 
 def stored_states(rt: Runtime) -> list[tuple[str, bytes]]:
     """Every stored event of the log: (topic, state bytes)."""
-    return [
-        (n.topic, n.state) for n in rt.store.notifications(1, 100_000)
-    ]
+    return [(n.topic, n.state) for n in rt.store.notifications(1, 100_000)]
 
 
 def seen_by_tool(seen: list[ToolContext[Database]]) -> Agent:
