@@ -365,13 +365,18 @@ class Runtime:
         session_id: str | None = None,
         shared_state: dict[str, Any] | None = None,
         run_config: RunConfig | None = None,
+        deps: object = None,
     ) -> AgentHandle:
-        """The protocol face of a session: ``submit(op)`` and ``next_event()``."""
+        """The protocol face of a session: ``submit(op)`` and ``next_event()``.
+
+        ``deps`` as for ``create_session``: every input submitted runs with them.
+        """
         session = self.create_session(
             agent,
             session_id=session_id,
             shared_state=shared_state,
             run_config=run_config,
+            deps=deps,
         )
         return AgentHandle(session)
 

@@ -18,10 +18,12 @@ from turnlog import (
     HookResult,
     InvalidInputError,
     Middleware,
+    RunConfig,
     RunContext,
     Runtime,
     ScriptedModel,
     SessionClosedError,
+    SessionStartInfo,
     StepInfo,
     ToolCallInfo,
     ToolContext,
@@ -242,6 +244,10 @@ class Watcher(Middleware):
         assert isinstance(deps, Database)
         self.seen.append((hook, deps.name, dict(context.shared_state).get("n")))
 
+    def session_start(self, info: SessionStartInfo) -> HookResult | None:
+        self._note("session_start", info.context)
+        return None
+
     def user_prompt(self, info: UserPromptInfo) -> HookResult | None:
         self._note("user_prompt", info.context)
         return None
@@ -277,6 +283,7 @@ def test_hooks_see_the_deps_and_the_shared_state(rt: Runtime) -> None:
     assert session.prompt("go", deps=Database("run")).status == "completed"
     assert watcher.seen == [
         ("user_prompt", "run", 1),
+        ("session_start", "run", 1),
         ("pre_model", "run", 1),
         ("pre_tool", "run", 1),
         ("post_tool", "run", 2),
@@ -298,3 +305,18 @@ def test_a_session_reopened_after_a_restart_takes_new_deps(store_url: str) -> No
         again = rt.create_session(agent, session_id="s", deps=Database("third"))
         again.prompt("c")
     assert [c.deps.name for c in seen] == ["first", "second", "third"]
+
+
+def test_deps_outlive_passivation_and_an_open_session_takes_new_ones(
+    store_url: str,
+) -> None:
+    seen: list[ToolContext[Database]] = []
+    agent = seen_by_tool(seen)
+    with Runtime.open(store_url, run_config=RunConfig(idle_timeout=0.2)) as rt:
+        session = rt.create_session(agent, session_id="s", deps=Database("kept"))
+        session.prompt("a")
+        assert session.wait_passivated(10)
+        session.prompt("b")  # revived from the log; its deps were kept here
+        rt.create_session(agent, session_id="s", deps=Database("new"))
+        session.prompt("c")
+    assert [c.deps.name for c in seen] == ["kept", "kept", "new"]
