@@ -61,7 +61,10 @@ class ToolContext(RunContext[Deps]):
     id. Annotate it ``ToolContext[MyDeps]`` to type ``context.deps``.
     """
 
+    turn_id: str
+    """The id of the turn that made the call."""
     call_id: str
+    """The id of the call, as the model gave it."""
     updater: SharedStateUpdater | None = field(default=None, repr=False, compare=False)
     """The session's side of ``update_shared_state`` (None outside a session)."""
 
