@@ -24,8 +24,13 @@ class InstructionsEvaluated(TurnlogEvent):
     """The text sent as the step's system instructions."""
 
 
-def record_instructions(turn: Any, step: int, instructions: str) -> None:
-    """Records on ``turn`` (a Turn) the instructions of its running ``step``."""
+def record_instructions(turn: Any, step: int, instructions: str | None) -> None:
+    """Records on ``turn`` (a Turn) the instructions of its running ``step``.
+
+    None (static instructions, the agent's) records nothing.
+    """
+    if instructions is None:
+        return
     if not turn.step_open or step != turn.steps:
         msg = f"model step {step} is not running"
         raise InvariantViolation(msg)

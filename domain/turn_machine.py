@@ -467,8 +467,7 @@ class TurnMachine:
     def _call_model(self, turn: Turn, instructions: str | None = None) -> Effects:
         route = self._state.session.model_route
         step = turn.start_step(route, *self._rules.model_identity(route))
-        if instructions is not None:  # a function gave them: the audit shows them
-            record_instructions(turn, step, instructions)
+        record_instructions(turn, step, instructions)  # where a function gave them
         return (RunModelStep(str(turn.id), step, route, instructions),)
 
     def _complete(
