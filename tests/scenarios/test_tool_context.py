@@ -7,6 +7,7 @@ tool's shared-state update is recorded before the call's output.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol
@@ -28,11 +29,13 @@ from turnlog import (
     ToolCallInfo,
     ToolContext,
     UsageError,
+    UserInput,
     UserPromptInfo,
     calls,
     function_tool,
     tool_call,
 )
+from turnlog.events import TurnCompletedMsg
 
 MARKER = "deps-marker-7f3a9c"
 
@@ -320,3 +323,44 @@ def test_deps_outlive_passivation_and_an_open_session_takes_new_ones(
         rt.create_session(agent, session_id="s", deps=Database("new"))
         session.prompt("c")
     assert [c.deps.name for c in seen] == ["kept", "kept", "new"]
+
+
+def test_an_update_after_the_call_timed_out_is_refused(rt: Runtime) -> None:
+    gate = threading.Event()
+    refused: list[BaseException] = []
+    tried = threading.Event()
+
+    @function_tool(timeout=0.2)
+    def slow(context: ToolContext[None]) -> str:
+        """Outlives its timeout, then tries to update."""
+        gate.wait(10)
+        try:
+            context.update_shared_state(late=True)
+        except UsageError as error:
+            refused.append(error)
+        finally:
+            tried.set()
+        return "too late"
+
+    model = ScriptedModel([calls(tool_call("slow")), "gave up"])
+    session = rt.create_session(Agent("a", model=model, tools=[slow]), session_id="s")
+    result = session.prompt("go")
+    assert "timed out" in model.requests[1].items[-1]["output"]
+    gate.set()
+    assert tried.wait(10)
+    assert [str(e) for e in refused] == [
+        f"tool call {model.requests[1].items[-1]['call_id']!r} is no longer "
+        "running (it timed out, or its turn ended): shared state not updated"
+    ]
+    assert "late" not in session.shared_state()
+    assert result.status == "completed"
+
+
+def test_the_protocol_face_runs_with_the_sessions_deps(rt: Runtime) -> None:
+    seen: list[ToolContext[Database]] = []
+    handle = rt.create_agent(seen_by_tool(seen), session_id="s", deps=Database("op"))
+    handle.submit(UserInput("look"))
+    while not isinstance(handle.next_event(10).msg, TurnCompletedMsg):
+        pass
+    assert [c.deps.name for c in seen] == ["op"]
+    handle.close()
