@@ -13,6 +13,7 @@ from typing import Any, Protocol
 from turnlog.domain.approval import ApprovalDecision, ApprovalRequest
 from turnlog.domain.handoff import HandoffTool
 from turnlog.domain.model import ModelProvider, ToolSpec
+from turnlog.domain.run_context import RunContext
 
 
 class ToolOutcome(Protocol):
@@ -84,6 +85,11 @@ class AgentDefinition(Protocol):
 
     @property
     def instructions(self) -> str: ...
+
+    @property
+    def instructions_function(self) -> Callable[[RunContext[Any]], Any] | None:
+        """Gives the instructions per model step, where they are not text."""
+        ...
 
     @property
     def model(self) -> ModelProvider: ...

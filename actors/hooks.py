@@ -131,7 +131,9 @@ async def prepare_step(
     if startup:
         for layer in layers:
             result = await run_hook(
-                layer, "session_start", SessionStartInfo(info.session_id, "startup")
+                layer,
+                "session_start",
+                SessionStartInfo(info.session_id, "startup", info.context),
             )
             if result is not None and result.context:
                 prepared.contexts.append(("session_start_hook", result.context))
@@ -187,7 +189,11 @@ async def _compact(
     """Compacts; returns a stop reason if a hook stopped the turn."""
     compaction_id = uuid.uuid4().hex
     about = CompactionInfo(
-        info.session_id, info.turn_id, compaction_id, estimate_tokens(items)
+        info.session_id,
+        info.turn_id,
+        compaction_id,
+        estimate_tokens(items),
+        info.context,
     )
     for layer in layers:
         result = await run_hook(layer, "pre_compact", about)
@@ -205,7 +211,9 @@ async def _compact(
             return result.stop
     for layer in layers:
         result = await run_hook(
-            layer, "session_start", SessionStartInfo(info.session_id, "compact")
+            layer,
+            "session_start",
+            SessionStartInfo(info.session_id, "compact", info.context),
         )
         if result is not None and result.context:
             prepared.contexts.append(("session_start_hook", result.context))

@@ -14,7 +14,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
@@ -24,6 +24,7 @@ from turnlog.actors.hooks import review_prompt
 from turnlog.actors.io_loop import IoLoop
 from turnlog.actors.messages import QueuedInputReviewed
 from turnlog.domain.hooks import UserPromptInfo
+from turnlog.domain.run_context import RunContext
 
 
 class PendingInput(msgspec.Struct):
@@ -47,7 +48,9 @@ class InputReviews:
         layers: Sequence[Any],
         io_loop: IoLoop,
         session: pykka.ActorRef[Any],
+        context_of: Callable[[], RunContext[Any]] | None = None,
     ) -> None:
+        self._context_of = context_of
         self._session_id = session_id
         self._layers = layers
         self._io_loop = io_loop
@@ -97,6 +100,7 @@ class InputReviews:
             pending.text,
             tuple(pending.attachments),
             pending.kind,
+            self._context_of() if self._context_of is not None else None,
         )
         submission_id, session = pending.submission_id, self._session
 

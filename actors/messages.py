@@ -37,6 +37,8 @@ class StartPrompt(msgspec.Struct, frozen=True):
     text: str
     attachments: tuple[Any, ...]
     waiter: concurrent.futures.Future[Any]
+    deps: Any = None
+    """The run's dependencies (None: the session's). Live: never recorded."""
 
 
 class FollowUp(msgspec.Struct, frozen=True):
@@ -99,7 +101,15 @@ class LeaseLost(msgspec.Struct, frozen=True):
 
 
 class UpdateSharedState(msgspec.Struct, frozen=True):
+    """Set keys of the shared state (recorded); replies the new state.
+
+    From a tool call (``call`` is its (turn id, call id)), it is told, and
+    ``waiter`` gets the new state once it is durable, or the refusal.
+    """
+
     changes: dict[str, Any]
+    waiter: concurrent.futures.Future[Any] | None = None
+    call: tuple[str, str] | None = None
 
 
 class ChangeRoute(msgspec.Struct, frozen=True):
@@ -138,12 +148,16 @@ class CallModel(msgspec.Struct, frozen=True):
     """Model step ``request.step`` is recorded as started: call the model."""
 
     request: ModelRequest
+    context: Any = None
+    """The RunContext pre_tool hooks see (None for an agent without hooks)."""
 
 
 class RunCalls(msgspec.Struct, frozen=True):
     """These tool calls are recorded as started: run them."""
 
     calls: tuple[dict[str, Any], ...]
+    run: dict[str, Any] | None = None
+    """What the calls' ToolContexts carry (see turn_actor.tool_order)."""
 
 
 class PrepareStep(msgspec.Struct, frozen=True):

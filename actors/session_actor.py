@@ -55,6 +55,7 @@ from turnlog.actors.passivation import IdleClock, KeptState, SessionHost, is_idl
 from turnlog.actors.session_end import answer_everyone
 from turnlog.actors.session_parts import SessionServices, SessionSettings
 from turnlog.actors.session_state import SessionState
+from turnlog.actors.shared_state_writer import record_tool_update
 from turnlog.actors.turn_driver import TurnDriver
 from turnlog.actors.turn_slot import TurnActorSlot
 from turnlog.domain.context import messages_of
@@ -143,7 +144,11 @@ class SessionActor(pykka.ThreadingActor):
         )
         self._receiving: Any = None
         self._input_reviews = InputReviews(
-            session.session_id, agent.middleware, services.io_loop, self.actor_ref
+            session.session_id,
+            agent.middleware,
+            services.io_loop,
+            self.actor_ref,
+            lambda: self._state.run_context(None),
         )
 
     def on_start(self) -> None:
@@ -197,7 +202,7 @@ class SessionActor(pykka.ThreadingActor):
                 # Told, not asked: the caller waits on ``waiter`` alone, which
                 # carries a refusal as well as the run's result.
                 try:
-                    self._start_prompt(text, attachments, waiter)
+                    self._start_prompt(text, attachments, waiter, message.deps)
                 except TurnlogError as error:
                     waiter.set_exception(error)
                 return None
@@ -208,6 +213,9 @@ class SessionActor(pykka.ThreadingActor):
                 if subscriber in self._state.subscribers:
                     self._state.subscribers.remove(subscriber)
                 subscriber.close()
+                return None
+            case UpdateSharedState(waiter=waiter) if waiter is not None:
+                record_tool_update(self._state, message)  # a tool's: it waits
                 return None
             case UpdateSharedState(changes=changes):
                 self._state.check_open()
@@ -385,6 +393,7 @@ class SessionActor(pykka.ThreadingActor):
         text: str,
         attachments: tuple[SessionFileReference, ...],
         waiter: concurrent.futures.Future[RunResult],
+        deps: Any = None,
     ) -> str:
         self._state.check_open()
         _check_text(text)
@@ -395,7 +404,7 @@ class SessionActor(pykka.ThreadingActor):
             )
             raise SessionBusyError(msg)
         submission_id = new_submission_id()
-        self._turns.start(submission_id, "prompt", text, attachments)
+        self._turns.start(submission_id, "prompt", text, attachments, deps)
         assert self._state.run is not None
         self._state.run.waiters.append(waiter)
         return submission_id

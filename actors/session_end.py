@@ -15,7 +15,7 @@ import queue
 from collections.abc import Iterable
 from typing import Any
 
-from turnlog.actors.messages import StartPrompt
+from turnlog.actors.messages import StartPrompt, UpdateSharedState
 from turnlog.actors.subscribers import Subscriber
 from turnlog.domain.errors import SessionFailedError, TurnlogError
 
@@ -40,6 +40,9 @@ def answer_everyone(
             break
         if isinstance(envelope.message, StartPrompt):
             pending.append(envelope.message.waiter)
+        message = envelope.message
+        if isinstance(message, UpdateSharedState) and message.waiter is not None:
+            pending.append(message.waiter)  # a tool waits on it
         if envelope.reply_to is not None:
             envelope.reply_to.set_exception(exc_info=(type(error), _copy(error), None))
     for waiter in pending:

@@ -48,6 +48,20 @@ class SessionServices(msgspec.Struct, frozen=True):
     approval_broker: pykka.ActorRef[Any]
 
 
+class SessionDeps:
+    """The user's dependencies for a session, held in memory only.
+
+    One box per open session, shared by every actor the session has here
+    (it survives passivation); ``Runtime.create_session(deps=...)`` on an
+    open session puts new ones in it. Never recorded, never pickled.
+    """
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any = None) -> None:
+        self.value = value
+
+
 class SessionSettings(msgspec.Struct, frozen=True):
     """Per-session run settings."""
 
@@ -56,13 +70,17 @@ class SessionSettings(msgspec.Struct, frozen=True):
     approval_timeout: float | None = None
     idle_timeout: float | None = None
     """Seconds idle before the actor passivates (with a host); None: never."""
+    deps: SessionDeps = msgspec.field(default_factory=SessionDeps)
+    """The session's dependencies (a live object; see SessionDeps)."""
 
 
 class RunState:
     """The run in progress: from an idle session taking input to idle again."""
 
-    def __init__(self, submission_id: str) -> None:
+    def __init__(self, submission_id: str, deps: Any = None) -> None:
         self.submission_id = submission_id
+        self.deps = deps
+        """The dependencies the prompt gave (None: the session's)."""
         self.waiters: list[concurrent.futures.Future[RunResult]] = []
         self.turn_ids: list[str] = []
         self.final_output: str | None = None

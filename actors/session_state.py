@@ -15,6 +15,7 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 from collections.abc import Callable, Sequence
+from types import MappingProxyType
 from typing import Any
 
 import pykka
@@ -29,6 +30,7 @@ from turnlog.domain.errors import LeaseLostError, SessionClosedError
 from turnlog.domain.model import Item
 from turnlog.domain.protocol import Event
 from turnlog.domain.run import RunEvent, RunResult, SessionEvent
+from turnlog.domain.run_context import RunContext
 from turnlog.domain.session import Session
 from turnlog.domain.translation import EventTranslator
 from turnlog.domain.turn import Turn
@@ -200,6 +202,33 @@ class SessionState:
         self.record(decide)
         for subscriber in self.subscribers:
             subscriber.close()
+
+    def deps(self) -> Any:
+        """The dependencies of the run in progress: its prompt's, else the session's."""
+        run = self.run
+        if run is not None and run.deps is not None:
+            return run.deps
+        return self.settings.deps.value
+
+    def run_context(self, turn_id: str | None) -> RunContext[Any]:
+        """The run as instructions and hooks see it now (nothing is copied:
+        the shared state is replaced, never changed in place, on update)."""
+        return RunContext(
+            session_id=self.session_id,
+            turn_id=turn_id,
+            agent_name=self.agent.name,
+            shared_state=MappingProxyType(self.session.shared_state),
+            deps=self.deps(),
+        )
+
+    def tool_run(self) -> dict[str, Any]:
+        """What the ToolContexts of calls started now carry (see tool_order)."""
+        return {
+            "agent_name": self.agent.name,
+            "shared_state": MappingProxyType(self.session.shared_state),
+            "deps": self.deps(),
+            "session": self.actor_ref,
+        }
 
     def run_waiters(self) -> list[concurrent.futures.Future[RunResult]]:
         """The callers waiting on the run in progress."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -32,6 +33,7 @@ from turnlog.actors.hooks import (
     review_prompt,
     run_hook,
 )
+from turnlog.actors.instructions import evaluate_instructions
 from turnlog.actors.io_loop import IoLoop
 from turnlog.actors.loop_actor import LoopActor, LoopActorRef
 from turnlog.actors.messages import (
@@ -45,6 +47,7 @@ from turnlog.actors.messages import (
     TextDelta,
     UseAgent,
 )
+from turnlog.actors.shared_state_writer import SharedStateWriter
 from turnlog.domain.errors import ProviderError, TurnlogError
 from turnlog.domain.hooks import ToolCallInfo
 from turnlog.domain.model import (
@@ -53,6 +56,7 @@ from turnlog.domain.model import (
     respond_streaming,
     tool_calls_in,
 )
+from turnlog.domain.run_context import RunContext
 from turnlog.domain.turn_facts import (
     CompactionBegan,
     InputReviewed,
@@ -88,30 +92,35 @@ class TurnActor(LoopActor):
         self._layers = tuple(agent.middleware)
         self._inflight: set[asyncio.Task[Any]] = set()
         self._calls: dict[str, tuple[str, str]] = {}
+        # The run as the hooks see it, from the session's latest order.
+        self._context: RunContext[Any] | None = None
+        self._orders: dict[str, RunTool] = {}
 
     def on_receive(self, message: Any) -> Any:
         match message:
-            case CallModel(request=request):
+            case CallModel(request=request, context=context):
+                self._context = context
                 self._start(self._step(request), self._failed_step(request.step))
             case PrepareStep(info=info, startup=startup):
                 self._start(self._prepare(info, startup), self._failed_preparation)
             case ReviewInput(info=info):
                 self._start(self._review(info), self._failed_review)
-            case RunCalls(calls=calls):
+            case RunCalls(calls=calls, run=run):
                 # Only sent when post_tool hooks must see the outputs first
                 # (otherwise the session hands its calls to the executor).
                 for call in calls:
                     self._calls[call["call_id"]] = (call["name"], call["arguments"])
-                    self._tools.tell(
-                        tool_order(
-                            self._agent,
-                            self._session_id,
-                            self._turn,
-                            self._turn_id,
-                            call,
-                            reply_to=self.actor_ref,
-                        )
+                    order = tool_order(
+                        self._agent,
+                        self._session_id,
+                        self._turn,
+                        self._turn_id,
+                        call,
+                        reply_to=self.actor_ref,
+                        run=run,
                     )
+                    self._orders[call["call_id"]] = order
+                    self._tools.tell(order)
             case ToolFinished():
                 self._start(
                     self._post_tool_hooks(message), self._failed_post_tool(message)
@@ -148,6 +157,7 @@ class TurnActor(LoopActor):
             future.cancel()
         self._inflight.clear()
         self._calls.clear()
+        self._orders.clear()
         # The executor may already be gone when the runtime closes.
         with contextlib.suppress(pykka.ActorDeadError):
             self._tools.tell(CancelTools(self._turn_id))
@@ -211,6 +221,7 @@ class TurnActor(LoopActor):
                 call["call_id"],
                 call["name"],
                 call["arguments"],
+                context=self._context,
             )
             for layer in self._layers:
                 result = await run_hook(layer, "pre_tool", info)
@@ -235,6 +246,12 @@ class TurnActor(LoopActor):
 
     async def _prepare(self, info: Any, startup: bool) -> StepPrepared:
         session, turn = self._session, self._turn
+        self._context = info.context
+        instructions = self._agent.instructions
+        given = None
+        function = self._agent.instructions_function
+        if function is not None:  # evaluated first: compaction sends them too
+            given = instructions = await evaluate_instructions(function, info.context)
 
         def began(compaction_id: str, reason: str) -> None:
             session.tell(CompactionBegan(turn, compaction_id, reason))
@@ -243,7 +260,7 @@ class TurnActor(LoopActor):
         prepared = await prepare_step(
             layers=self._layers,
             provider=provider,
-            instructions=self._agent.instructions,
+            instructions=instructions,
             info=info,
             startup=startup,
             compaction_began=began,
@@ -254,6 +271,7 @@ class TurnActor(LoopActor):
             prepared.compaction,
             prepared.stop,
             None,
+            given,
         )
 
     def _failed_preparation(self, error: BaseException) -> StepPrepared:
@@ -278,6 +296,7 @@ class TurnActor(LoopActor):
             arguments,
             finished.output,
             finished.is_error,
+            self._after_call(finished.call_id),
         )
         texts = []
         for layer in self._layers:
@@ -297,6 +316,19 @@ class TurnActor(LoopActor):
 
         return fact
 
+    def _after_call(self, call_id: str) -> RunContext[Any] | None:
+        """The run as a post_tool hook sees it: with the call's own updates."""
+        order = self._orders.pop(call_id, None)
+        context = self._context
+        if context is None or order is None:
+            return context
+        writer = order.context.get("shared_state_writer")
+        if not isinstance(writer, SharedStateWriter):
+            return context
+        return dataclasses.replace(
+            context, turn_id=self._turn_id, shared_state=writer.state
+        )
+
 
 def has_post_tool_hooks(agent: AgentDefinition) -> bool:
     """Whether a tool's output must pass the agent's post_tool hooks."""
@@ -311,20 +343,34 @@ def tool_order(
     call: dict[str, Any],
     *,
     reply_to: pykka.ActorRef[Any] | LoopActorRef,
+    run: dict[str, Any] | None = None,
 ) -> RunTool:
-    """The ToolExecutor's order to run ``call`` (recorded as started)."""
+    """The ToolExecutor's order to run ``call`` (recorded as started).
+
+    ``run`` (``SessionState.tool_run``) adds what the call's ToolContext
+    carries: the agent's name, the shared state, the deps, and a writer
+    through which the call updates the shared state.
+    """
+    context: dict[str, Any] = {
+        "session_id": session_id,
+        "turn_id": turn_id,
+        "call_id": call["call_id"],
+        "name": call["name"],
+    }
+    if run is not None:
+        context["agent_name"] = run["agent_name"]
+        context["shared_state"] = run["shared_state"]
+        context["deps"] = run["deps"]
+        context["shared_state_writer"] = SharedStateWriter(
+            run["session"], session_id, turn_id, call["call_id"], run["shared_state"]
+        )
     return RunTool(
         key=turn_id,
         turn=turn,
         call_id=call["call_id"],
         tool=agent.tools_by_name[call["name"]],
         arguments=call["arguments"],
-        context={
-            "session_id": session_id,
-            "turn_id": turn_id,
-            "call_id": call["call_id"],
-            "name": call["name"],
-        },
+        context=context,
         reply_to=reply_to,
     )
 

@@ -82,6 +82,7 @@ class TurnDriver:
         """Whether the agent's middleware reviews input (user_prompt hooks)."""
         self._machine = TurnMachine(self._rules_of(agent), state, self._rules_for)
         self._tool_specs = _tool_specs(agent)
+        self._hooks = bool(agent.middleware)
         # Session start hooks run before the first step this actor prepares.
         self._startup_hooks_due = True
 
@@ -107,7 +108,9 @@ class TurnDriver:
         return TurnRules(
             session_id=self._state.session_id,
             max_steps=agent.max_steps,
-            prepares_steps=bool(agent.middleware),
+            # A function's instructions are evaluated as a step is prepared.
+            prepares_steps=bool(agent.middleware)
+            or agent.instructions_function is not None,
             reviews_input=any_implements(agent.middleware, "user_prompt"),
             tool_names=tools,
             needs_approval=needs_approval,
@@ -128,6 +131,7 @@ class TurnDriver:
         self._state.agent = agent
         self.reviews_input = any_implements(agent.middleware, "user_prompt")
         self._tool_specs = _tool_specs(agent)
+        self._hooks = bool(agent.middleware)
         self._slot.use_agent(agent)
 
     # -- facts in ------------------------------------------------------------------
@@ -138,10 +142,14 @@ class TurnDriver:
         kind: str,
         text: str,
         attachments: tuple[SessionFileReference, ...],
+        deps: Any = None,
     ) -> None:
-        """Starts a turn for input a caller submitted to an idle session."""
+        """Starts a turn for input a caller submitted to an idle session.
+
+        ``deps``: the run's own dependencies (None: the session's).
+        """
         refs = [msgspec.to_builtins(a) for a in attachments]
-        self._start(TurnInput(submission_id, kind, text, refs))
+        self._start(TurnInput(submission_id, kind, text, refs), deps)
 
     def take(self, fact: ToldFact) -> None:
         """Carries a fact another actor told about the running turn."""
@@ -253,12 +261,12 @@ class TurnDriver:
         """The requests of the running turn that wait for a decision."""
         return self._machine.pending_approvals()
 
-    def _start(self, fact: TurnInput) -> None:
+    def _start(self, fact: TurnInput, deps: Any = None) -> None:
         state = self._state
 
         def announce() -> None:
             if state.run is None:
-                state.run = RunState(fact.submission_id)
+                state.run = RunState(fact.submission_id, deps)
                 state.publish(RunStarted(state.session_id, fact.submission_id))
 
         self._carry(fact, announce)
@@ -274,16 +282,29 @@ class TurnDriver:
                     state.run.turn_ids.append(str(turn.id))
                     slot.begin(turn)
                 case ReviewPrompt(info=prompt):
-                    slot.tell(ReviewInput(prompt))
+                    run = state.run_context(prompt.turn_id)
+                    slot.tell(ReviewInput(msgspec.structs.replace(prompt, context=run)))
                 case PrepareModelStep(turn_id=turn_id, step=step, route=route):
                     context = tuple(state.context)
-                    info = StepInfo(state.session_id, turn_id, step, route, context)
+                    info = StepInfo(
+                        state.session_id,
+                        turn_id,
+                        step,
+                        route,
+                        context,
+                        state.run_context(turn_id),
+                    )
                     startup, self._startup_hooks_due = self._startup_hooks_due, False
                     slot.tell(PrepareStep(info, startup))
                 case RunModelStep(turn_id=turn_id, step=step, route=route):
-                    slot.tell(CallModel(self._model_request(turn_id, step, route)))
+                    model_request = self._model_request(
+                        turn_id, step, route, effect.instructions
+                    )
+                    # pre_tool hooks see the run; no hooks, nothing to build.
+                    seen = state.run_context(turn_id) if self._hooks else None
+                    slot.tell(CallModel(model_request, seen))
                 case RunToolCalls(calls=calls):
-                    slot.run_calls(calls)
+                    slot.run_calls(calls, state.tool_run())
                 case AskApprovals(requests=requests):
                     for request in requests:
                         self._ask(request)
@@ -298,9 +319,13 @@ class TurnDriver:
                 case _:
                     assert_never(effect)
 
-    def _model_request(self, turn_id: str, step: int, route: str) -> ModelRequest:
+    def _model_request(
+        self, turn_id: str, step: int, route: str, instructions: str | None
+    ) -> ModelRequest:
         return ModelRequest(
-            instructions=self._state.agent.instructions,
+            instructions=(
+                self._state.agent.instructions if instructions is None else instructions
+            ),
             items=tuple(self._state.context),
             tools=self._tool_specs,
             route=route,

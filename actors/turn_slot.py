@@ -71,10 +71,15 @@ class TurnActorSlot:
         assert self.running is not None
         self.running.tell(message)
 
-    def run_calls(self, calls: tuple[dict[str, Any], ...]) -> None:
-        """Runs tool calls recorded as started; their outputs come as facts."""
+    def run_calls(
+        self, calls: tuple[dict[str, Any], ...], run: dict[str, Any] | None = None
+    ) -> None:
+        """Runs tool calls recorded as started; their outputs come as facts.
+
+        ``run``: what their ToolContexts carry (see ``tool_order``).
+        """
         if self._post_tool:
-            self.tell(RunCalls(calls))
+            self.tell(RunCalls(calls, run))
             return
         number, turn_id = self._turn
         try:
@@ -87,6 +92,7 @@ class TurnActorSlot:
                         turn_id,
                         call,
                         reply_to=self._session,
+                        run=run,
                     )
                 )
         except pykka.ActorDeadError as gone:  # the runtime is closing

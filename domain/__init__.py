@@ -7,6 +7,7 @@ turnlog's error tree.
 
 from turnlog.domain.chain import ChainHead
 from turnlog.domain.errors import TurnlogError
+from turnlog.domain.instructions import InstructionsEvaluated
 from turnlog.domain.protocol import Event, EventMsg, Op
 from turnlog.domain.session import Session
 from turnlog.domain.translation import EventTranslator
@@ -17,6 +18,7 @@ __all__ = [
     "Event",
     "EventMsg",
     "EventTranslator",
+    "InstructionsEvaluated",
     "Op",
     "Session",
     "Turn",

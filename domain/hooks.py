@@ -7,6 +7,7 @@ from typing import Any
 import msgspec
 
 from turnlog.domain.model import Item
+from turnlog.domain.run_context import RunContext
 
 
 class HookResult(msgspec.Struct, frozen=True):
@@ -43,6 +44,9 @@ class SessionStartInfo(msgspec.Struct, frozen=True):
 
     session_id: str
     source: str
+    context: RunContext[object] | None = None
+    """The run: agent name, shared state, the user's deps (None in an info
+    built outside a session, as in a test)."""
 
 
 class UserPromptInfo(msgspec.Struct, frozen=True):
@@ -60,6 +64,9 @@ class UserPromptInfo(msgspec.Struct, frozen=True):
     text: str
     attachments: tuple[dict[str, Any], ...]
     kind: str = "prompt"
+    context: RunContext[object] | None = None
+    """The run: agent name, shared state, the user's deps (None in an info
+    built outside a session, as in a test)."""
 
 
 class StepInfo(msgspec.Struct, frozen=True):
@@ -70,6 +77,9 @@ class StepInfo(msgspec.Struct, frozen=True):
     step: int
     route: str
     items: tuple[Item, ...]
+    context: RunContext[object] | None = None
+    """The run: agent name, shared state, the user's deps (None in an info
+    built outside a session, as in a test)."""
 
 
 class ToolCallInfo(msgspec.Struct, frozen=True):
@@ -82,6 +92,9 @@ class ToolCallInfo(msgspec.Struct, frozen=True):
     arguments: str
     output: str | None = None
     is_error: bool = False
+    context: RunContext[object] | None = None
+    """The run: agent name, shared state, the user's deps (None in an info
+    built outside a session, as in a test)."""
 
 
 class CompactionInfo(msgspec.Struct, frozen=True):
@@ -91,3 +104,6 @@ class CompactionInfo(msgspec.Struct, frozen=True):
     turn_id: str
     compaction_id: str
     estimated_tokens: int
+    context: RunContext[object] | None = None
+    """The run: agent name, shared state, the user's deps (None in an info
+    built outside a session, as in a test)."""

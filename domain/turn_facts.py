@@ -76,6 +76,9 @@ class StepPrepared(msgspec.Struct, frozen=True):
     compaction: tuple[str, list[Any], dict[str, int] | None] | None
     stop: str | None
     error: str | None
+    instructions: str | None = None
+    """What the agent's instructions function gave for the step (None when
+    the agent's instructions are static text)."""
 
 
 class StepSucceeded(msgspec.Struct, frozen=True):
@@ -255,6 +258,8 @@ class RunModelStep(msgspec.Struct, frozen=True, tag="run_model_step"):
     turn_id: str
     step: int
     route: str
+    instructions: str | None = None
+    """The step's instructions, where a function gave them (recorded)."""
 
 
 class RunToolCalls(msgspec.Struct, frozen=True, tag="run_tool_calls"):

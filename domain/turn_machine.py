@@ -65,6 +65,7 @@ from typing import assert_never
 from turnlog.domain.approval import ApprovalRequest
 from turnlog.domain.errors import UsageError
 from turnlog.domain.hooks import UserPromptInfo
+from turnlog.domain.instructions import record_instructions
 from turnlog.domain.model import final_text, tool_calls_in
 from turnlog.domain.protocol import Interrupt
 from turnlog.domain.run import RunStatus
@@ -307,7 +308,7 @@ class TurnMachine:
             turn.warn(stop)
             effects = self._complete(turn, None)
         else:
-            effects = self._call_model(turn)
+            effects = self._call_model(turn, fact.instructions)
         return Transition((session, turn), effects)
 
     def _on_step_succeeded(self, fact: StepSucceeded) -> Transition:
@@ -491,10 +492,11 @@ class TurnMachine:
         self._rules = self._rules_for(name)
         return (SwitchAgent(name),)
 
-    def _call_model(self, turn: Turn) -> Effects:
+    def _call_model(self, turn: Turn, instructions: str | None = None) -> Effects:
         route = self._state.session.model_route
         step = turn.start_step(route, *self._rules.model_identity(route))
-        return (RunModelStep(str(turn.id), step, route),)
+        record_instructions(turn, step, instructions)  # where a function gave them
+        return (RunModelStep(str(turn.id), step, route, instructions),)
 
     def _complete(
         self, turn: Turn, final_output: str | None, *, settled: bool = False

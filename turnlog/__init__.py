@@ -3,6 +3,7 @@
 from turnlog.agent import Agent
 from turnlog.approvals import ApprovalBroker
 from turnlog.config import ApprovalProvider, RunConfig
+from turnlog.context import RunContext
 from turnlog.domain.approval import ApprovalDecision, ApprovalRequest
 from turnlog.domain.context import Message
 from turnlog.domain.errors import (
@@ -117,6 +118,7 @@ __all__ = [
     "QueuedInput",
     "ReplayError",
     "RunConfig",
+    "RunContext",
     "RunEvent",
     "RunFinished",
     "RunHandle",

@@ -9,6 +9,8 @@ from typing import Any
 
 import msgspec
 
+from turnlog.actors.instructions import function_name
+from turnlog.context import InstructionsFunction, deps_checker
 from turnlog.domain.errors import InvalidInputError
 from turnlog.domain.handoff import HandoffTool, handoff_spec, handoff_tool_name
 from turnlog.domain.model import ModelProvider, is_provider
@@ -33,7 +35,11 @@ class Agent:
         model: the provider of model steps (a ``ScriptedModel`` in tests), or
             a ``ModelRouter`` of named routes.
         instructions: the system instructions sent with every request; they
-            are not a message of the conversation.
+            are not a message of the conversation. Or a function (plain or
+            ``async``) of a :class:`~turnlog.RunContext` that gives them,
+            evaluated before each model step; what it gave is recorded
+            with the step (``InstructionsEvaluated``), and the digest names
+            the function by ``module.qualname``.
         tools: the tools the model may call (built with ``function_tool``).
         model_route: the route new sessions start on (default: the router's
             default, or ``default`` for a single model).
@@ -52,6 +58,10 @@ class Agent:
             (see ``turnlog.handoffs``).
         handoff_description: what this agent is for, as the description
             of the tool that hands off to it.
+        deps_type: the type of the dependencies given to its sessions
+            (``deps=``): anything else is refused with InvalidInputError. A
+            class, a generic alias (its origin is checked), a union, or a
+            ``@runtime_checkable`` Protocol; ``Any`` or None checks nothing.
     """
 
     def __init__(
@@ -59,7 +69,7 @@ class Agent:
         name: str,
         *,
         model: ModelProvider | ModelRouter,
-        instructions: str = "",
+        instructions: str | InstructionsFunction = "",
         tools: Sequence[FunctionTool] = (),
         model_route: str | None = None,
         max_steps: int = DEFAULT_MAX_STEPS,
@@ -68,49 +78,34 @@ class Agent:
         mcp_servers: Sequence[McpServer] = (),
         handoffs: Sequence[Agent | str] = (),
         handoff_description: str = "",
+        deps_type: object = None,
     ) -> None:
         if not isinstance(name, str) or not name:
             msg = "an agent needs a non-empty name"
             raise InvalidInputError(msg)
-        if isinstance(model, ModelRouter):
-            router = model
-        elif is_provider(model):
-            router = ModelRouter(model_route or DEFAULT_ROUTE, model)
-        else:
-            kind = type(model).__name__
-            msg = (
-                f"model must provide 'async respond(request, on_delta=...)', got {kind}"
-            )
-            raise InvalidInputError(msg)
+        router = _router_of(model, model_route)
         route = model_route or router.default
         router.provider(route)  # an unknown route is refused here
-        for layer in middleware:
-            if not isinstance(layer, Middleware):
-                msg = f"middleware must subclass turnlog.Middleware, not {layer!r}"
-                raise InvalidInputError(msg)
+        _check_middleware(middleware)
         if usage_observer is not None and not callable(usage_observer):
             msg = "usage_observer must be callable"
             raise InvalidInputError(msg)
-        if not isinstance(instructions, str):
-            msg = "instructions must be a str"
+        function: InstructionsFunction | None = None
+        if callable(instructions):
+            function, instructions = instructions, ""
+        elif not isinstance(instructions, str):
+            msg = "instructions must be a str or a function of the RunContext"
             raise InvalidInputError(msg)
-        by_name: dict[str, FunctionTool] = {}
-        for tool in tools:
-            if not isinstance(tool, FunctionTool):
-                msg = (
-                    f"tools must be FunctionTool objects (@function_tool), not {tool!r}"
-                )
-                raise InvalidInputError(msg)
-            if tool.name in by_name:
-                msg = f"two tools are named {tool.name!r}"
-                raise InvalidInputError(msg)
-            by_name[tool.name] = tool
+        by_name = _tools_by_name(tools)
         if not isinstance(max_steps, int) or max_steps < 1:
             msg = "max_steps must be a positive int"
             raise InvalidInputError(msg)
         self._name = name
         self._router = router
         self._instructions = instructions
+        self._instructions_function = function
+        self._deps_type = deps_type
+        self._deps_check = deps_checker(deps_type)
         self._tools = by_name
         self._route = route
         self._max_steps = max_steps
@@ -134,8 +129,26 @@ class Agent:
 
     @property
     def instructions(self) -> str:
-        """The system instructions."""
+        """The system instructions ("" where a function gives them)."""
         return self._instructions
+
+    @property
+    def instructions_function(self) -> InstructionsFunction | None:
+        """The function that gives the instructions per step, if any."""
+        return self._instructions_function
+
+    @property
+    def deps_type(self) -> object:
+        """The type sessions' dependencies must have (None: any)."""
+        return self._deps_type
+
+    def check_deps(self, deps: object) -> None:
+        """Raises InvalidInputError if ``deps`` is not of ``deps_type``.
+
+        None passes: a session may run without dependencies.
+        """
+        if deps is not None:
+            self._deps_check(deps)
 
     @property
     def model(self) -> ModelProvider:
@@ -174,7 +187,7 @@ class Agent:
         """
         arguments: dict[str, Any] = {
             "model": self._router,
-            "instructions": self._instructions,
+            "instructions": self._instructions_function or self._instructions,
             "tools": tuple(self._tools.values()),
             "model_route": self._route,
             "max_steps": self._max_steps,
@@ -183,6 +196,7 @@ class Agent:
             "mcp_servers": self._mcp_servers,
             "handoffs": self._handoffs,
             "handoff_description": self._handoff_description,
+            "deps_type": self._deps_type,
         }
         unknown = set(changes) - set(arguments) - {"name"}
         if unknown:
@@ -242,6 +256,10 @@ class Agent:
             described["mcp_servers"] = [s.describe() for s in self._mcp_servers]
         if self._handoffs:  # the same
             described["handoffs"] = [handoff_target_name(t) for t in self._handoffs]
+        if self._instructions_function is not None:  # likewise
+            described["instructions_function"] = function_name(
+                self._instructions_function
+            )
         encoded = msgspec.json.encode(described, order="sorted")
         return hashlib.sha256(encoded).hexdigest()[:16]
 
@@ -414,3 +432,35 @@ def session_agent(root: Agent) -> Agent:
             bound[name]._graph = bound
         graph = bound
     return graph[root.name]
+
+
+def _router_of(
+    model: ModelProvider | ModelRouter, model_route: str | None
+) -> ModelRouter:
+    if isinstance(model, ModelRouter):
+        return model
+    if is_provider(model):
+        return ModelRouter(model_route or DEFAULT_ROUTE, model)
+    kind = type(model).__name__
+    msg = f"model must provide 'async respond(request, on_delta=...)', got {kind}"
+    raise InvalidInputError(msg)
+
+
+def _check_middleware(middleware: Sequence[Middleware]) -> None:
+    for layer in middleware:
+        if not isinstance(layer, Middleware):
+            msg = f"middleware must subclass turnlog.Middleware, not {layer!r}"
+            raise InvalidInputError(msg)
+
+
+def _tools_by_name(tools: Sequence[FunctionTool]) -> dict[str, FunctionTool]:
+    by_name: dict[str, FunctionTool] = {}
+    for tool in tools:
+        if not isinstance(tool, FunctionTool):
+            msg = f"tools must be FunctionTool objects (@function_tool), not {tool!r}"
+            raise InvalidInputError(msg)
+        if tool.name in by_name:
+            msg = f"two tools are named {tool.name!r}"
+            raise InvalidInputError(msg)
+        by_name[tool.name] = tool
+    return by_name

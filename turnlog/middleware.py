@@ -34,6 +34,10 @@ input is recorded, or raise ``InputRejectedError``), the hook sees
 ``info.turn_id`` None, and it judges the input as the session is when it
 is submitted, not when it runs. Its context and stop apply when it runs.
 Reviews of one session run one at a time, in the order submitted.
+
+Every info carries ``context``, a :class:`~turnlog.RunContext`: the
+agent's name, the shared state as the hook runs, and the run's ``deps``
+(the user's live dependencies, never recorded; typed ``object`` here).
 """
 
 from __future__ import annotations

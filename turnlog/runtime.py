@@ -25,6 +25,7 @@ from turnlog.actors.io_loop import IoLoop
 from turnlog.actors.messages import ClosedQuery, LeaseLost
 from turnlog.actors.revive import load_turn, recover_turn
 from turnlog.actors.session_actor import SessionActor, SessionServices, SessionSettings
+from turnlog.actors.session_parts import SessionDeps
 from turnlog.actors.tool_executor import DEFAULT_MAX_CONCURRENCY, ToolExecutorActor
 from turnlog.agent import Agent, session_agent
 from turnlog.approvals import ApprovalBroker
@@ -188,6 +189,7 @@ class Runtime:
         session_id: str | None = None,
         shared_state: dict[str, Any] | None = None,
         run_config: RunConfig | None = None,
+        deps: object = None,
     ) -> AgentSession:
         """Opens the session ``session_id`` (created if the log has none).
 
@@ -200,6 +202,12 @@ class Runtime:
         The session passivates after the run config's ``idle_timeout``
         idle (its actor stops, its lease is given back); the handle starts
         it again on its next call.
+
+        ``deps`` are the session's dependencies, handed to its tools, hooks
+        and instructions function (a prompt may give its own): live objects,
+        never recorded, so pass them again when the session is opened after
+        a restart. Given for a session open here, they replace its deps.
+        They must be of the agent's ``deps_type`` (InvalidInputError).
         """
         self._check_open()
         if not isinstance(agent, Agent):
@@ -221,11 +229,13 @@ class Runtime:
             raise InvalidInputError(msg)
         if shared_state:  # checked before a lease is taken or anything written
             check_json_data(shared_state, "shared state")
+        agent.check_deps(deps)
         settings = SessionSettings(
             approval_policy=config.approval_policy,
             approval_provider=config.approval_provider,
             approval_timeout=config.approval_timeout,
             idle_timeout=config.idle_timeout,
+            deps=SessionDeps(deps),
         )
         with self._lock:
             self._check_open()
@@ -235,6 +245,8 @@ class Runtime:
                     msg = f"session {chosen!r} is already open here with another agent"
                     raise UsageError(msg)
                 activation = live
+                if deps is not None:
+                    activation.settings.deps.value = deps
                 closed = activation.ask(ClosedQuery())  # awaited after the lock
             else:
                 live = None
@@ -261,6 +273,7 @@ class Runtime:
             config.event_buffer,
             self._closed,
             stopped_by=functools.partial(self.store.refusal, chosen),
+            check_deps=agent.check_deps,
         )
         if shared_state and live is not None:
             handle.update_shared_state(**shared_state)
@@ -361,13 +374,18 @@ class Runtime:
         session_id: str | None = None,
         shared_state: dict[str, Any] | None = None,
         run_config: RunConfig | None = None,
+        deps: object = None,
     ) -> AgentHandle:
-        """The protocol face of a session: ``submit(op)`` and ``next_event()``."""
+        """The protocol face of a session: ``submit(op)`` and ``next_event()``.
+
+        ``deps`` as for ``create_session``: every input submitted runs with them.
+        """
         session = self.create_session(
             agent,
             session_id=session_id,
             shared_state=shared_state,
             run_config=run_config,
+            deps=deps,
         )
         return AgentHandle(session)
 

@@ -230,9 +230,12 @@ class AgentSession:
         event_buffer: int,
         runtime_closed: threading.Event | None = None,
         stopped_by: Callable[[], TurnlogError | None] | None = None,
+        *,
+        check_deps: Callable[[object], None] | None = None,
     ):
         self._actor = _ActorHandle(session_id, activation, runtime_closed, stopped_by)
         self._event_buffer = event_buffer
+        self._check_deps = check_deps
 
     @property
     def session_id(self) -> str:
@@ -244,12 +247,14 @@ class AgentSession:
             raise self._actor.closed_error()
 
     def _start(
-        self, text: str, attachments: Sequence[SessionFileReference]
+        self, text: str, attachments: Sequence[SessionFileReference], deps: object
     ) -> concurrent.futures.Future[RunResult]:
         check_input("prompt", text)
         refs = check_attachments(attachments)
+        if deps is not None and self._check_deps is not None:
+            self._check_deps(deps)
         waiter: concurrent.futures.Future[RunResult] = concurrent.futures.Future()
-        self._actor.tell(StartPrompt(text, refs, waiter))
+        self._actor.tell(StartPrompt(text, refs, waiter, deps))
         return waiter
 
     def prompt(
@@ -258,18 +263,27 @@ class AgentSession:
         *,
         attachments: Sequence[SessionFileReference] = (),
         timeout: float | None = None,
+        deps: object = None,
     ) -> RunResult:
         """Runs ``text`` (and any queued follow-ups); returns when the run ends.
 
+        ``deps``: dependencies for this run's tools, hooks and instructions
+        in place of the session's (never recorded; checked against the
+        agent's ``deps_type``, InvalidInputError if they do not fit).
+
         Raises SessionBusyError, recording nothing, if a run is in progress.
         """
-        return self._start(text, attachments).result(timeout)
+        return self._start(text, attachments, deps).result(timeout)
 
     async def prompt_async(
-        self, text: str, *, attachments: Sequence[SessionFileReference] = ()
+        self,
+        text: str,
+        *,
+        attachments: Sequence[SessionFileReference] = (),
+        deps: object = None,
     ) -> RunResult:
         """``prompt`` for asyncio callers; never blocks the event loop."""
-        waiter = self._start(text, attachments)  # a tell: it never blocks
+        waiter = self._start(text, attachments, deps)  # a tell: it never blocks
         return await asyncio.wrap_future(waiter)
 
     def follow_up(

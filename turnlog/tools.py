@@ -13,15 +13,19 @@ from __future__ import annotations
 import inspect
 import json
 from collections.abc import Callable, Mapping
-from typing import Any, get_type_hints, overload
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Protocol, get_type_hints, overload
 
 import msgspec
 import pydantic
 
-from turnlog.domain.errors import InvalidInputError
+from turnlog.domain.errors import InvalidInputError, UsageError
 from turnlog.domain.model import ToolSpec
+from turnlog.domain.run_context import Deps, RunContext
 
 ApprovalRule = bool | Callable[[dict[str, Any]], bool]
+_NO_STATE: Mapping[str, Any] = MappingProxyType({})
 
 
 class ToolResult(msgspec.Struct, frozen=True):
@@ -40,12 +44,54 @@ class ToolResult(msgspec.Struct, frozen=True):
     media: tuple[dict[str, str], ...] = ()
 
 
-class ToolContext(msgspec.Struct, frozen=True):
-    """Where a call runs; a handler gets it if it has a ``context`` parameter."""
+class SharedStateUpdater(Protocol):
+    """How a ToolContext reaches its session (the session gives one)."""
 
-    session_id: str
+    def update(self, changes: dict[str, Any]) -> dict[str, Any]: ...
+
+    async def update_async(self, changes: dict[str, Any]) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolContext(RunContext[Deps]):
+    """Where a call runs; a handler gets it if it has a ``context`` parameter.
+
+    A :class:`RunContext` (session and turn ids, the agent's name, the
+    shared state as the call started, the run's ``deps``) and the call's
+    id. Annotate it ``ToolContext[MyDeps]`` to type ``context.deps``.
+    """
+
     turn_id: str
+    """The id of the turn that made the call."""
     call_id: str
+    """The id of the call, as the model gave it."""
+    updater: SharedStateUpdater | None = field(default=None, repr=False, compare=False)
+    """The session's side of ``update_shared_state`` (None outside a session)."""
+
+    def update_shared_state(self, **changes: Any) -> dict[str, Any]:
+        """Sets keys of the session's shared state; returns the new state.
+
+        Recorded (``SharedStateUpdated``) before this returns, so before
+        the call's output. Waits for the session: in an ``async`` tool use
+        :meth:`update_shared_state_async` (this raises UsageError there).
+
+        Raises:
+            SessionClosedError: the session is closed.
+            UsageError: the call is no longer running (it timed out, or its
+                turn ended), or this was called on the event loop.
+            InvalidInputError: a value is not JSON data.
+        """
+        return self._updater().update(changes)
+
+    async def update_shared_state_async(self, **changes: Any) -> dict[str, Any]:
+        """:meth:`update_shared_state` for async tools (never blocks the loop)."""
+        return await self._updater().update_async(changes)
+
+    def _updater(self) -> SharedStateUpdater:
+        if self.updater is None:
+            msg = "this ToolContext belongs to no running session"
+            raise UsageError(msg)
+        return self.updater
 
 
 def _result(value: Any) -> ToolResult:
@@ -189,9 +235,13 @@ class FunctionTool:
             return ToolResult(f"arguments are not valid JSON: {error}", is_error=True)
         if self._wants_context:
             kwargs["context"] = ToolContext(
-                str(context.get("session_id", "")),
-                str(context.get("turn_id", "")),
-                str(context.get("call_id", "")),
+                session_id=str(context.get("session_id", "")),
+                turn_id=str(context.get("turn_id", "")),
+                call_id=str(context.get("call_id", "")),
+                agent_name=str(context.get("agent_name", "")),
+                shared_state=context.get("shared_state", _NO_STATE),
+                deps=context.get("deps"),
+                updater=context.get("shared_state_writer"),
             )
         return kwargs
 

@@ -146,6 +146,14 @@ ROWS: list[tuple[str, dict[str, Any], Given, Any, list[str], list[str]]] = [
         ["RunModelStep(1)"],
     ),
     (
+        "a prepared step records the instructions a function gave it",
+        {"middleware": True},
+        [PROMPT],
+        msgspec.structs.replace(prepared(), instructions="Be kind."),
+        ["ModelStepStarted", "InstructionsEvaluated"],
+        ["RunModelStep(1)"],
+    ),
+    (
         "a failed preparation fails its compaction and the turn",
         {"middleware": True},
         [PROMPT, CompactionBegan(1, "k1", "context too long")],
@@ -437,3 +445,13 @@ def test_every_transition_in_the_table_is_taken_by_a_row() -> None:
         taken |= run_row(options, given, fact)[1]
     missing = [row for row in table() if not any(matches(row, t) for t in taken)]
     assert missing == []
+
+
+def test_the_instructions_a_function_gave_go_with_the_step_they_were_for() -> None:
+    harness = harness_at({"middleware": True}, [PROMPT])
+    fact = msgspec.structs.replace(prepared(), instructions="Be kind.")
+    transition = harness.machine.take(fact)
+    [effect] = transition.effects
+    assert (effect.step, effect.instructions) == (1, "Be kind.")  # type: ignore[union-attr]
+    evaluated = harness.held.turn.collect_events()[-1]  # type: ignore[union-attr]
+    assert (evaluated.step, evaluated.instructions) == (1, "Be kind.")

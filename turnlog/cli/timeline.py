@@ -21,6 +21,7 @@ import msgspec
 from turnlog.domain.chain import SEQ_FIELD
 from turnlog.domain.events import event_name
 from turnlog.domain.handoff import AgentHandedOff
+from turnlog.domain.instructions import InstructionsEvaluated
 from turnlog.domain.model import final_text, tool_calls_in
 from turnlog.domain.session import (
     ContextRewritten,
@@ -272,6 +273,8 @@ def _turn_summary(event: object, seen: Seen) -> str | None:
             return f"input refused: {one_line(reason)}"
         case ModelStepStarted(step=step, route=route):
             return ", ".join(_step(step, route))
+        case InstructionsEvaluated(step=step, instructions=instructions):
+            return f"step {step} sent with instructions {_quoted(instructions)}"
         case ModelStepCompleted():
             return _step_completed(event, seen)
         case ModelStepFailed(step=step, error_type=error_type, message=message):
