@@ -106,10 +106,13 @@ class TurnDriver:
                 new_request_id=lambda: uuid.uuid4().hex,
                 model_identity=route_identity,
                 tool_identity=tool_identity,
+                output_retries=agent.output_retries,
             ),
             state,
         )
         self._tool_specs = tuple(tool.spec for tool in tools.values())
+        answer_format = agent.output_format
+        self._output_schema = None if answer_format is None else answer_format.schema
         # Session start hooks run before the first step this actor prepares.
         self._startup_hooks_due = True
 
@@ -288,6 +291,7 @@ class TurnDriver:
             session_id=self._state.session_id,
             turn_id=turn_id,
             step=step,
+            output_schema=self._output_schema,
         )
 
     def _ask(self, request: ApprovalRequest) -> None:
@@ -315,6 +319,7 @@ class TurnDriver:
                 end.final_output,
                 end.error,
             )
+            run.output = end.output
         if not self.start_next_queued():
             self._finish_run()
 
@@ -333,6 +338,13 @@ class TurnDriver:
                 usage=dict(state.session.usage_totals),
                 error=run.error,
             )
+            answer_format = state.agent.output_format
+            if answer_format is not None and run.output is not msgspec.UNSET:
+                result = msgspec.structs.replace(
+                    result,
+                    output_json=run.output,
+                    typed_output=answer_format.load(run.output),
+                )
             state.latest_run = result
             state.publish(RunFinished(state.session_id, run.status, result))
             for waiter in run.waiters:

@@ -12,7 +12,11 @@ from typing import Any, Literal
 
 import msgspec
 
+from turnlog.domain.errors import OutputValidationError
 from turnlog.domain.protocol import Event
+
+_REJECTED = "OutputValidationError: "
+"""How a run's error starts when its answer was refused for good."""
 
 RunStatus = Literal["completed", "failed", "aborted"]
 
@@ -28,11 +32,43 @@ class RunResult(msgspec.Struct, frozen=True):
     shared_state: dict[str, Any]
     usage: dict[str, int]
     error: str | None = None
+    output_json: Any = msgspec.UNSET
+    """The last turn's answer as recorded (the validated JSON data), for an
+    agent with an ``output_type``; UNSET for any other."""
+    typed_output: Any = msgspec.UNSET
+    """That answer as the agent's ``output_type`` (built from
+    ``output_json``); in memory only, never serialized (see ``as_json``)."""
 
     @property
     def completed(self) -> bool:
         """Whether the run's last turn completed normally."""
         return self.status == "completed"
+
+    @property
+    def output(self) -> Any:
+        """The answer: an object of the agent's ``output_type`` (validated),
+        or the text (``final_output``) for an agent without one.
+
+        Raises:
+            OutputValidationError: the run failed because no answer of the
+                model validated (retries included); it names the field.
+        """
+        if self.error is not None and self.error.startswith(_REJECTED):
+            raise OutputValidationError(self.error.removeprefix(_REJECTED))
+        if self.typed_output is msgspec.UNSET:
+            return self.final_output
+        return self.typed_output
+
+    def as_json(self) -> dict[str, Any]:
+        """The result as JSON data; ``output`` is the recorded answer, when
+        the agent has an output type."""
+        plain = msgspec.structs.replace(
+            self, output_json=msgspec.UNSET, typed_output=msgspec.UNSET
+        )
+        fields: dict[str, Any] = msgspec.to_builtins(plain)
+        if self.output_json is not msgspec.UNSET:
+            fields["output"] = self.output_json
+        return fields
 
 
 class QueuedInput(msgspec.Struct, frozen=True):

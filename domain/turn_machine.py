@@ -24,6 +24,7 @@ Transitions (``State --(Fact)--> State [effects]``)::
     ModelCall --(StepSucceeded)-->   Preparing [PrepareModelStep]
     ModelCall --(StepSucceeded)-->   ModelCall [RunModelStep]
     ModelCall --(StepSucceeded)-->   Idle      [EndTurn]
+      (a checked final answer sent back to the model: Preparing, ModelCall)
     ModelCall --(StepFailed)-->      Idle      [EndTurn]
     Tools     --(ToolFinished)-->    Tools     []
     Tools     --(ToolFinished)-->    Preparing [PrepareModelStep]
@@ -53,9 +54,9 @@ a refused one raises before it triggers anything (:meth:`TurnMachine.take`).
 
 from __future__ import annotations
 
-import enum
 from typing import assert_never
 
+from turnlog.domain.answers import settle_answer
 from turnlog.domain.approval import ApprovalRequest
 from turnlog.domain.errors import UsageError
 from turnlog.domain.hooks import UserPromptInfo
@@ -65,6 +66,7 @@ from turnlog.domain.run import RunStatus
 from turnlog.domain.turn import Turn
 from turnlog.domain.turn_facts import (
     IGNORED,
+    AnswerChecked,
     AskApprovals,
     BeginTurn,
     CompactionBegan,
@@ -73,6 +75,7 @@ from turnlog.domain.turn_facts import (
     EndTurn,
     Fact,
     InputReviewed,
+    Phase,
     PrepareModelStep,
     Resumed,
     ReviewPrompt,
@@ -104,23 +107,6 @@ INTERRUPT_REASON = "interrupted"
 APPROVAL_ABORT_REASON = "aborted at approval"
 
 Effects = tuple[Effect, ...]
-
-
-class Phase(enum.Enum):
-    """Where a running turn is; derived from the aggregates, never stored."""
-
-    IDLE = "Idle"
-    """No turn runs."""
-    REVIEWING = "Reviewing"
-    """The user_prompt hooks review the input the turn was started for."""
-    PREPARING = "Preparing"
-    """The hooks (and compaction) prepare the next model step."""
-    MODEL_CALL = "ModelCall"
-    """A model step runs."""
-    TOOLS = "Tools"
-    """Calls of the last step have no output yet; none waits for approval."""
-    APPROVAL = "Approval"
-    """A call of the last step waits for an approval decision."""
 
 
 class TurnMachine:
@@ -313,7 +299,9 @@ class TurnMachine:
                 not_run = "not run: a hook stopped the turn"
                 turn.finish_tool_call(call["call_id"], not_run, is_error=True)
             turn.warn(fact.stop)
-        if fact.stop is not None or not calls:
+        if fact.stop is None and not calls and fact.answer is not None:
+            effects = self._answer(turn, fact.step, final_text(output), fact.answer)
+        elif fact.stop is not None or not calls:
             effects = self._complete(turn, final_text(output), settled=True)
         else:
             to_run, asks = sort_calls(turn, calls, self._rules, session.allowed_tools)
@@ -462,6 +450,23 @@ class TurnMachine:
             return (PrepareModelStep(str(turn.id), turn.steps + 1, route),)
         take_steers(self._state.session, turn, self._state.reviewed)
         return self._call_model(turn)
+
+    def _answer(
+        self, turn: Turn, step: int, text: str | None, check: AnswerChecked
+    ) -> Effects:
+        """A checked final answer: delivered, sent back, or the turn ends."""
+        match settle_answer(turn, step, check, self._rules.output_retries):
+            case "deliver":
+                self._state.session.complete_turn(turn.number, text)
+                return self._ended(EndTurn("completed", text, None, True, check.output))
+            case "retry":
+                return self._next_step(turn)
+            case "stop":
+                return self._abort(turn, f"answer stopped: {check.stop}", failed=False)
+            case _:
+                reason = f"answer rejected: {check.rejection}"
+                error = f"OutputValidationError: {check.rejection}"
+                return self._abort(turn, reason, failed=True, error=error)
 
     def _call_model(self, turn: Turn) -> Effects:
         route = self._state.session.model_route

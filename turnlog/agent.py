@@ -13,6 +13,7 @@ from turnlog.domain.errors import InvalidInputError
 from turnlog.domain.model import ModelProvider, is_provider
 from turnlog.mcp.tools import McpServer, McpTool, session_tools
 from turnlog.middleware import Middleware
+from turnlog.output import OutputType
 from turnlog.routing import ModelRouter
 from turnlog.tools import FunctionTool
 
@@ -44,6 +45,14 @@ class Agent:
         mcp_servers: MCP servers whose tools the model may call too; each
             session reads their tool lists when it starts (see
             ``turnlog.McpServer``).
+        output_type: the type of the final answer (a pydantic model, a
+            dataclass, a TypedDict, a msgspec Struct, a list or union of
+            them); ``str`` (the default) is free text. The model is asked
+            for JSON of its schema, the answer is validated, and
+            ``result.output`` is the typed object (see ``turnlog.output``).
+        output_retries: how many refused final answers (invalid output, or
+            a ``final_answer`` hook's rejection) go back to the model with
+            the reason before the turn fails with OutputValidationError.
     """
 
     def __init__(
@@ -58,6 +67,8 @@ class Agent:
         middleware: Sequence[Middleware] = (),
         usage_observer: UsageObserver | None = None,
         mcp_servers: Sequence[McpServer] = (),
+        output_type: Any = str,
+        output_retries: int = 1,
     ) -> None:
         if not isinstance(name, str) or not name:
             msg = "an agent needs a non-empty name"
@@ -98,6 +109,17 @@ class Agent:
         if not isinstance(max_steps, int) or max_steps < 1:
             msg = "max_steps must be a positive int"
             raise InvalidInputError(msg)
+        if (
+            isinstance(output_retries, bool)
+            or not isinstance(output_retries, int)
+            or output_retries < 0
+        ):
+            msg = "output_retries must be an int, 0 or more"
+            raise InvalidInputError(msg)
+        self._output_type = output_type
+        free_text = output_type is str or output_type is None
+        self._output = None if free_text else OutputType(output_type)
+        self._output_retries = output_retries
         self._name = name
         self._router = router
         self._instructions = instructions
@@ -163,6 +185,8 @@ class Agent:
             "middleware": self._middleware,
             "usage_observer": self._usage_observer,
             "mcp_servers": self._mcp_servers,
+            "output_type": self._output_type,
+            "output_retries": self._output_retries,
         }
         unknown = set(changes) - set(arguments) - {"name"}
         if unknown:
@@ -203,6 +227,21 @@ class Agent:
         return bound
 
     @property
+    def output_type(self) -> Any:
+        """The type of the final answer (``str``: free text)."""
+        return self._output_type
+
+    @property
+    def output_format(self) -> OutputType | None:
+        """The output type's schema and validator (None for free text)."""
+        return self._output
+
+    @property
+    def output_retries(self) -> int:
+        """Refused final answers that go back to the model before the turn fails."""
+        return self._output_retries
+
+    @property
     def max_steps(self) -> int:
         """Model steps one turn may take."""
         return self._max_steps
@@ -220,6 +259,10 @@ class Agent:
         }
         if self._mcp_servers:  # absent otherwise: older digests stay as they were
             described["mcp_servers"] = [s.describe() for s in self._mcp_servers]
+        if self._output is not None:  # likewise
+            described["output"] = self._output.describe()
+        if self._output_retries != 1:
+            described["output_retries"] = self._output_retries
         encoded = msgspec.json.encode(described, order="sorted")
         return hashlib.sha256(encoded).hexdigest()[:16]
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 from turnlog.domain.protocol import (
     AgentMessageDeltaMsg,
     AgentMessageMsg,
+    AnswerRejectedMsg,
     ApprovalDecidedMsg,
     ApprovalRequestedMsg,
     ContextRewrittenMsg,
@@ -67,6 +68,7 @@ from turnlog.domain.run import (
 __all__ = [
     "AgentMessageDeltaMsg",
     "AgentMessageMsg",
+    "AnswerRejectedMsg",
     "ApprovalDecidedMsg",
     "ApprovalRequestedMsg",
     "ContextRewrittenMsg",
