@@ -29,7 +29,9 @@ class AnswerCheck:
 
     def __init__(self, answer_format: AnswerFormat | None, layers: Sequence[Any]):
         self._format = answer_format
-        self._layers = tuple(layer for layer in layers if implements(layer, "final_answer"))
+        self._layers = tuple(
+            layer for layer in layers if implements(layer, "final_answer")
+        )
 
     @property
     def needed(self) -> bool:

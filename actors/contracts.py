@@ -81,11 +81,11 @@ class AnswerFormat(Protocol):
     @property
     def schema(self) -> OutputSchema: ...
 
-    def check(self, text: str) -> tuple[Any, Any]:
+    def check(self, text: str) -> tuple[object, object]:
         """(typed object, JSON data) of an answer; raises OutputValidationError."""
         ...
 
-    def load(self, data: Any) -> Any:
+    def load(self, data: object) -> object:
         """The typed object of recorded JSON data."""
         ...
 

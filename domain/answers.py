@@ -94,9 +94,7 @@ def answer_feedback(event: AnswerRejected) -> str:
     return ANSWER_FEEDBACK.format(reason=event.reason, next_attempt=event.attempt + 1)
 
 
-def settle_answer(
-    turn: Turn, step: int, check: AnswerChecked, retries: int
-) -> str:
+def settle_answer(turn: Turn, step: int, check: AnswerChecked, retries: int) -> str:
     """Records what a checked final answer comes to, and says which it is.
 
     Returns ``deliver`` (the turn completes with it), ``retry`` (it goes

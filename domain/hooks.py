@@ -104,7 +104,7 @@ class AnswerInfo(msgspec.Struct, frozen=True):
     turn_id: str
     step: int
     text: str
-    output: Any = None
+    output: object = None
 
 
 class CompactionInfo(msgspec.Struct, frozen=True):

@@ -8,7 +8,7 @@ interactive surface; they are derived, not stored.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import msgspec
 
@@ -17,6 +17,8 @@ from turnlog.domain.protocol import Event
 
 _REJECTED = "OutputValidationError: "
 """How a run's error starts when its answer was refused for good."""
+
+T = TypeVar("T")
 
 RunStatus = Literal["completed", "failed", "aborted"]
 
@@ -32,10 +34,10 @@ class RunResult(msgspec.Struct, frozen=True):
     shared_state: dict[str, Any]
     usage: dict[str, int]
     error: str | None = None
-    output_json: Any = msgspec.UNSET
+    output_json: object = msgspec.UNSET
     """The last turn's answer as recorded (the validated JSON data), for an
     agent with an ``output_type``; UNSET for any other."""
-    typed_output: Any = msgspec.UNSET
+    typed_output: object = msgspec.UNSET
     """That answer as the agent's ``output_type`` (built from
     ``output_json``); in memory only, never serialized (see ``as_json``)."""
 
@@ -45,7 +47,7 @@ class RunResult(msgspec.Struct, frozen=True):
         return self.status == "completed"
 
     @property
-    def output(self) -> Any:
+    def output(self) -> object:
         """The answer: an object of the agent's ``output_type`` (validated),
         or the text (``final_output``) for an agent without one.
 
@@ -58,6 +60,20 @@ class RunResult(msgspec.Struct, frozen=True):
         if self.typed_output is msgspec.UNSET:
             return self.final_output
         return self.typed_output
+
+    def output_as(self, kind: type[T]) -> T:
+        """``output``, checked to be a ``kind`` (the agent's output_type, when
+        it is a class): the typed answer, typed for the type checker too.
+
+        Raises:
+            OutputValidationError: as ``output`` does.
+            TypeError: the answer is not a ``kind``.
+        """
+        answer = self.output
+        if not isinstance(answer, kind):
+            msg = f"the answer is a {type(answer).__name__}, not a {kind.__name__}"
+            raise TypeError(msg)
+        return answer
 
     def as_json(self) -> dict[str, Any]:
         """The result as JSON data; ``output`` is the recorded answer, when

@@ -185,7 +185,9 @@ class EventTranslator:
             case answers.AnswerAccepted(output=output):
                 self.answer = output  # told with the turn's end
                 return []
-            case answers.AnswerRejected(step=step, attempt=n, rejected_by=by, reason=why):
+            case answers.AnswerRejected(
+                step=step, attempt=n, rejected_by=by, reason=why
+            ):
                 rejected = AnswerRejectedMsg(step, n, by, why, event.final)
                 return self._wrap(sequence, [rejected])
             case _:

@@ -29,6 +29,7 @@ from turnlog.domain.run import RunStatus
 from turnlog.domain.session import Session
 from turnlog.domain.turn import Turn
 
+
 class Phase(enum.Enum):
     """Where a running turn is; derived from the aggregates, never stored."""
 

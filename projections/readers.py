@@ -140,6 +140,10 @@ class Checkpoint(msgspec.Struct, frozen=True):
     updated_position: int
     """The log position of the newest event folded into the checkpoint."""
     context: tuple[Item, ...]
+    output: object = msgspec.UNSET
+    """The last answer accepted in the session, as recorded (validated
+    JSON), for an agent with an ``output_type``; UNSET for any other.
+    ``AgentSession.last_output()`` gives it as the typed object."""
 
     def messages(self) -> list[Message]:
         """The user and assistant messages of the context."""

@@ -67,7 +67,7 @@ class Agent:
         middleware: Sequence[Middleware] = (),
         usage_observer: UsageObserver | None = None,
         mcp_servers: Sequence[McpServer] = (),
-        output_type: Any = str,
+        output_type: object = str,
         output_retries: int = 1,
     ) -> None:
         if not isinstance(name, str) or not name:
@@ -227,7 +227,7 @@ class Agent:
         return bound
 
     @property
-    def output_type(self) -> Any:
+    def output_type(self) -> object:
         """The type of the final answer (``str``: free text)."""
         return self._output_type
 

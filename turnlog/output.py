@@ -40,7 +40,15 @@ MAX_ERRORS = 5
 """Validation errors named in one rejection (the rest are counted)."""
 
 _NOT_STRICT = frozenset(
-    {"patternProperties", "prefixItems", "if", "then", "else", "not", "dependentRequired"}
+    {
+        "patternProperties",
+        "prefixItems",
+        "if",
+        "then",
+        "else",
+        "not",
+        "dependentRequired",
+    }
 )
 _FENCE = re.compile(r"^```[a-zA-Z]*\s*\n(.*)\n\s*```$", re.DOTALL)
 
@@ -55,11 +63,11 @@ class OutputType:
         InvalidInputError: no JSON schema can be made for ``annotation``.
     """
 
-    def __init__(self, annotation: Any) -> None:
+    def __init__(self, annotation: object) -> None:
         self.annotation = annotation
         # pydantic validates what it knows; msgspec its own Structs, and
         # what pydantic refuses (a typing.TypedDict before Python 3.12).
-        backends = (_msgspec_backend,)
+        backends: tuple[Callable[[Any], Backend], ...] = (_msgspec_backend,)
         if not _mentions_struct(annotation):
             backends = (_pydantic_backend, _msgspec_backend)
         failures: list[str] = []
@@ -78,7 +86,8 @@ class OutputType:
         )
         schema = _inline_root(schema)
         self.wrapped = not (
-            schema.get("type") == "object" and isinstance(schema.get("properties"), dict)
+            schema.get("type") == "object"
+            and isinstance(schema.get("properties"), dict)
         )
         if self.wrapped:
             schema = _wrap(schema)
@@ -90,7 +99,7 @@ class OutputType:
             description=str(schema.get("description", "")),
         )
 
-    def check(self, text: str) -> tuple[Any, Any]:
+    def check(self, text: str) -> tuple[object, object]:
         """The answer ``text`` validated: (typed object, JSON data to record).
 
         Raises:
@@ -111,7 +120,7 @@ class OutputType:
         typed = self.load(data)
         return typed, self._dump(typed)
 
-    def load(self, data: Any) -> Any:
+    def load(self, data: object) -> object:
         """The typed object of recorded JSON data (OutputValidationError if
         it is not of the type)."""
         try:
@@ -143,7 +152,6 @@ def _pydantic_backend(annotation: Any) -> Backend:
 def _msgspec_backend(annotation: Any) -> Backend:
     schema = msgspec.json.schema(annotation)
     return schema, msgspec.json.Decoder(annotation).decode, msgspec.to_builtins
-
 
 
 def _mentions_struct(annotation: Any) -> bool:
@@ -219,10 +227,7 @@ def _make_strict(node: Any) -> bool:
         node["additionalProperties"] = False
         node["required"] = list(properties)
     for key, child in node.items():
-        if key == "properties":
-            if not all(_make_strict(sub) for sub in child.values()):
-                return False
-        elif key == "$defs":
+        if key in ("properties", "$defs"):
             if not all(_make_strict(sub) for sub in child.values()):
                 return False
         elif not _make_strict(child):
@@ -255,4 +260,3 @@ def _path(location: tuple[int | str, ...]) -> str:
     for part in location:
         path += f"[{part}]" if isinstance(part, int) else f".{part}"
     return path
-

@@ -13,9 +13,10 @@ import threading
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, TypeAlias
+from typing import Any, ClassVar, Protocol, TypeAlias
 
 import msgspec
+import pydantic
 
 from turnlog.domain.errors import ProviderError
 from turnlog.domain.model import (
@@ -28,8 +29,25 @@ from turnlog.domain.model import (
 )
 from turnlog.domain.streaming import DeltaSink, discard_deltas
 
+
+class DataclassAnswer(Protocol):
+    """A dataclass instance (a typed answer)."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+
+TypedAnswer: TypeAlias = (
+    dict[str, Any]
+    | list[object]
+    | msgspec.Struct
+    | pydantic.BaseModel
+    | DataclassAnswer
+)
+"""A typed answer a script plays as its JSON text."""
+
 Scripted: TypeAlias = (
-    "ModelResponse | str | BaseException | Callable[[ModelRequest], Scripted] | Any"
+    "ModelResponse | str | BaseException | TypedAnswer"
+    " | Callable[[ModelRequest], Scripted]"
 )
 """One scripted answer: a response, a text, an error to raise, a typed
 answer (a dict, a list, a dataclass, a msgspec Struct or a pydantic model,
