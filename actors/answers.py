@@ -32,11 +32,9 @@ class AnswerCheck:
         self._layers = tuple(
             layer for layer in layers if implements(layer, "final_answer")
         )
-
-    @property
-    def needed(self) -> bool:
-        """Whether the agent's answers are checked at all."""
-        return self._format is not None or bool(self._layers)
+        self.needed = answer_format is not None or bool(self._layers)
+        """Whether the agent's answers are checked at all (if not, a step's
+        answer costs nothing more than it did before)."""
 
     async def check(
         self, session_id: str, turn_id: str, step: int, text: str | None
