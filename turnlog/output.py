@@ -207,8 +207,30 @@ def _wrap(schema: dict[str, Any]) -> dict[str, Any]:
 
 def _strict_schema(schema: dict[str, Any]) -> dict[str, Any] | None:
     """``schema`` made strict-compatible, or None if it cannot be."""
-    strict = copy.deepcopy(schema)
+    defs = schema.get("$defs", {})
+    try:
+        strict = _unravel(copy.deepcopy(schema), defs, ())
+    except RecursionError:
+        return None
     return strict if _make_strict(strict) else None
+
+
+def _unravel(node: Any, defs: dict[str, Any], expanding: tuple[str, ...]) -> Any:
+    """``node`` with every ``$ref`` that has sibling keys (a described field)
+    replaced by its definition: strict mode takes a ``$ref`` only alone."""
+    if isinstance(node, list):
+        return [_unravel(child, defs, expanding) for child in node]
+    if not isinstance(node, dict):
+        return node
+    ref = node.get("$ref")
+    if isinstance(ref, str) and len(node) > 1:
+        name = ref.removeprefix("#/$defs/")
+        if name in expanding or name not in defs:
+            raise RecursionError(ref)  # a recursive type: left non-strict
+        siblings = {k: v for k, v in node.items() if k != "$ref"}
+        merged = {**copy.deepcopy(defs[name]), **siblings}
+        return _unravel(merged, defs, (*expanding, name))
+    return {key: _unravel(value, defs, expanding) for key, value in node.items()}
 
 
 def _make_strict(node: Any) -> bool:
