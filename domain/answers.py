@@ -18,7 +18,7 @@ An agent with neither records neither: its turns are what they were.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from msgspec import UNSET
 
@@ -50,7 +50,7 @@ class AnswerRejected(TurnlogEvent):
     """True when the turn ends here (retries spent, or a hook stopped it)."""
 
     def apply(self, aggregate: Turn) -> None:
-        aggregate.__dict__["answer_rejections"] = self.attempt
+        aggregate.answer_rejections = self.attempt
 
 
 class AnswerAccepted(TurnlogEvent):
@@ -62,17 +62,11 @@ class AnswerAccepted(TurnlogEvent):
     the service return, and what the typed object is rebuilt from."""
 
 
-def rejections(turn: Turn) -> int:
-    """How many answers of ``turn`` were rejected so far."""
-    count: int = turn.__dict__.get("answer_rejections", 0)
-    return count
-
-
 def reject_answer(
     turn: Turn, step: int, rejected_by: str, reason: str, *, final: bool
 ) -> int:
     """Records that the answer of ``step`` was refused; returns the attempt."""
-    attempt = rejections(turn) + 1
+    attempt = turn.answer_rejections + 1
     turn.trigger_event(
         AnswerRejected,
         step=step,
@@ -94,7 +88,11 @@ def answer_feedback(event: AnswerRejected) -> str:
     return ANSWER_FEEDBACK.format(reason=event.reason, next_attempt=event.attempt + 1)
 
 
-def settle_answer(turn: Turn, step: int, check: AnswerChecked, retries: int) -> str:
+Settled = Literal["deliver", "retry", "fail", "stop"]
+"""What a checked answer comes to (see :func:`settle_answer`)."""
+
+
+def settle_answer(turn: Turn, step: int, check: AnswerChecked, retries: int) -> Settled:
     """Records what a checked final answer comes to, and says which it is.
 
     Returns ``deliver`` (the turn completes with it), ``retry`` (it goes
@@ -106,7 +104,7 @@ def settle_answer(turn: Turn, step: int, check: AnswerChecked, retries: int) -> 
         reject_answer(turn, step, check.rejected_by, check.stop, final=True)
         return "stop"
     if check.rejection is not None:
-        final = rejections(turn) >= retries
+        final = turn.answer_rejections >= retries
         reject_answer(turn, step, check.rejected_by, check.rejection, final=final)
         return "fail" if final else "retry"
     if check.output is not UNSET:

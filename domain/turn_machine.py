@@ -463,7 +463,7 @@ class TurnMachine:
                 return self._next_step(turn)
             case "stop":
                 return self._abort(turn, f"answer stopped: {check.stop}", failed=False)
-            case _:
+            case "fail":  # retries spent: the run's error names the field
                 reason = f"answer rejected: {check.rejection}"
                 error = f"OutputValidationError: {check.rejection}"
                 return self._abort(turn, reason, failed=True, error=error)
