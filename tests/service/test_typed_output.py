@@ -69,3 +69,16 @@ def test_an_untyped_session_says_nothing_of_output(store_url: str) -> None:
     assert "output" not in run
     assert "output" not in checkpoint
     assert "output" not in executions["turns"][0]
+
+
+def test_an_agui_run_of_a_typed_agent_finishes_with_the_answer_object(
+    serve,
+) -> None:
+    from test_agui import new_session, run
+
+    served = serve(agents=AGENTS)
+    with served.client() as client:
+        thread = new_session(client, "forecaster")
+        events = run(client, thread, prompt="weather?")
+    assert events[-1].type.value == "RUN_FINISHED"
+    assert events[-1].result == RECORDED
