@@ -304,7 +304,7 @@ def _turn_summary(event: object, seen: Seen) -> str | None:
             ends = ", the turn ends" if event.final else ", sent back"
             return f"answer {attempt} rejected by {_id(by)}{ends}: {one_line(reason)}"
         case AnswerAccepted(output=output):
-            return f"answer accepted: {_quoted(json.dumps(output))}"
+            return f"answer accepted: {one_line(json.dumps(output))}"
     return None
 
 
