@@ -278,3 +278,27 @@ def test_output_validation_error_pickles_with_its_message() -> None:
     copy = pickle.loads(pickle.dumps(error))
     assert type(copy) is OutputValidationError
     assert str(copy) == str(error)
+
+
+def test_a_trace_marks_each_rejected_answer_on_its_turn(store_url: str) -> None:
+    from turnlog.projections.spans import spans_of
+
+    model = ScriptedModel(['{"items": []', ORDER])
+    agent = Agent("typed", model=model, output_type=Order)
+    with Runtime.open(store_url) as rt:
+        session = rt.create_session(agent)
+        session.prompt("order", timeout=20)
+        events = [item.event() for item in rt.transcript.all(session.session_id)]
+    spans = spans_of(session.session_id, events)
+    marked = [
+        (span.name, event.attributes)
+        for span in spans
+        for event in span.events
+        if event.name == "turnlog.answer_rejected"
+    ]
+    ((name, attributes),) = marked
+    assert name == "invoke_agent typed"  # the turn's span
+    assert attributes["turnlog.answer.attempt"] == 1
+    assert attributes["turnlog.answer.rejected_by"] == "output_type"
+    assert str(attributes["turnlog.answer.reason"]).startswith("answer: not valid JSON")
+    assert attributes["turnlog.answer.final"] is False
