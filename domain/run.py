@@ -24,7 +24,16 @@ RunStatus = Literal["completed", "failed", "aborted"]
 
 
 class RunResult(msgspec.Struct, frozen=True):
-    """How a run ended."""
+    """How a run ended.
+
+    Where a typed answer lives: the log records it as JSON (the Turn's
+    ``AnswerAccepted``); the session's actor puts that JSON here as
+    ``output_json`` and, with the agent's ``output_type``, the object
+    built from it as ``typed_output``. ``output`` is the one to read: the
+    typed object, or the text for an agent without an output type. A
+    session reopened elsewhere rebuilds the same object from the log
+    (``AgentSession.last_output()``).
+    """
 
     session_id: str
     submission_id: str
