@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 from turnlog.domain.approval import ApprovalDecision, ApprovalRequest
 from turnlog.domain.handoff import HandoffTool
-from turnlog.domain.model import ModelProvider, ToolSpec
+from turnlog.domain.model import ModelProvider, OutputSchema, ToolSpec
 from turnlog.domain.run_context import RunContext
 
 
@@ -77,6 +77,21 @@ class ApprovalDecider(Protocol):
         ...
 
 
+class AnswerFormat(Protocol):
+    """An agent's output type as the actors use it (``turnlog.output.OutputType``)."""
+
+    @property
+    def schema(self) -> OutputSchema: ...
+
+    def check(self, text: str) -> tuple[object, object]:
+        """(typed object, JSON data) of an answer; raises OutputValidationError."""
+        ...
+
+    def load(self, data: object) -> object:
+        """The typed object of recorded JSON data."""
+        ...
+
+
 class AgentDefinition(Protocol):
     """An agent as the actors see it."""
 
@@ -108,6 +123,12 @@ class AgentDefinition(Protocol):
 
     @property
     def usage_observer(self) -> Callable[[str, dict[str, int] | None], None] | None: ...
+
+    @property
+    def output_format(self) -> AnswerFormat | None: ...
+
+    @property
+    def output_retries(self) -> int: ...
 
     def provider_for(self, route: str) -> ModelProvider:
         """The provider of a model route; UsageError if unknown."""

@@ -86,3 +86,5 @@ class RunState:
         self.final_output: str | None = None
         self.status: RunStatus = "completed"
         self.error: str | None = None
+        self.output: Any = msgspec.UNSET
+        """The last turn's validated answer (JSON data), with an output type."""

@@ -25,6 +25,7 @@ from typing import Any
 import msgspec
 import pykka
 
+from turnlog.actors.answers import AnswerCheck
 from turnlog.actors.contracts import AgentDefinition
 from turnlog.actors.hooks import (
     HookFailedError,
@@ -53,6 +54,7 @@ from turnlog.domain.hooks import ToolCallInfo
 from turnlog.domain.model import (
     ModelRequest,
     check_response,
+    final_text,
     respond_streaming,
     tool_calls_in,
 )
@@ -95,6 +97,7 @@ class TurnActor(LoopActor):
         # The run as the hooks see it, from the session's latest order.
         self._context: RunContext[Any] | None = None
         self._orders: dict[str, RunTool] = {}
+        self._answers = AnswerCheck(agent.output_format, self._layers)
 
     def on_receive(self, message: Any) -> Any:
         match message:
@@ -127,6 +130,7 @@ class TurnActor(LoopActor):
                 )
             case UseAgent(agent=agent):
                 self._agent, self._layers = agent, tuple(agent.middleware)
+                self._answers = AnswerCheck(agent.output_format, self._layers)
             case CancelTurn():
                 self._cancel_all()
                 self.stop()
@@ -212,7 +216,8 @@ class TurnActor(LoopActor):
         contexts: list[tuple[str, str]] = []
         stop: str | None = None
         known = self._agent.tools_by_name
-        for call in tool_calls_in(response.output):
+        calls = tool_calls_in(response.output)
+        for call in calls:
             if call["name"] not in known or stop is not None:
                 continue
             info = ToolCallInfo(
@@ -230,7 +235,15 @@ class TurnActor(LoopActor):
                 if result is not None and result.stop is not None:
                     stop = result.stop
                     break
-        return StepSucceeded(self._turn, request.step, response, tuple(contexts), stop)
+        answer = None
+        if not calls and stop is None and self._answers.needed:
+            text = final_text(response.output)
+            answer = await self._answers.check(
+                self._session_id, self._turn_id, request.step, text
+            )
+        return StepSucceeded(
+            self._turn, request.step, response, tuple(contexts), stop, answer
+        )
 
     def _failed_step(self, step: int) -> Callable[[BaseException], StepFailed]:
         def fact(error: BaseException) -> StepFailed:

@@ -36,7 +36,7 @@ from turnlog.actors.turn_slot import TurnActorSlot
 from turnlog.domain.approval import ApprovalRequest
 from turnlog.domain.errors import TurnlogError, UsageError
 from turnlog.domain.hooks import StepInfo
-from turnlog.domain.model import ModelRequest, ToolSpec, model_identity
+from turnlog.domain.model import ModelRequest, OutputSchema, ToolSpec, model_identity
 from turnlog.domain.protocol import Interrupt, SessionFileReference
 from turnlog.domain.run import RunFinished, RunResult, RunStarted
 from turnlog.domain.turn_facts import (
@@ -83,6 +83,7 @@ class TurnDriver:
         self._machine = TurnMachine(self._rules_of(agent), state, self._rules_for)
         self._tool_specs = _tool_specs(agent)
         self._hooks = bool(agent.middleware)
+        self._output_schema = _output_schema(agent)
         # Session start hooks run before the first step this actor prepares.
         self._startup_hooks_due = True
 
@@ -119,6 +120,7 @@ class TurnDriver:
             tool_identity=tool_identity,
             agent_name=agent.name,
             handoffs=agent.handoff_tools,
+            output_retries=agent.output_retries,
         )
 
     def _rules_for(self, name: str) -> TurnRules:
@@ -132,6 +134,7 @@ class TurnDriver:
         self.reviews_input = any_implements(agent.middleware, "user_prompt")
         self._tool_specs = _tool_specs(agent)
         self._hooks = bool(agent.middleware)
+        self._output_schema = _output_schema(agent)
         self._slot.use_agent(agent)
 
     # -- facts in ------------------------------------------------------------------
@@ -332,6 +335,7 @@ class TurnDriver:
             session_id=self._state.session_id,
             turn_id=turn_id,
             step=step,
+            output_schema=self._output_schema,
         )
 
     def _ask(self, request: ApprovalRequest) -> None:
@@ -359,6 +363,7 @@ class TurnDriver:
                 end.final_output,
                 end.error,
             )
+            run.output = end.output
         if not self.start_next_queued():
             self._finish_run()
 
@@ -377,6 +382,13 @@ class TurnDriver:
                 usage=dict(state.session.usage_totals),
                 error=run.error,
             )
+            answer_format = state.agent.output_format
+            if answer_format is not None and run.output is not msgspec.UNSET:
+                result = msgspec.structs.replace(
+                    result,
+                    output_json=run.output,
+                    typed_output=answer_format.load(run.output),
+                )
             state.latest_run = result
             state.publish(RunFinished(state.session_id, run.status, result))
             for waiter in run.waiters:
@@ -391,3 +403,9 @@ def _tool_specs(agent: AgentDefinition) -> tuple[ToolSpec, ...]:
     tools = tuple(tool.spec for tool in agent.tools_by_name.values())
     handoffs = agent.handoff_tools
     return (*tools, *(h.spec for h in handoffs.values())) if handoffs else tools
+
+
+def _output_schema(agent: AgentDefinition) -> OutputSchema | None:
+    """The schema the model's final answer must follow (None: free text)."""
+    answer_format = agent.output_format
+    return None if answer_format is None else answer_format.schema

@@ -12,6 +12,7 @@ from typing import Any
 
 import msgspec
 
+from turnlog.domain.answers import AnswerRejected, answer_feedback
 from turnlog.domain.model import Item, function_call_output, user_message
 from turnlog.domain.turn import (
     ContextCompacted,
@@ -85,6 +86,17 @@ def context_items(event: object) -> list[Item]:
                     "role": "developer",
                     "content": text,
                     "turnlog_kind": hook,
+                }
+            ]
+        case AnswerRejected(final=False):
+            # The refused answer is in the context already (its step's
+            # output); the model is told why, to answer again.
+            return [
+                {
+                    "type": "message",
+                    "role": "developer",
+                    "content": answer_feedback(event),
+                    "turnlog_kind": "answer_rejected",
                 }
             ]
         case _:

@@ -18,6 +18,7 @@ Developer mistakes are kept apart from failures at run time::
     │       └── LeaseLostError    another process took the session over
     ├── SessionFailedError          a session's actor failed and was stopped
     ├── ProviderError               a model provider failed
+    ├── OutputValidationError       the model's answer never fit the output type
     ├── ToolError                   a tool failed (reported to the model)
     │   └── McpServerError          an MCP server did not start or answer
     ├── ReplayError                 the log cannot be replayed
@@ -128,6 +129,15 @@ class SessionFailedError(TurnlogError):
 
 class ProviderError(TurnlogError):
     """A model provider failed to produce a step."""
+
+
+class OutputValidationError(TurnlogError, ValueError):
+    """The model's final answer did not validate against the agent's
+    ``output_type`` (or a ``final_answer`` hook refused it), retries included.
+
+    The message names the field: ``answer.items[0].price: Input should be
+    a valid number``.
+    """
 
 
 class ToolError(TurnlogError):

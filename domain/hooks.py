@@ -11,7 +11,10 @@ from turnlog.domain.run_context import RunContext
 
 
 class HookResult(msgspec.Struct, frozen=True):
-    """A hook's answer: add context, stop the turn, or (user_prompt) reject.
+    """A hook's answer: add context, stop the turn, or reject.
+
+    ``reject`` refuses a prompt (user_prompt) or sends a final answer back
+    to the model with that feedback (final_answer).
 
     ``context`` is recorded and shown to the model (pre_tool context goes
     before the call, post_tool context after its output). ``stop`` ends the
@@ -37,6 +40,12 @@ class HookResult(msgspec.Struct, frozen=True):
     def reject_prompt(cls, reason: str) -> HookResult:
         """Refuse the prompt (user_prompt hooks only)."""
         return cls(reject=reason)
+
+    @classmethod
+    def reject_answer(cls, feedback: str) -> HookResult:
+        """Send the final answer back to the model with ``feedback``
+        (final_answer hooks only; counted against ``output_retries``)."""
+        return cls(reject=feedback)
 
 
 class SessionStartInfo(msgspec.Struct, frozen=True):
@@ -95,6 +104,20 @@ class ToolCallInfo(msgspec.Struct, frozen=True):
     context: RunContext[object] | None = None
     """The run: agent name, shared state, the user's deps (None in an info
     built outside a session, as in a test)."""
+
+
+class AnswerInfo(msgspec.Struct, frozen=True):
+    """A final answer before the turn completes with it (final_answer hooks).
+
+    ``output`` is the validated object of the agent's ``output_type`` (None
+    for an agent without one); ``text`` is what the model wrote.
+    """
+
+    session_id: str
+    turn_id: str
+    step: int
+    text: str
+    output: object = None
 
 
 class CompactionInfo(msgspec.Struct, frozen=True):

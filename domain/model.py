@@ -41,8 +41,29 @@ class ToolSpec(msgspec.Struct, frozen=True):
     parameters: dict[str, Any]
 
 
+class OutputSchema(msgspec.Struct, frozen=True):
+    """The shape the final answer must have (the agent's ``output_type``).
+
+    ``schema`` is a JSON schema whose root is an object (a list or a
+    union is wrapped in ``{"response": ...}``); ``strict`` says whether it
+    meets the rules of OpenAI's strict mode (every property required, no
+    additional properties), so a provider may ask for strict decoding.
+    """
+
+    name: str
+    schema: dict[str, Any]
+    strict: bool = False
+    description: str = ""
+
+
 class ModelRequest(msgspec.Struct, frozen=True):
-    """Everything a provider needs for one model step."""
+    """Everything a provider needs for one model step.
+
+    ``output_schema`` is set when the agent has an ``output_type``: a
+    provider asks its API for JSON of that schema where it can (it is None
+    for every other agent, and a provider may ignore it: the answer is
+    validated either way).
+    """
 
     instructions: str
     items: tuple[Item, ...]
@@ -51,6 +72,7 @@ class ModelRequest(msgspec.Struct, frozen=True):
     session_id: str
     turn_id: str
     step: int
+    output_schema: OutputSchema | None = None
 
 
 class ModelResponse(msgspec.Struct, frozen=True):

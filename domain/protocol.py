@@ -257,6 +257,19 @@ class AgentHandedOffMsg(msgspec.Struct, frozen=True, tag="agent_handed_off"):
 class TurnCompletedMsg(msgspec.Struct, frozen=True, tag="turn_complete"):
     turn_id: str
     last_agent_message: str | None
+    output: Any = msgspec.UNSET
+    """The validated answer (JSON), for an agent with an output type;
+    absent on the wire otherwise."""
+
+
+class AnswerRejectedMsg(msgspec.Struct, frozen=True, tag="answer_rejected"):
+    """A final answer was refused (see domain.answers.AnswerRejected)."""
+
+    step: int
+    attempt: int
+    rejected_by: str
+    reason: str
+    final: bool = False
 
 
 class TurnAbortedMsg(msgspec.Struct, frozen=True, tag="turn_aborted"):
@@ -295,6 +308,7 @@ EventMsg = (
     | ModelRouteChangedMsg
     | AgentHandedOffMsg
     | TurnCompletedMsg
+    | AnswerRejectedMsg
     | TurnAbortedMsg
     | SessionClosedMsg
 )

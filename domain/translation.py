@@ -12,6 +12,7 @@ from typing import Any
 
 import msgspec
 
+from turnlog.domain import answers
 from turnlog.domain import session as s
 from turnlog.domain import turn as t
 from turnlog.domain.chain import event_seq
@@ -20,6 +21,7 @@ from turnlog.domain.model import final_text
 from turnlog.domain.protocol import (
     AgentHandedOffMsg,
     AgentMessageMsg,
+    AnswerRejectedMsg,
     ApprovalDecidedMsg,
     ApprovalRequestedMsg,
     ContextRewrittenMsg,
@@ -65,6 +67,8 @@ class EventTranslator:
         self.usage_totals: dict[str, int] = {}
         self.last_agent_message: str | None = None
         self.context_epoch = 0
+        self.answer: Any = msgspec.UNSET
+        """The running turn's accepted answer (its TurnCompleted carries it)."""
 
     def resume(
         self,
@@ -98,8 +102,10 @@ class EventTranslator:
                 self.last_agent_message = None
                 return self._wrap(sequence, [TurnStartedMsg(turn_id, number)])
             case s.TurnCompleted(turn_id=turn_id, final_output=final_output):
-                out = self._wrap(sequence, [TurnCompletedMsg(turn_id, final_output)])
+                done = TurnCompletedMsg(turn_id, final_output, self.answer)
+                out = self._wrap(sequence, [done])
                 self.turn_id = self.submission_id = None
+                self.answer = msgspec.UNSET
                 return out
             case s.TurnAborted(turn_id=turn_id, reason=reason, failed=failed):
                 out = self._wrap(sequence, [TurnAbortedMsg(turn_id, reason, failed)])
@@ -180,6 +186,14 @@ class EventTranslator:
                 return self._wrap(sequence, [HookContextAddedMsg(hook, text)])
             case t.WarningRaised(message=message):
                 return self._wrap(sequence, [WarningRaisedMsg(message)])
+            case answers.AnswerAccepted(output=output):
+                self.answer = output  # told with the turn's end
+                return []
+            case answers.AnswerRejected(
+                step=step, attempt=n, rejected_by=by, reason=why
+            ):
+                rejected = AnswerRejectedMsg(step, n, by, why, event.final)
+                return self._wrap(sequence, [rejected])
             case _:
                 return []
 

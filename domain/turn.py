@@ -241,6 +241,7 @@ class Turn(Aggregate):
         self.pending_approvals: dict[str, str] = {}
         self.requested_calls: dict[str, str] = {}
         self.compaction_open: str | None = None
+        self.answer_rejections = 0  # final answers refused (domain.answers)
 
     def unanswered_calls(self) -> dict[str, str]:
         """Calls of the last step without an output yet (id -> tool name)."""

@@ -15,6 +15,7 @@ instructions, the actor addresses).
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Collection, Mapping
 from typing import Any, Protocol
 
@@ -28,6 +29,24 @@ from turnlog.domain.protocol import Interrupt
 from turnlog.domain.run import RunStatus
 from turnlog.domain.session import Session
 from turnlog.domain.turn import Turn
+
+
+class Phase(enum.Enum):
+    """Where a running turn is; derived from the aggregates, never stored."""
+
+    IDLE = "Idle"
+    """No turn runs."""
+    REVIEWING = "Reviewing"
+    """The user_prompt hooks review the input the turn was started for."""
+    PREPARING = "Preparing"
+    """The hooks (and compaction) prepare the next model step."""
+    MODEL_CALL = "ModelCall"
+    """A model step runs."""
+    TOOLS = "Tools"
+    """Calls of the last step have no output yet; none waits for approval."""
+    APPROVAL = "Approval"
+    """A call of the last step waits for an approval decision."""
+
 
 Reviewed = tuple[tuple[tuple[str, str], ...], str | None]
 """What user_prompt hooks answered for input: (hook contexts, stop)."""
@@ -81,14 +100,36 @@ class StepPrepared(msgspec.Struct, frozen=True):
     the agent's instructions are static text)."""
 
 
+class AnswerChecked(msgspec.Struct, frozen=True):
+    """What the output type and the final_answer hooks made of a final answer.
+
+    Only an agent with an ``output_type`` or a ``final_answer`` hook has
+    its answers checked; for any other, a step's ``answer`` is None.
+    """
+
+    output: Any = msgspec.UNSET
+    """The validated answer as JSON data (UNSET: the agent has no output type)."""
+    rejection: str | None = None
+    """Why the answer goes back to the model (a validation error, or a
+    hook's feedback); None if it was accepted."""
+    rejected_by: str = ""
+    """``output_type``, or the name of the middleware that refused it."""
+    stop: str | None = None
+    """A final_answer hook stopped the turn: the answer is not delivered."""
+
+
 class StepSucceeded(msgspec.Struct, frozen=True):
-    """The model answered; pre_tool hooks added ``pre_tool`` (call id, text)."""
+    """The model answered; pre_tool hooks added ``pre_tool`` (call id, text).
+
+    ``answer`` is what checking a final answer found (see AnswerChecked).
+    """
 
     turn: int
     step: int
     response: ModelResponse
     pre_tool: tuple[tuple[str, str], ...] = ()
     stop: str | None = None
+    answer: AnswerChecked | None = None
 
 
 class StepFailed(msgspec.Struct, frozen=True):
@@ -216,6 +257,9 @@ class TurnRules(msgspec.Struct, frozen=True):
     """The agent these rules are of ("" where no handoff can change it)."""
     handoffs: Mapping[str, HandoffTool] = msgspec.field(default_factory=dict)
     """The agent's handoffs, by tool name (domain.handoff)."""
+    output_retries: int = 1
+    """How many rejected final answers go back to the model before the turn
+    fails with an OutputValidationError."""
 
 
 class TurnState(Protocol):
@@ -298,6 +342,8 @@ class EndTurn(msgspec.Struct, frozen=True, tag="end_turn"):
     final_output: str | None
     error: str | None
     settled: bool = False
+    output: Any = msgspec.UNSET
+    """The validated answer as JSON data, for an agent with an output type."""
 
 
 Effect = (

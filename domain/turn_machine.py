@@ -24,6 +24,7 @@ Transitions (``State --(Fact)--> State [effects]``)::
     ModelCall --(StepSucceeded)-->   Preparing [PrepareModelStep]
     ModelCall --(StepSucceeded)-->   ModelCall [RunModelStep]
     ModelCall --(StepSucceeded)-->   Idle      [EndTurn]
+      (a checked final answer sent back to the model: Preparing, ModelCall)
     ModelCall --(StepFailed)-->      Idle      [EndTurn]
     Tools     --(ToolFinished)-->    Tools     []
     Tools     --(ToolFinished)-->    Preparing [PrepareModelStep]
@@ -58,10 +59,10 @@ a refused one raises before it triggers anything (:meth:`TurnMachine.take`).
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable
 from typing import assert_never
 
+from turnlog.domain.answers import settle_answer
 from turnlog.domain.approval import ApprovalRequest
 from turnlog.domain.errors import UsageError
 from turnlog.domain.hooks import UserPromptInfo
@@ -72,6 +73,7 @@ from turnlog.domain.run import RunStatus
 from turnlog.domain.turn import Turn
 from turnlog.domain.turn_facts import (
     IGNORED,
+    AnswerChecked,
     AskApprovals,
     BeginTurn,
     CompactionBegan,
@@ -80,6 +82,7 @@ from turnlog.domain.turn_facts import (
     EndTurn,
     Fact,
     InputReviewed,
+    Phase,
     PrepareModelStep,
     Resumed,
     ReviewPrompt,
@@ -113,23 +116,6 @@ INTERRUPT_REASON = "interrupted"
 APPROVAL_ABORT_REASON = "aborted at approval"
 
 Effects = tuple[Effect, ...]
-
-
-class Phase(enum.Enum):
-    """Where a running turn is; derived from the aggregates, never stored."""
-
-    IDLE = "Idle"
-    """No turn runs."""
-    REVIEWING = "Reviewing"
-    """The user_prompt hooks review the input the turn was started for."""
-    PREPARING = "Preparing"
-    """The hooks (and compaction) prepare the next model step."""
-    MODEL_CALL = "ModelCall"
-    """A model step runs."""
-    TOOLS = "Tools"
-    """Calls of the last step have no output yet; none waits for approval."""
-    APPROVAL = "Approval"
-    """A call of the last step waits for an approval decision."""
 
 
 class TurnMachine:
@@ -331,7 +317,9 @@ class TurnMachine:
                 not_run = "not run: a hook stopped the turn"
                 turn.finish_tool_call(call["call_id"], not_run, is_error=True)
             turn.warn(fact.stop)
-        if fact.stop is not None or not calls:
+        if fact.stop is None and not calls and fact.answer is not None:
+            effects = self._answer(turn, fact.step, final_text(output), fact.answer)
+        elif fact.stop is not None or not calls:
             effects = self._complete(turn, final_text(output), settled=True)
         else:
             calls = take_handoffs(session, turn, calls, self._rules)
@@ -491,6 +479,23 @@ class TurnMachine:
             return ()
         self._rules = self._rules_for(name)
         return (SwitchAgent(name),)
+
+    def _answer(
+        self, turn: Turn, step: int, text: str | None, check: AnswerChecked
+    ) -> Effects:
+        """A checked final answer: delivered, sent back, or the turn ends."""
+        match settle_answer(turn, step, check, self._rules.output_retries):
+            case "deliver":
+                self._state.session.complete_turn(turn.number, text)
+                return self._ended(EndTurn("completed", text, None, True, check.output))
+            case "retry":
+                return self._next_step(turn)
+            case "stop":
+                return self._abort(turn, f"answer stopped: {check.stop}", failed=False)
+            case "fail":  # retries spent: the run's error names the field
+                reason = f"answer rejected: {check.rejection}"
+                error = f"OutputValidationError: {check.rejection}"
+                return self._abort(turn, reason, failed=True, error=error)
 
     def _call_model(self, turn: Turn, instructions: str | None = None) -> Effects:
         route = self._state.session.model_route

@@ -13,6 +13,7 @@ from typing import Any
 
 import msgspec
 
+from turnlog.domain import answers as a
 from turnlog.domain import session as s
 from turnlog.domain import turn as t
 from turnlog.domain.handoff import AgentHandedOff
@@ -44,6 +45,9 @@ class CheckpointState(msgspec.Struct, gc=False):
     closed: bool = False
     updated_position: int = 0
     running_turn_start: int = 0
+    output: object = msgspec.UNSET
+    """The last answer accepted in the session (validated JSON), for an
+    agent with an output type; UNSET (not stored) otherwise."""
 
 
 def _created(state: CheckpointState, event: s.SessionCreated, _: int) -> None:
@@ -73,6 +77,10 @@ def _context_rewritten(
 def _turn_ended(state: CheckpointState, _event: object, _: int) -> None:
     state.running_turn = None
     state.pending_approval = None
+
+
+def _answer(state: CheckpointState, event: a.AnswerAccepted, _: int) -> None:
+    state.output = event.output
 
 
 def _usage(state: CheckpointState, event: s.UsageRecorded, _: int) -> None:
@@ -131,6 +139,7 @@ _APPLY: dict[type, Callable[[CheckpointState, Any, int], None]] = {
     s.SessionClosed: _closed,
     t.ApprovalRequested: _approval_requested,
     t.ApprovalDecided: _approval_decided,
+    a.AnswerAccepted: _answer,
 }
 """What each event that changes a checkpoint does to it (by exact class:
 one lookup, where a ``match`` tried every arm in turn for most events)."""

@@ -16,6 +16,7 @@ from uuid import UUID
 
 import msgspec
 
+from turnlog.domain import answers as a
 from turnlog.domain import session as s
 from turnlog.domain import turn as t
 from turnlog.domain.ids import turn_uuid
@@ -42,6 +43,9 @@ class Execution(msgspec.Struct, gc=False):
     # datetimes, not ISO strings: formatted once at commit, not per event
     started_at: datetime | None = None
     ended_at: datetime | None = None
+    output: object = msgspec.UNSET
+    """The turn's accepted answer (validated JSON), for an agent with an
+    output type; UNSET (not stored) otherwise."""
 
 
 def _model_call(record: Execution, _event: object) -> None:
@@ -54,6 +58,10 @@ def _tool_call(record: Execution, _event: object) -> None:
 
 def _usage(record: Execution, event: s.UsageRecorded) -> None:
     add_usage(record.usage, event.usage)
+
+
+def _answer(record: Execution, event: a.AnswerAccepted) -> None:
+    record.output = event.output
 
 
 def _completed(record: Execution, event: s.TurnCompleted) -> None:
@@ -73,10 +81,11 @@ _APPLY: dict[type, Callable[[Execution, Any], None]] = {
     s.UsageRecorded: _usage,
     s.TurnCompleted: _completed,
     s.TurnAborted: _aborted,
+    a.AnswerAccepted: _answer,
 }
 """What each event that changes a running turn's record does to it."""
 
-_TURN_EVENTS = frozenset({t.ModelStepStarted, t.ToolCallStarted})
+_TURN_EVENTS = frozenset({t.ModelStepStarted, t.ToolCallStarted, a.AnswerAccepted})
 """The handled events a Turn aggregate records (the others are the
 Session's, and name their turn by ``turn_id``)."""
 

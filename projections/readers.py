@@ -142,6 +142,10 @@ class Checkpoint(msgspec.Struct, frozen=True):
     context: tuple[Item, ...]
     agent_in_charge: str = ""
     """The agent in charge: the one a handoff put in charge, else ``agent_name``."""
+    output: object = msgspec.UNSET
+    """The last answer accepted in the session, as recorded (validated
+    JSON), for an agent with an ``output_type``; UNSET for any other.
+    ``AgentSession.last_output()`` gives it as the typed object."""
 
     def messages(self) -> list[Message]:
         """The user and assistant messages of the context."""

@@ -46,6 +46,7 @@ from typing import Any
 
 import msgspec
 
+from turnlog.domain import answers as a
 from turnlog.domain import session as s
 from turnlog.domain import turn as t
 from turnlog.domain.handoff import AgentHandedOff
@@ -117,6 +118,7 @@ class SpanFold:
             t.ModelStepStarted: self._step_started,
             t.ModelStepCompleted: self._step_completed,
             t.ModelStepFailed: self._step_failed,
+            a.AnswerRejected: self._answer_rejected,
             t.ToolCallStarted: self._tool_started,
             t.ToolCallFinished: self._tool_finished,
             t.ApprovalRequested: self._approval_requested,
@@ -310,6 +312,18 @@ class SpanFold:
                 "gen_ai.tool.call.id": event.call_id,
             }
             span.events.append(SpanEvent("turnlog.handoff", at, attributes))
+        return []
+
+    def _answer_rejected(self, event: a.AnswerRejected, at: int) -> list[SpanRecord]:
+        span = self._open.get(self._under_turn())
+        if span is not None:
+            attributes: dict[str, Attribute] = {
+                "turnlog.answer.attempt": event.attempt,
+                "turnlog.answer.rejected_by": event.rejected_by,
+                "turnlog.answer.reason": event.reason,
+                "turnlog.answer.final": event.final,
+            }
+            span.events.append(SpanEvent("turnlog.answer_rejected", at, attributes))
         return []
 
     # -- inside a turn ------------------------------------------------------------

@@ -20,9 +20,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
+import pydantic
 
 from turnlog import (
     Agent,
+    AnswerInfo,
     ApprovalDecision,
     ApprovalRequest,
     Compaction,
@@ -195,11 +197,55 @@ def interrupted(rt: Runtime) -> None:
     worker.join(10)
 
 
+class Forecast(pydantic.BaseModel):
+    """A typed answer."""
+
+    city: str
+    celsius: float
+
+
+class NoFreezing(Middleware):
+    """A guardrail on the answer: sends back forecasts below -10 C."""
+
+    name = "no-freezing"
+
+    def final_answer(self, info: AnswerInfo) -> HookResult | None:
+        if isinstance(info.output, Forecast) and info.output.celsius < -10:
+            return HookResult.reject_answer("that is too cold to be true")
+        return None
+
+
+def typed(rt: Runtime) -> None:
+    """A typed answer: one invalid, one a guardrail refuses, one accepted;
+    then a turn whose retries run out."""
+    model = ScriptedModel(
+        [
+            reply('{"city": "Oslo"}', usage=USAGE),
+            reply('{"city": "Oslo", "celsius": -40}', usage=USAGE),
+            reply('{"city": "Oslo", "celsius": -3.5}', usage=USAGE),
+            reply("no JSON here", usage=USAGE),
+            reply('{"celsius": 1}', usage=USAGE),
+            reply('{"city": "Oslo", "celsius": "mild"}', usage=USAGE),
+        ]
+    )
+    agent = Agent(
+        "historian",
+        model=model,
+        output_type=Forecast,
+        output_retries=2,
+        middleware=[NoFreezing()],
+    )
+    session = rt.create_session(agent, session_id="typed")
+    session.prompt("weather in Oslo?", timeout=30)
+    session.prompt("and now?", timeout=30)
+
+
 RECORDERS: dict[str, Callable[[Runtime], None]] = {
     "basic": basic,
     "approvals": approvals,
     "hooks": hooks_and_compaction,
     "interrupted": interrupted,
+    "typed": typed,
 }
 
 

@@ -15,6 +15,7 @@ from turnlog.domain.errors import (
     LeaseLostError,
     McpServerError,
     NotATurnlogStoreError,
+    OutputValidationError,
     ProviderError,
     ReplayError,
     RuntimeClosedError,
@@ -30,6 +31,7 @@ from turnlog.domain.errors import (
     UsageError,
 )
 from turnlog.domain.hooks import (
+    AnswerInfo,
     CompactionInfo,
     HookResult,
     SessionStartInfo,
@@ -37,7 +39,13 @@ from turnlog.domain.hooks import (
     ToolCallInfo,
     UserPromptInfo,
 )
-from turnlog.domain.model import ModelProvider, ModelRequest, ModelResponse, ToolSpec
+from turnlog.domain.model import (
+    ModelProvider,
+    ModelRequest,
+    ModelResponse,
+    OutputSchema,
+    ToolSpec,
+)
 from turnlog.domain.protocol import (
     ApprovalResponse,
     Event,
@@ -61,6 +69,7 @@ from turnlog.domain.run import (
 )
 from turnlog.mcp.tools import McpServer, McpTool
 from turnlog.middleware import Compaction, Middleware
+from turnlog.output import OutputType
 from turnlog.projections.executions import Execution
 from turnlog.projections.readers import (
     Checkpoint,
@@ -80,6 +89,7 @@ __all__ = [
     "Agent",
     "AgentHandle",
     "AgentSession",
+    "AnswerInfo",
     "ApprovalBroker",
     "ApprovalDecision",
     "ApprovalProvider",
@@ -113,6 +123,9 @@ __all__ = [
     "ModelRouter",
     "NotATurnlogStoreError",
     "Op",
+    "OutputSchema",
+    "OutputType",
+    "OutputValidationError",
     "PeerInput",
     "ProviderError",
     "QueuedInput",

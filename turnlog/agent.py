@@ -16,6 +16,7 @@ from turnlog.domain.handoff import HandoffTool, handoff_spec, handoff_tool_name
 from turnlog.domain.model import ModelProvider, is_provider
 from turnlog.mcp.tools import McpServer, McpTool, session_tools
 from turnlog.middleware import Middleware
+from turnlog.output import OutputType
 from turnlog.routing import ModelRouter
 from turnlog.tools import FunctionTool
 
@@ -62,6 +63,14 @@ class Agent:
             (``deps=``): anything else is refused with InvalidInputError. A
             class, a generic alias (its origin is checked), a union, or a
             ``@runtime_checkable`` Protocol; ``Any`` or None checks nothing.
+        output_type: the type of the final answer (a pydantic model, a
+            dataclass, a TypedDict, a msgspec Struct, a list or union of
+            them); ``str`` (the default) is free text. The model is asked
+            for JSON of its schema, the answer is validated, and
+            ``result.output`` is the typed object (see ``turnlog.output``).
+        output_retries: how many refused final answers (invalid output, or
+            a ``final_answer`` hook's rejection) go back to the model with
+            the reason before the turn fails with OutputValidationError.
     """
 
     def __init__(
@@ -79,6 +88,8 @@ class Agent:
         handoffs: Sequence[Agent | str] = (),
         handoff_description: str = "",
         deps_type: object = None,
+        output_type: object = str,
+        output_retries: int = 1,
     ) -> None:
         if not isinstance(name, str) or not name:
             msg = "an agent needs a non-empty name"
@@ -100,6 +111,17 @@ class Agent:
         if not isinstance(max_steps, int) or max_steps < 1:
             msg = "max_steps must be a positive int"
             raise InvalidInputError(msg)
+        if (
+            isinstance(output_retries, bool)
+            or not isinstance(output_retries, int)
+            or output_retries < 0
+        ):
+            msg = "output_retries must be an int, 0 or more"
+            raise InvalidInputError(msg)
+        self._output_type = output_type
+        free_text = output_type is str or output_type is None
+        self._output = None if free_text else OutputType(output_type)
+        self._output_retries = output_retries
         self._name = name
         self._router = router
         self._instructions = instructions
@@ -197,6 +219,8 @@ class Agent:
             "handoffs": self._handoffs,
             "handoff_description": self._handoff_description,
             "deps_type": self._deps_type,
+            "output_type": self._output_type,
+            "output_retries": self._output_retries,
         }
         unknown = set(changes) - set(arguments) - {"name"}
         if unknown:
@@ -237,6 +261,21 @@ class Agent:
         return bound
 
     @property
+    def output_type(self) -> object:
+        """The type of the final answer (``str``: free text)."""
+        return self._output_type
+
+    @property
+    def output_format(self) -> OutputType | None:
+        """The output type's schema and validator (None for free text)."""
+        return self._output
+
+    @property
+    def output_retries(self) -> int:
+        """Refused final answers that go back to the model before the turn fails."""
+        return self._output_retries
+
+    @property
     def max_steps(self) -> int:
         """Model steps one turn may take."""
         return self._max_steps
@@ -260,6 +299,10 @@ class Agent:
             described["instructions_function"] = function_name(
                 self._instructions_function
             )
+        if self._output is not None:  # likewise
+            described["output"] = self._output.describe()
+        if self._output_retries != 1:
+            described["output_retries"] = self._output_retries
         encoded = msgspec.json.encode(described, order="sorted")
         return hashlib.sha256(encoded).hexdigest()[:16]
 

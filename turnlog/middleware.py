@@ -21,7 +21,18 @@ hook               when, and what it may do
                    output
 ``pre_compact``    before compaction: stop prevents it
 ``post_compact``   after compaction: stop ends the turn (compaction kept)
+``final_answer``   the model's final answer, before the turn completes with
+                   it (text, and the typed object when the agent has an
+                   ``output_type``): accept (None), ``reject_answer``
+                   (back to the model with feedback, counted against
+                   ``output_retries``) or ``stop_turn`` (no result)
 =================  ==========================================================
+
+A final answer that is refused is recorded as ``AnswerRejected`` (with
+who refused it and why) and never delivered. ``final_answer`` hooks run
+only on an answer that validated against the output type, in order; the
+first that rejects or stops decides. An agent without a ``final_answer``
+hook (and without an ``output_type``) has no answer check at all.
 
 ``user_prompt`` sees every input (``info.kind``: ``prompt``, ``follow_up``,
 ``steer``, ``peer``, ``system``), and a rejected one is stored nowhere.
@@ -46,6 +57,7 @@ from typing import Any
 
 from turnlog.domain.errors import InvalidInputError
 from turnlog.domain.hooks import (
+    AnswerInfo,
     CompactionInfo,
     HookResult,
     SessionStartInfo,
@@ -93,6 +105,11 @@ class Middleware:
     @_noop
     def post_tool(self, info: ToolCallInfo) -> HookResult | None:
         """A tool call ran; ``info.output`` holds what it returned."""
+        return None
+
+    @_noop
+    def final_answer(self, info: AnswerInfo) -> HookResult | None:
+        """The model's final answer, before the turn completes with it."""
         return None
 
     @_noop

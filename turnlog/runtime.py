@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import msgspec
 import pykka
 
 from turnlog.actors.activation import Activation
@@ -274,10 +275,16 @@ class Runtime:
             self._closed,
             stopped_by=functools.partial(self.store.refusal, chosen),
             check_deps=agent.check_deps,
+            recorded_answer=self._recorded_answer,
         )
         if shared_state and live is not None:
             handle.update_shared_state(**shared_state)
         return handle
+
+    def _recorded_answer(self, session_id: str) -> Any:
+        """The session's last accepted answer as recorded (UNSET if none)."""
+        checkpoint = self.checkpoints.load(session_id, context=False)
+        return msgspec.UNSET if checkpoint is None else checkpoint.output
 
     def _start_session(
         self,

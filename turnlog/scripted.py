@@ -8,13 +8,15 @@ taking the request (to answer from what the model was sent).
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, TypeAlias
+from typing import Any, ClassVar, Protocol, TypeAlias
 
 import msgspec
+import pydantic
 
 from turnlog.domain.errors import ProviderError
 from turnlog.domain.model import (
@@ -27,11 +29,30 @@ from turnlog.domain.model import (
 )
 from turnlog.domain.streaming import DeltaSink, discard_deltas
 
-Scripted: TypeAlias = (
-    "ModelResponse | str | BaseException | Callable[[ModelRequest], Scripted]"
+
+class DataclassAnswer(Protocol):
+    """A dataclass instance (a typed answer)."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+
+TypedAnswer: TypeAlias = (
+    dict[str, Any]
+    | list[object]
+    | msgspec.Struct
+    | pydantic.BaseModel
+    | DataclassAnswer
 )
-"""One scripted answer: a response, a text, an error to raise, or a function
-of the request that returns one of these."""
+"""A typed answer a script plays as its JSON text."""
+
+Scripted: TypeAlias = (
+    "ModelResponse | str | BaseException | TypedAnswer"
+    " | Callable[[ModelRequest], Scripted]"
+)
+"""One scripted answer: a response, a text, an error to raise, a typed
+answer (a dict, a list, a dataclass, a msgspec Struct or a pydantic model,
+played as its JSON text), or a function of the request that returns one
+of these."""
 
 
 def reply(text: str, *, usage: Mapping[str, int] | None = None) -> ModelResponse:
@@ -70,8 +91,10 @@ class ScriptedModel:
 
     Args:
         responses: what each model step returns; a ``str`` is a final
-            answer, an exception is raised as the step's failure, a callable
-            gets the request and returns any of these.
+            answer, a typed answer (dict, list, dataclass, msgspec Struct,
+            pydantic model) is a final answer as JSON text, an exception is
+            raised as the step's failure, a callable gets the request and
+            returns any of these.
         usage: usage reported with ``str`` responses (None: unreported).
         stream_chunk: if set, the answer's text is also streamed in
             fragments of this many characters (transient deltas).
@@ -139,5 +162,23 @@ class ScriptedModel:
             return scripted
         if callable(scripted):
             return self._resolve(scripted(request), request)
+        text = typed_answer_text(scripted)
+        if text is not None:
+            return ModelResponse((assistant_message(text),), self._usage)
         msg = f"cannot play back {scripted!r}"
         raise ProviderError(msg)
+
+
+def typed_answer_text(value: object) -> str | None:
+    """The JSON text of a typed answer (None if ``value`` is not one)."""
+    dump = getattr(value, "model_dump_json", None)  # a pydantic model
+    if callable(dump):
+        return str(dump())
+    if isinstance(value, dict | list | msgspec.Struct) or dataclasses.is_dataclass(
+        value
+    ):
+        try:
+            return msgspec.json.encode(value).decode()
+        except (TypeError, msgspec.EncodeError):
+            return None
+    return None

@@ -16,6 +16,7 @@ import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any
 
+import msgspec
 import pykka
 
 from turnlog.actors.activation import Activation
@@ -232,10 +233,13 @@ class AgentSession:
         stopped_by: Callable[[], TurnlogError | None] | None = None,
         *,
         check_deps: Callable[[object], None] | None = None,
+        recorded_answer: Callable[[str], object] | None = None,
     ):
         self._actor = _ActorHandle(session_id, activation, runtime_closed, stopped_by)
         self._event_buffer = event_buffer
         self._check_deps = check_deps
+        self._output_format = activation.agent.output_format
+        self._recorded_answer = recorded_answer
 
     @property
     def session_id(self) -> str:
@@ -395,6 +399,20 @@ class AgentSession:
     def latest_run(self) -> RunResult | None:
         """How the last run ended, if one ran since the session was opened."""
         return self._actor.query(LatestRunQuery())
+
+    def last_output(self) -> object:
+        """The last answer accepted in the session, as the agent's ``output_type``.
+
+        Read from the log (the checkpoint view) and validated again, so a
+        session reopened in another process, with an agent of the same
+        ``output_type``, gives the same object. None if the session has no
+        such answer, or the agent has no ``output_type``.
+        """
+        self._actor.check_runtime_open()
+        if self._output_format is None or self._recorded_answer is None:
+            return None
+        data = self._recorded_answer(self.session_id)
+        return None if data is msgspec.UNSET else self._output_format.load(data)
 
     def running(self) -> bool:
         """Whether a run is in progress."""

@@ -18,6 +18,7 @@ from typing import Any
 
 import msgspec
 
+from turnlog.domain.answers import AnswerAccepted, AnswerRejected
 from turnlog.domain.chain import SEQ_FIELD
 from turnlog.domain.events import event_name
 from turnlog.domain.handoff import AgentHandedOff
@@ -309,6 +310,11 @@ def _turn_summary(event: object, seen: Seen) -> str | None:
             return f"hook {_id(hook)} added context {_quoted(text)}"
         case WarningRaised(message=message):
             return one_line(message)
+        case AnswerRejected(attempt=attempt, rejected_by=by, reason=reason):
+            ends = ", the turn ends" if event.final else ", sent back"
+            return f"answer {attempt} rejected by {_id(by)}{ends}: {one_line(reason)}"
+        case AnswerAccepted(output=output):
+            return f"answer accepted: {one_line(json.dumps(output))}"
     return None
 
 

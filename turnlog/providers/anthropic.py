@@ -13,6 +13,7 @@ back (see :mod:`turnlog.providers.anthropic_messages`). Usage comes in
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -124,11 +125,12 @@ class AnthropicMessagesProvider(HttpModelProvider):
         self, request: ModelRequest, on_delta: DeltaSink = discard_deltas
     ) -> ModelResponse:
         """Streams one model step; text deltas go to ``on_delta``."""
+        answer_tool = None if request.output_schema is None else _answer_tool(request)
         return await self._endpoint.request(
             MESSAGES_PATH,
             self.request_body(request),
             turn=(request.session_id, request.turn_id),
-            read=self._read_stream,
+            read=functools.partial(self._read_stream, answer_tool=answer_tool),
             on_delta=on_delta,
         )
 
@@ -149,6 +151,18 @@ class AnthropicMessagesProvider(HttpModelProvider):
             }
             for tool in request.tools
         ]
+        schema = request.output_schema
+        if schema is not None:
+            # A typed answer is asked for as a tool the model must call (the
+            # only one, or one of any when it has tools of its own); its
+            # input is the answer, turned back into a message on the way in.
+            tools.append(
+                {
+                    "name": _answer_tool(request),
+                    "description": (ANSWER_TOOL_DESCRIPTION + schema.description),
+                    "input_schema": schema.schema,
+                }
+            )
         if tools:
             body["tools"] = tools
         if request.instructions:
@@ -159,13 +173,18 @@ class AnthropicMessagesProvider(HttpModelProvider):
         elif tools and cache:
             tools[-1]["cache_control"] = dict(EPHEMERAL)
         body.update(self.options)
+        if schema is not None:
+            body["tool_choice"] = _answer_choice(request, "thinking" in body)
         return body
 
     async def _read_stream(
-        self, response: httpx.Response, attempt: Attempt
+        self,
+        response: httpx.Response,
+        attempt: Attempt,
+        answer_tool: str | None = None,
     ) -> ModelResponse:
         where = f"{self._endpoint.where}{MESSAGES_PATH}"
-        stream = _MessageStream(attempt, where, self._endpoint.redact)
+        stream = _MessageStream(attempt, where, self._endpoint.redact, answer_tool)
         if is_whole_answer(response.headers, where):
             stream.whole(decode_body(await response.aread(), where))
             return stream.result()
@@ -179,9 +198,14 @@ class _MessageStream(EventStream):
     """The state of one streamed message, fed one event at a time."""
 
     def __init__(
-        self, attempt: Attempt, where: str, redact: Callable[[str], str]
+        self,
+        attempt: Attempt,
+        where: str,
+        redact: Callable[[str], str],
+        answer_tool: str | None = None,
     ) -> None:
         super().__init__(attempt, where, redact)
+        self.answer_tool = answer_tool
         self.blocks: dict[int, dict[str, Any]] = {}
         self.parts: dict[int, list[str]] = {}
         self.usage: dict[str, Any] = {}
@@ -239,8 +263,12 @@ class _MessageStream(EventStream):
             block["signature"] = f"{block.get('signature') or ''}{piece}"
             return
         self.parts.setdefault(index, []).append(piece)
-        if kind == "text_delta":
-            self.attempt.emit(piece)
+        if kind == "text_delta" or (
+            kind == "input_json_delta"
+            and self.answer_tool is not None
+            and block.get("name") == self.answer_tool
+        ):
+            self.attempt.emit(piece)  # a typed answer streams as its JSON
 
     def _usage(self, usage: object) -> None:
         if isinstance(usage, dict):
@@ -288,6 +316,8 @@ class _MessageStream(EventStream):
             # server tool blocks (web search, ...) are not part of turnlog's context
         if text_at is not None:
             output.insert(text_at, assistant_message("".join(texts)))
+        if self.answer_tool is not None:
+            output = answer_as_message(output, self.answer_tool)
         if not any(item["type"] in ("message", "function_call") for item in output):
             reason = f" (stop_reason {self.stop_reason})" if self.stop_reason else ""
             msg = f"the model answered no text and no tool call{reason}"
@@ -306,6 +336,42 @@ class _MessageStream(EventStream):
 
     def _malformed(self, what: str) -> MalformedStreamError:
         return MalformedStreamError(f"event {self.number} from {self.where}: {what}")
+
+
+ANSWER_TOOL = "final_answer"
+ANSWER_TOOL_DESCRIPTION = (
+    "Give your final answer by calling this tool with it as the input. "
+)
+
+
+def _answer_tool(request: ModelRequest) -> str:
+    """The name of the tool that carries a typed answer (clear of the agent's)."""
+    names = {tool.name for tool in request.tools}
+    return ANSWER_TOOL if ANSWER_TOOL not in names else f"turnlog_{ANSWER_TOOL}"
+
+
+def _answer_choice(request: ModelRequest, thinking: bool) -> dict[str, Any]:
+    if thinking:  # extended thinking refuses a forced tool: the model may write JSON
+        return {"type": "auto"}
+    if request.tools:
+        return {"type": "any"}
+    return {"type": "tool", "name": _answer_tool(request)}
+
+
+def answer_as_message(output: list[Item], answer_tool: str) -> list[Item]:
+    """``output`` with a call of the answer tool made the final answer (its
+    input, as JSON text); dropped if the model called other tools too."""
+    answers = [
+        item
+        for item in output
+        if item["type"] == "function_call" and item["name"] == answer_tool
+    ]
+    if not answers:
+        return output
+    kept = [item for item in output if not any(item is a for a in answers)]
+    if any(item["type"] == "function_call" for item in kept):
+        return kept  # tools first: the answer comes in a later step
+    return [*kept, assistant_message(answers[0]["arguments"])]
 
 
 def _index(event: Mapping[str, Any]) -> int:

@@ -44,6 +44,7 @@ from turnlog.providers.wire import (
     decode_event,
     failure_from,
     is_whole_answer,
+    json_schema,
     read_events,
     token_usage,
 )
@@ -153,6 +154,11 @@ class OpenAIChatCompletionsProvider(HttpModelProvider):
                 for tool in request.tools
             ]
         body.update(self.options)
+        if request.output_schema is not None:
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": json_schema(request),
+            }
         return body
 
     async def _read_stream(

@@ -44,6 +44,7 @@ from turnlog.providers.wire import (
     decode_body,
     failure_from,
     is_whole_answer,
+    json_schema,
     read_events,
 )
 
@@ -159,6 +160,11 @@ class OpenAIResponsesProvider(HttpModelProvider):
         if self._prompt_cache_key:
             body["prompt_cache_key"] = cache_key(request.session_id)
         body.update(self.options)
+        if request.output_schema is not None:
+            # Kept beside options' own text settings (verbosity, say).
+            text = dict(body.get("text") or {})
+            text["format"] = {"type": "json_schema", **json_schema(request)}
+            body["text"] = text
         return body
 
     async def _read_stream(

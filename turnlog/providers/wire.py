@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import msgspec
 
-from turnlog.domain.model import Item
+from turnlog.domain.model import Item, ModelRequest
 from turnlog.providers.errors import MalformedStreamError, ResponseFailedError
 from turnlog.providers.http import Attempt
 from turnlog.providers.sse import ServerSentEvent, SSEDecoder
@@ -105,6 +105,21 @@ def token_usage(
         put_count(counts, "reasoning_tokens", output_details.get("reasoning_tokens"))
     put_count(counts, "total_tokens", usage.get("total_tokens"))
     return counts or None
+
+
+def json_schema(request: ModelRequest) -> dict[str, Any]:
+    """The OpenAI ``json_schema`` object asking for the request's output
+    schema (strict where the schema allows it)."""
+    schema = request.output_schema
+    assert schema is not None
+    described: dict[str, Any] = {
+        "name": schema.name,
+        "schema": schema.schema,
+        "strict": schema.strict,
+    }
+    if schema.description:
+        described["description"] = schema.description
+    return described
 
 
 def cache_key(session_id: str) -> str:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import msgspec
 from ag_ui.core import (
     BaseEvent,
     CustomEvent,
@@ -170,8 +171,10 @@ class AguiTranslator:
             case SharedStateUpdatedMsg(changes=changes):
                 self.state.update(changes)
                 return [StateSnapshotEvent(snapshot=dict(self.state))]
-            case TurnCompletedMsg(last_agent_message=last):
-                return self._finish(self._finished(result=last))
+            case TurnCompletedMsg(last_agent_message=last, output=output):
+                # A typed answer is the run's result as its JSON object.
+                result = last if output is msgspec.UNSET else output
+                return self._finish(self._finished(result=result))
             case TurnAbortedMsg(reason=reason, failed=True):
                 return self._finish(RunErrorEvent(message=reason, code="turn_failed"))
             case TurnAbortedMsg():
@@ -195,7 +198,7 @@ class AguiTranslator:
         return self._finish(RunErrorEvent(message=message, code=code))
 
     def _finished(
-        self, outcome: RunFinishedOutcome | None = None, result: str | None = None
+        self, outcome: RunFinishedOutcome | None = None, result: object = None
     ) -> RunFinishedEvent:
         return RunFinishedEvent(
             thread_id=self.thread_id, run_id=self.run_id, outcome=outcome, result=result

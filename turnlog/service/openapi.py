@@ -70,7 +70,10 @@ def openapi_document() -> dict[str, Any]:
             "get": {
                 "summary": "The session's checkpoint (state, usage, messages)",
                 "parameters": [_SESSION],
-                "responses": _ok("the checkpoint"),
+                "responses": _ok(
+                    "the checkpoint (output: the last typed answer, for an "
+                    "agent with an output_type)"
+                ),
             }
         },
         "/sessions/{session_id}/prompts": {
@@ -82,7 +85,7 @@ def openapi_document() -> dict[str, Any]:
                 ],
                 "requestBody": _TEXT,
                 "responses": {
-                    **_ok("the finished run (wait=true)"),
+                    **_ok("the finished run (wait=true; output: its typed answer)"),
                     "202": {"description": "the run started"},
                     "409": _PROBLEM,
                 },

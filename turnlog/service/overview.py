@@ -15,6 +15,7 @@ import asyncio
 from datetime import datetime
 from typing import Any
 
+import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -130,10 +131,16 @@ def executions_report(
                 "ended_at": _iso(turn.ended_at),
                 "seconds": _seconds(turn.started_at, turn.ended_at),
                 "steps": steps.get(turn.number, []),
+                **_answer(turn),
             }
             for turn in turns
         ],
     }
+
+
+def _answer(turn: Execution) -> dict[str, Any]:
+    """``output``: the turn's validated answer, only where it has one."""
+    return {} if turn.output is msgspec.UNSET else {"output": turn.output}
 
 
 class Overview:

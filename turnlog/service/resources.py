@@ -360,8 +360,9 @@ def _run_started(subscription: Any) -> str | None:
 
 
 def _run_json(result: RunResult) -> dict[str, Any]:
-    fields: dict[str, Any] = msgspec.to_builtins(result)
-    return fields
+    # as_json: the typed answer is an object of the user's, never encoded;
+    # ``output`` is the answer as recorded.
+    return result.as_json()
 
 
 def _forget_run(context: ServiceContext) -> Any:
