@@ -281,10 +281,13 @@ class Runtime:
             handle.update_shared_state(**shared_state)
         return handle
 
-    def _recorded_answer(self, session_id: str) -> Any:
-        """The session's last accepted answer as recorded (UNSET if none)."""
+    def _recorded_answer(self, session_id: str) -> tuple[Any, str]:
+        """The session's last accepted answer as recorded (UNSET if none),
+        and the agent in charge ("" if the checkpoint does not say)."""
         checkpoint = self.checkpoints.load(session_id, context=False)
-        return msgspec.UNSET if checkpoint is None else checkpoint.output
+        if checkpoint is None:
+            return msgspec.UNSET, ""
+        return checkpoint.output, checkpoint.agent_in_charge
 
     def _start_session(
         self,

@@ -233,12 +233,12 @@ class AgentSession:
         stopped_by: Callable[[], TurnlogError | None] | None = None,
         *,
         check_deps: Callable[[object], None] | None = None,
-        recorded_answer: Callable[[str], object] | None = None,
+        recorded_answer: Callable[[str], tuple[object, str]] | None = None,
     ):
         self._actor = _ActorHandle(session_id, activation, runtime_closed, stopped_by)
         self._event_buffer = event_buffer
         self._check_deps = check_deps
-        self._output_format = activation.agent.output_format
+        self._agent = activation.agent
         self._recorded_answer = recorded_answer
 
     @property
@@ -409,10 +409,15 @@ class AgentSession:
         such answer, or the agent has no ``output_type``.
         """
         self._actor.check_runtime_open()
-        if self._output_format is None or self._recorded_answer is None:
+        if self._recorded_answer is None:
             return None
-        data = self._recorded_answer(self.session_id)
-        return None if data is msgspec.UNSET else self._output_format.load(data)
+        data, in_charge = self._recorded_answer(self.session_id)
+        # The answer is in the type of the agent a handoff put in charge.
+        agent = self._agent.handoff_graph().get(in_charge, self._agent)
+        answer_format = agent.output_format
+        if answer_format is None or data is msgspec.UNSET:
+            return None
+        return answer_format.load(data)
 
     def running(self) -> bool:
         """Whether a run is in progress."""
