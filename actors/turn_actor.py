@@ -319,6 +319,7 @@ def tool_order(
         context={
             "session_id": session_id,
             "turn_id": turn_id,
+            "turn": turn,
             "call_id": call["call_id"],
             "name": call["name"],
         },

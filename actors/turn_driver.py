@@ -87,6 +87,10 @@ class TurnDriver:
             tool = tools.get(name)
             return ("", "") if tool is None else (tool.tool_type, tool.mcp_server)
 
+        def child_agent(name: str) -> str:
+            # Only an agent used as a tool names one (turnlog.AgentTool).
+            return str(getattr(tools.get(name), "child_agent", ""))
+
         def route_identity(route: str) -> tuple[str, str]:
             try:
                 return model_identity(agent.provider_for(route))
@@ -106,6 +110,7 @@ class TurnDriver:
                 new_request_id=lambda: uuid.uuid4().hex,
                 model_identity=route_identity,
                 tool_identity=tool_identity,
+                child_agent=child_agent,
             ),
             state,
         )

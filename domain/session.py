@@ -42,6 +42,11 @@ class SessionCreated(TurnlogCreated):
     """Digest of the agent configuration the session was created with."""
     shared_state: dict[str, Any]
     model_route: str
+    parent_session: str = ""
+    """The session whose tool call runs this one (an agent used as a tool);
+    "" for a session of its own, and in histories recorded before this."""
+    parent_call: str = ""
+    """The parent's tool call that runs this session ("" if none)."""
 
     def apply(self, aggregate: Session) -> None:
         aggregate.session_id = self.session_id
@@ -49,6 +54,8 @@ class SessionCreated(TurnlogCreated):
         aggregate.agent_digest = self.agent_digest
         aggregate.shared_state = dict(self.shared_state)
         aggregate.model_route = self.model_route
+        aggregate.parent_session = self.parent_session
+        aggregate.parent_call = self.parent_call
 
 
 class InputQueued(TurnlogEvent):
@@ -247,6 +254,9 @@ class Session(Aggregate):
     agent_digest: str
     shared_state: dict[str, Any]
     model_route: str
+    # Class defaults: snapshots taken before these existed load without them.
+    parent_session: str = ""
+    parent_call: str = ""
 
     def trigger_event(self, event_class: type[Any], **kwargs: Any) -> None:
         """Triggers ``event_class`` stamped with this session's id."""
@@ -274,8 +284,14 @@ class Session(Aggregate):
         agent_digest: str,
         shared_state: dict[str, Any],
         model_route: str,
+        parent_session: str = "",
+        parent_call: str = "",
     ) -> Session:
-        """A new session with ``session_id``; the caller checks it is new."""
+        """A new session with ``session_id``; the caller checks it is new.
+
+        ``parent_session`` and ``parent_call`` name the tool call that runs
+        it, for a child session (an agent used as a tool).
+        """
         check_json_data(shared_state, "shared state")
         return cls._create(
             SessionCreated,
@@ -285,6 +301,8 @@ class Session(Aggregate):
             agent_digest=agent_digest,
             shared_state=shared_state,
             model_route=model_route,
+            parent_session=parent_session,
+            parent_call=parent_call,
         )
 
     @property

@@ -208,6 +208,9 @@ class TurnRules(msgspec.Struct, frozen=True):
     tool_identity: Callable[[str], tuple[str, str]] = lambda _name: ("", "")
     """(tool type, MCP server) of a tool, "" where unknown: what a started
     call records so traces can name them."""
+    child_agent: Callable[[str], str] = lambda _name: ""
+    """The agent a tool runs as a child session ("" for any other tool):
+    a started call of it records ``ChildSessionStarted``."""
 
 
 class TurnState(Protocol):

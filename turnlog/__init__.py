@@ -1,7 +1,8 @@
 """turnlog: an agent runtime for LLM sessions on an event-sourced log."""
 
-from turnlog.agent import Agent
+from turnlog.agent import Agent, AgentTool
 from turnlog.approvals import ApprovalBroker
+from turnlog.children import ChildSession
 from turnlog.config import ApprovalProvider, RunConfig
 from turnlog.domain.approval import ApprovalDecision, ApprovalRequest
 from turnlog.domain.context import Message
@@ -79,12 +80,14 @@ __all__ = [
     "Agent",
     "AgentHandle",
     "AgentSession",
+    "AgentTool",
     "ApprovalBroker",
     "ApprovalDecision",
     "ApprovalProvider",
     "ApprovalRequest",
     "ApprovalResponse",
     "Checkpoint",
+    "ChildSession",
     "Compaction",
     "CompactionInfo",
     "ConcurrencyConflictError",

@@ -229,10 +229,14 @@ class AgentSession:
         activation: Activation,
         event_buffer: int,
         runtime_closed: threading.Event | None = None,
+        *,
         stopped_by: Callable[[], TurnlogError | None] | None = None,
+        children: Callable[[], list[AgentSession]] | None = None,
     ):
         self._actor = _ActorHandle(session_id, activation, runtime_closed, stopped_by)
         self._event_buffer = event_buffer
+        # The child sessions its agent tools run now (see turnlog.children).
+        self._children = children or _no_children
 
     @property
     def session_id(self) -> str:
@@ -330,6 +334,9 @@ class AgentSession:
     def approve(self, request_id: str, decision: ApprovalDecision | str) -> None:
         """Decides a pending approval request.
 
+        A request of a child session (an agent tool's, listed by
+        :meth:`pending_approvals`) is answered in that child.
+
         Raises UsageError, recording nothing, if ``request_id`` is not
         pending (unknown, stale or already decided).
         """
@@ -337,6 +344,10 @@ class AgentSession:
             msg = f"request_id must be a str, not {type(request_id).__name__}"
             raise InvalidInputError(msg)
         kind = check_decision(decision).kind
+        for child in self._children():
+            if any(r.request_id == request_id for r in child.pending_approvals()):
+                child.approve(request_id, kind)
+                return
         self._actor.ask(Submit(ApprovalResponse(request_id, kind)))
 
     def queued(self) -> list[QueuedInput]:
@@ -344,8 +355,16 @@ class AgentSession:
         return self._actor.query(QueuedQuery())
 
     def pending_approvals(self) -> list[ApprovalRequest]:
-        """Approval requests waiting for a decision."""
-        return self._actor.query(PendingApprovalsQuery())
+        """Approval requests waiting for a decision.
+
+        With them, those of the child sessions its agent tools run now
+        (each request's ``session_id`` names its child).
+        """
+        own: list[ApprovalRequest] = self._actor.query(PendingApprovalsQuery())
+        own = list(own)  # the reply may be the actor's own list
+        for child in self._children():
+            own.extend(child.pending_approvals())
+        return own
 
     def subscribe(self, *, buffer: int | None = None) -> Subscription:
         """Events from now on: RunStarted, RunEvent..., RunFinished per run.
@@ -427,6 +446,10 @@ class AgentSession:
 
     def __repr__(self) -> str:
         return f"AgentSession({self.session_id!r})"
+
+
+def _no_children() -> list[AgentSession]:
+    return []
 
 
 class AgentHandle:
