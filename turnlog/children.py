@@ -38,7 +38,7 @@ import msgspec
 from turnlog.domain import session as s
 from turnlog.domain import turn as t
 from turnlog.domain.errors import TurnlogError
-from turnlog.domain.ids import child_session_id, session_uuid
+from turnlog.domain.ids import child_session_id
 from turnlog.domain.run import RunFinished
 from turnlog.store.history import SessionHistory
 from turnlog.tools import ToolResult
@@ -103,9 +103,11 @@ class ChildSessions:
 
     def _outcome(self, child: AgentSession, text: str) -> ToolResult:
         child_id = child.session_id
+        history = SessionHistory(self._store)
         with child.subscribe() as events:
-            stored = self._store.get_session(child_id)
-            if stored is None or stored.turn_count == 0:
+            if not any(
+                isinstance(event, t.InputAccepted) for event in history.events(child_id)
+            ):  # new, or cut off before its input was recorded: prompt it
                 result = child.prompt(text)
                 return _tool_result(
                     child_id, result.status, result.final_output, result.error
@@ -117,18 +119,7 @@ class ChildSessions:
                         return _tool_result(
                             child_id, result.status, result.final_output, result.error
                         )
-        return self._recorded_outcome(child_id)
-
-    def _recorded_outcome(self, child_id: str) -> ToolResult:
-        """How the child's last turn ended, as its log says."""
-        for event in reversed(self._store.events(session_uuid(child_id))):
-            match event:
-                case s.TurnCompleted(final_output=output):
-                    return _tool_result(child_id, "completed", output, None)
-                case s.TurnAborted(reason=reason, failed=failed):
-                    status = "failed" if failed else "aborted"
-                    return _tool_result(child_id, status, None, reason)
-        return ToolResult(f"child session {child_id} has no outcome", True)
+        return _recorded_outcome(child_id, history.events(child_id))
 
     def cancel_child(self, context: Mapping[str, Any]) -> None:
         """Interrupts the child of the call in ``context``, if it runs here.
@@ -159,6 +150,18 @@ class ChildSessions:
 def _interrupt(child: AgentSession) -> None:
     with contextlib.suppress(TurnlogError):  # it ended meanwhile
         child.interrupt()
+
+
+def _recorded_outcome(child_id: str, events: list[Any]) -> ToolResult:
+    """How the child's last turn ended, as its log says."""
+    for event in reversed(events):
+        match event:
+            case s.TurnCompleted(final_output=output):
+                return _tool_result(child_id, "completed", output, None)
+            case s.TurnAborted(reason=reason, failed=failed):
+                status = "failed" if failed else "aborted"
+                return _tool_result(child_id, status, None, reason)
+    return ToolResult(f"child session {child_id} has no outcome", True)
 
 
 def _tool_result(
