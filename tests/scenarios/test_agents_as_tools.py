@@ -11,7 +11,9 @@ import pytest
 
 from turnlog import (
     Agent,
+    AgentSession,
     ApprovalDecision,
+    ApprovalRequest,
     ChildSession,
     InvalidInputError,
     RunConfig,
@@ -181,7 +183,7 @@ def test_a_childs_approval_is_listed_and_answered_through_the_parent(
         )
         events = session.subscribe()
         waiter.start()
-        pending = _wait_pending(session)
+        pending = _wait_pending(rt, session, "p5:1:c1")
         assert (pending.session_id, pending.tool_name) == ("p5:1:c1", "publish")
         session.approve(pending.request_id, ApprovalDecision.allow())
         from turnlog import RunFinished
@@ -238,14 +240,10 @@ def test_interrupting_the_parent_interrupts_its_child(store_url: str) -> None:
         assert not aborted[0].failed
 
 
-def _wait_pending(session: object) -> object:
-    import time
-
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        pending = session.pending_approvals()  # type: ignore[attr-defined]
-        if pending:
-            (request,) = pending
-            return request
-        time.sleep(0.02)
-    pytest.fail("no approval request reached the parent")
+def _wait_pending(rt: Runtime, session: AgentSession, child_id: str) -> ApprovalRequest:
+    """The child's approval request, once its log holds it, as the parent lists it."""
+    with rt.follow(child_id) as follower:
+        while not isinstance(follower.get(10).msg, p.ApprovalRequestedMsg):
+            pass
+    (request,) = session.pending_approvals()
+    return request

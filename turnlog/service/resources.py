@@ -145,6 +145,7 @@ class SessionResources:
                 "/sessions/{session_id}/transcript", self.transcript, methods=["GET"]
             ),
             Route("/sessions/{session_id}/audit", self.audit, methods=["GET"]),
+            Route("/sessions/{session_id}/children", self.children, methods=["GET"]),
         ]
 
     async def _owned(self, request: Request) -> OwnedSession:
@@ -270,6 +271,7 @@ class SessionResources:
                     "tool_name": r.tool_name,
                     "arguments": r.arguments,
                     "turn_id": r.turn_id,
+                    "session_id": r.session_id,  # a child's names the child
                 }
                 for r in live.pending_approvals()
             ]
@@ -286,6 +288,38 @@ class SessionResources:
                 "turn_id": pending["turn_id"],
             }
         ]
+
+    async def children(self, request: Request) -> Response:
+        owned = await self._owned(request)
+        return json_response(await asyncio.to_thread(self._children, owned.session_id))
+
+    def _children(self, session_id: str) -> dict[str, Any]:
+        """The session's child sessions (agents its tool calls ran), each
+        with its own children, and the tree's usage summed by agent."""
+        runtime = self.context.runtime
+
+        def tree(parent: str) -> list[dict[str, Any]]:
+            out = []
+            for child in runtime.children(parent):
+                stored = runtime.store.get_session(child.session_id)
+                out.append(
+                    {
+                        "session_id": child.session_id,
+                        "agent": child.agent,
+                        "parent_call": child.parent_call,
+                        "started": stored is not None,
+                        "running": stored is not None and stored.running,
+                        "turn_count": 0 if stored is None else stored.turn_count,
+                        "usage": {} if stored is None else stored.usage_totals,
+                        "children": tree(child.session_id),
+                    }
+                )
+            return out
+
+        return {
+            "children": tree(session_id),
+            "usage_by_agent": runtime.usage_by_agent(session_id),
+        }
 
     async def decide(self, request: Request) -> Response:
         owned = await self._owned(request)
