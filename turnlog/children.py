@@ -38,7 +38,7 @@ import msgspec
 from turnlog.domain import session as s
 from turnlog.domain import turn as t
 from turnlog.domain.errors import TurnlogError
-from turnlog.domain.ids import child_session_id
+from turnlog.domain.ids import child_session_id, session_uuid
 from turnlog.domain.run import RunFinished
 from turnlog.store.history import SessionHistory
 from turnlog.tools import ToolResult
@@ -180,6 +180,32 @@ def children_of(store: Store, session_id: str) -> list[ChildSession]:
         for event in SessionHistory(store).events(session_id)
         if isinstance(event, t.ChildSessionStarted)
     ]
+
+
+def descendants(store: Store, session_id: str) -> list[tuple[int, ChildSession]]:
+    """Every session under ``session_id`` as (depth, child), depth first."""
+    out: list[tuple[int, ChildSession]] = []
+
+    def walk(parent: str, depth: int) -> None:
+        for child in children_of(store, parent):
+            out.append((depth, child))
+            walk(child.session_id, depth + 1)
+
+    walk(session_id, 1)
+    return out
+
+
+def outcome_of(store: Store, session_id: str) -> str:
+    """How a child session stands, in a few words (for the audit)."""
+    session = store.get_session(session_id)
+    if session is None:
+        return "not created"
+    if session.running:
+        return "running"
+    result = _recorded_outcome(session_id, store.events(session_uuid(session_id)))
+    if result.is_error:
+        return result.output.replace(f"child session {session_id} ", "", 1)
+    return f"answered {result.output!r}"
 
 
 def usage_by_agent(store: Store, session_id: str) -> dict[str, dict[str, int]]:

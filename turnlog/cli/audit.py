@@ -7,6 +7,7 @@ import contextlib
 import time
 from collections.abc import Callable
 
+from turnlog.children import descendants, outcome_of
 from turnlog.cli.exits import EXIT_FAILURE, EXIT_OK, print_error
 from turnlog.cli.log_location import require_log, session_and_log, store_url
 from turnlog.cli.parser import check_audit_args
@@ -14,6 +15,7 @@ from turnlog.cli.reading import open_for_reading, runtime_for_reading
 from turnlog.cli.timeline import (
     Timeline,
     damage_verdict,
+    one_line,
     verdict,
     verdict_record,
     verify_summary,
@@ -53,6 +55,15 @@ def command_audit(args: argparse.Namespace) -> int:
         print(f"{'POS':>6}  {'TIME (UTC)':<24}  {'EVENT':<{width}}  SUMMARY")
         for item in items:
             print(timeline.line(item, width))
+        tree = descendants(runtime.store, session_id)
+        if tree:
+            print(f"\nCHILD SESSIONS of {session_id} (agents its tool calls ran)")
+        for depth, child in tree:
+            outcome = one_line(outcome_of(runtime.store, child.session_id))
+            print(
+                f"{'  ' * depth}{child.session_id}  agent {child.agent}, "
+                f"call {child.parent_call}: {outcome}"
+            )
     return EXIT_OK
 
 
@@ -84,10 +95,19 @@ def _audit_verify(args: argparse.Namespace) -> int:
     store = open_for_reading(url)
     try:
         if not args.all:
+            # The session and every child session under it: one tree.
             expected = expected_heads(store, session_id, anchor)
             report = verify_session(store, session_id, expected)
             print(show(report))
-            return EXIT_OK if report.ok else EXIT_FAILURE
+            ok = report.ok
+            for _, child in descendants(store, session_id):
+                if store.get_session(child.session_id) is None:
+                    continue  # its call never got to create it
+                expected = expected_heads(store, child.session_id)
+                child_report = verify_session(store, child.session_id, expected)
+                print(show(child_report))
+                ok = ok and child_report.ok
+            return EXIT_OK if ok else EXIT_FAILURE
         for report in verify_each(store, recorded_heads(store)):
             print(show(report), flush=True)  # a verdict as soon as it is known
             sessions += 1

@@ -39,6 +39,7 @@ from turnlog.domain.session import (
 from turnlog.domain.turn import (
     ApprovalDecided,
     ApprovalRequested,
+    ChildSessionStarted,
     CompactionCancelled,
     CompactionFailed,
     CompactionStarted,
@@ -215,7 +216,13 @@ def _session_summary(event: object, seen: Seen) -> str | None:
     """Events of the Session aggregate; None for any other event."""
     match event:
         case SessionCreated(agent_name=agent, model_route=route):
-            return f"agent {one_line(agent)}, route {one_line(route)}"
+            parent = ""
+            if event.parent_session:
+                parent = (
+                    f", child of {one_line(event.parent_session)} "
+                    f"(call {_id(event.parent_call)})"
+                )
+            return f"agent {one_line(agent)}, route {one_line(route)}{parent}"
         case TurnStarted(number=number, submission_id=submission):
             return f"turn {number}, submission {_id(submission)}"
         case InputQueued(kind=kind, text=text, submission_id=submission):
@@ -299,6 +306,11 @@ def _turn_summary(event: object, seen: Seen) -> str | None:
             return f"hook {_id(hook)} added context {_quoted(text)}"
         case WarningRaised(message=message):
             return one_line(message)
+        case ChildSessionStarted(call_id=call_id, child_session=child, agent=agent):
+            return (
+                f"call {_id(call_id)} runs agent {one_line(agent)} "
+                f"as child session {one_line(child)}"
+            )
     return None
 
 
