@@ -243,6 +243,8 @@ class Runtime:
         with self._lock:
             host = self._sessions.get(parent)
         settings = host.settings if host is not None else None
+        stored = self.store.get_session(parent)
+        root = (stored.root_session or parent) if stored is not None else parent
         if settings is None:
             config = self.run_config
             settings = SessionSettings(
@@ -257,7 +259,7 @@ class Runtime:
             None,
             settings,
             event_buffer=self.run_config.event_buffer,
-            parent=(parent, call_id),
+            parent=(parent, call_id, root),
         )
 
     def _open(
@@ -268,7 +270,7 @@ class Runtime:
         settings: SessionSettings,
         *,
         event_buffer: int,
-        parent: tuple[str, str] = ("", ""),
+        parent: tuple[str, str, str] = ("", "", ""),
     ) -> AgentSession:
         with self._lock:
             self._check_open()
@@ -323,7 +325,7 @@ class Runtime:
         settings: SessionSettings,
         host: Activation,
         *,
-        parent: tuple[str, str] = ("", ""),
+        parent: tuple[str, str, str] = ("", "", ""),
     ) -> pykka.ActorRef[Any]:
         # MCP tool lists are read before anything is taken or written: a
         # server that does not start leaves no trace of the session.
@@ -337,6 +339,7 @@ class Runtime:
             model_route=agent.model_route,
             parent_session=parent[0],
             parent_call=parent[1],
+            root_session=parent[2],
         )
         # A session new to the log is saved with its lease, in one commit,
         # and the log is not read first: a new session, the common case,
