@@ -55,8 +55,6 @@ def test_the_readme_agents_as_tools_example_runs(
     monkeypatch.chdir(tmp_path)
     exec(compile(example, "README.md", "exec"), {"__name__": "readme"})
     printed = capsys.readouterr().out.splitlines()
-    assert printed == [
-        "The capital is Paris.",
-        "True researcher",
-        "['lead', 'researcher']",
-    ]
+    assert printed[0] == "The capital is Paris."
+    assert re.fullmatch(r"session-\w+:1:c1 researcher", printed[1])
+    assert printed[2] == "['lead', 'researcher']"
