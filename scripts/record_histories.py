@@ -195,11 +195,26 @@ def interrupted(rt: Runtime) -> None:
     worker.join(10)
 
 
+def children(rt: Runtime) -> None:
+    """A session whose tool runs another agent: its turn records the child."""
+    researcher = Agent("researcher", model=ScriptedModel([reply("Paris", usage=USAGE)]))
+    model = ScriptedModel(
+        [
+            calls(tool_call("research", {"input": "capital?"}, call_id="c1")),
+            reply("Paris it is", usage=USAGE),
+        ]
+    )
+    agent = Agent("historian", model=model, tools=[researcher.as_tool(name="research")])
+    session = rt.create_session(agent, session_id="children")
+    session.prompt("where?", timeout=10)
+
+
 RECORDERS: dict[str, Callable[[Runtime], None]] = {
     "basic": basic,
     "approvals": approvals,
     "hooks": hooks_and_compaction,
     "interrupted": interrupted,
+    "children": children,
 }
 
 
