@@ -40,6 +40,7 @@ from turnlog import (
     reply,
     tool_call,
 )
+from turnlog.children import descendants
 from turnlog.domain.ids import session_uuid, turn_uuid
 from turnlog.domain.protocol import encode_json
 from turnlog.testing import HeldModel
@@ -224,10 +225,17 @@ def record(name: str) -> None:
         with Runtime.open(url) as rt:
             RECORDERS[name](rt)
             session_id = {"hooks": "hooks"}.get(name, name)
-            turns = rt.store.get(session_uuid(session_id)).turn_count
-            ids = [session_uuid(session_id)] + [
-                turn_uuid(session_id, n) for n in range(1, turns + 1)
+            # With the child sessions under it (their events sit between its
+            # own in the log, and loading keeps every position).
+            tree = [
+                session_id,
+                *(c.session_id for _, c in descendants(rt.store, session_id)),
             ]
+            ids = []
+            for member in tree:
+                turns = rt.store.get(session_uuid(member)).turn_count
+                ids += [session_uuid(member)]
+                ids += [turn_uuid(member, n) for n in range(1, turns + 1)]
             rows = sorted(rt.store.stored_rows(ids))
             replay = [encode_json(e).decode() for e in rt.replay_events(session_id)]
             checkpoint = msgspec.to_builtins(rt.checkpoints.load(session_id))
