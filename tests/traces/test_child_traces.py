@@ -62,3 +62,28 @@ def test_a_childs_spans_nest_under_the_call_that_ran_it(store_url: str) -> None:
             assert parent.start_ns <= span.start_ns <= span.end_ns <= parent.end_ns
     # a child's trace read alone is its part of the root's trace
     assert {span.span_id for span in child_only} < set(by_id)
+
+
+def test_the_live_export_of_a_tree_equals_its_rebuild(store_url: str) -> None:
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+        InMemorySpanExporter,
+    )
+    from traces_support import comparable
+
+    exporter = InMemorySpanExporter()
+    researcher = Agent("researcher", model=ScriptedModel(["Paris"]))
+    lead = Agent(
+        "lead",
+        model=ScriptedModel([_ask("research", "a"), "Paris it is"]),
+        tools=[researcher.as_tool(name="research")],
+    )
+    with Runtime.open(store_url, span_exporter=exporter) as rt:
+        session = rt.create_session(lead, session_id="live-lead")
+        session.prompt("go", timeout=30)
+        session.close()
+        rt.create_session(researcher, session_id="live-lead:1:a").close()
+    live = sorted(comparable(span) for span in exporter.get_finished_spans())
+    with Runtime.open(store_url) as rt:
+        rebuilt = sorted(comparable(span) for span in session_spans(rt, "live-lead"))
+    assert live == rebuilt
+    assert {span[0] for span in live} == {trace_id_of("live-lead")}
