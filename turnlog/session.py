@@ -344,11 +344,18 @@ class AgentSession:
             msg = f"request_id must be a str, not {type(request_id).__name__}"
             raise InvalidInputError(msg)
         kind = check_decision(decision).kind
+        child = self._child_asking(request_id)
+        if child is not None:
+            child.approve(request_id, kind)
+            return
+        self._actor.ask(Submit(ApprovalResponse(request_id, kind)))
+
+    def _child_asking(self, request_id: str) -> AgentSession | None:
+        """The child session (of an agent tool) whose request this is, if any."""
         for child in self._children():
             if any(r.request_id == request_id for r in child.pending_approvals()):
-                child.approve(request_id, kind)
-                return
-        self._actor.ask(Submit(ApprovalResponse(request_id, kind)))
+                return child
+        return None
 
     def queued(self) -> list[QueuedInput]:
         """Input waiting for its turn, oldest first (it survives restarts)."""
@@ -477,9 +484,12 @@ class AgentHandle:
             msg = f"not an Op: {op!r}"
             raise InvalidInputError(msg)
         check_encodable(op, type(op).__name__)
+        target = self.session
         if isinstance(op, ApprovalResponse):
             check_decision(op.decision)
-        result: str = self.session._actor.ask(Submit(op))
+            # A child session's request is answered in that child.
+            target = self.session._child_asking(op.request_id) or target
+        result: str = target._actor.ask(Submit(op))
         return result
 
     def next_event(self, timeout: float | None = 30.0) -> Event:

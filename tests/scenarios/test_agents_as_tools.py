@@ -14,11 +14,13 @@ from turnlog import (
     AgentSession,
     ApprovalDecision,
     ApprovalRequest,
+    ApprovalResponse,
     ChildSession,
     InvalidInputError,
     RunConfig,
     Runtime,
     ScriptedModel,
+    UserInput,
     calls,
     function_tool,
     reply,
@@ -247,3 +249,29 @@ def _wait_pending(rt: Runtime, session: AgentSession, child_id: str) -> Approval
             pass
     (request,) = session.pending_approvals()
     return request
+
+
+def test_the_protocol_face_answers_a_childs_request_too(sqlite_url: str) -> None:
+    @function_tool(needs_approval=True)
+    def publish(text: str) -> str:
+        """Needs approval."""
+        return "published"
+
+    child = _researcher(
+        ScriptedModel([calls(tool_call("publish", {"text": "hi"})), "it is out"]),
+        tools=[publish],
+    )
+    lead = _lead(child, [_ask("publish hi"), "done"])
+    with Runtime.open(sqlite_url) as rt:
+        handle = rt.create_agent(lead, session_id="p8")
+        handle.submit(UserInput("go"))
+        pending = _wait_pending(rt, handle.session, "p8:1:c1")
+        handle.submit(ApprovalResponse(pending.request_id, "allow"))
+        while not isinstance(handle.next_event(10).msg, p.TurnCompletedMsg):
+            pass
+        outputs = [
+            e.msg.output
+            for e in rt.replay_events("p8")
+            if isinstance(e.msg, p.ToolCallFinishedMsg)
+        ]
+        assert outputs == ["it is out"]
