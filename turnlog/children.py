@@ -104,14 +104,15 @@ class ChildSessions:
     def _outcome(self, child: AgentSession, text: str) -> ToolResult:
         child_id = child.session_id
         history = SessionHistory(self._store)
+        if not any(
+            isinstance(event, t.InputAccepted) for event in history.events(child_id)
+        ):  # new, or cut off before its input was recorded: prompt it
+            result = child.prompt(text)
+            return _tool_result(
+                child_id, result.status, result.final_output, result.error
+            )
+        # Subscribed before asking whether it runs: its end cannot slip by.
         with child.subscribe() as events:
-            if not any(
-                isinstance(event, t.InputAccepted) for event in history.events(child_id)
-            ):  # new, or cut off before its input was recorded: prompt it
-                result = child.prompt(text)
-                return _tool_result(
-                    child_id, result.status, result.final_output, result.error
-                )
             if child.running():  # revived mid-turn, and the turn resumed
                 for item in events:
                     if isinstance(item, RunFinished):

@@ -6,6 +6,7 @@ Usage: python agents_crash_child.py STORE_URL MODE
   child-mid-turn  the child's tool prints CHILD TOOL STARTED and blocks
   child-finished  the child answered; the parent's post_tool hook prints
                   CHILD FINISHED and blocks before the parent's call is recorded
+  child-approval  the child's tool waits for an approval: CHILD PENDING
 
 The agents are built by ``agents()``, which the test calls too, so both
 processes run the same agents (same names, tools and middleware).
@@ -64,7 +65,7 @@ def agents(
     ``live``: this is the process to be killed (its hooks and tool block).
     """
 
-    @function_tool
+    @function_tool(needs_approval=mode == "child-approval")
     def look_up(topic: str) -> str:
         """Looks a topic up; blocks in the process to be killed."""
         if live and mode == "child-mid-turn":
@@ -96,7 +97,7 @@ def ask_child() -> Any:
 def main() -> None:
     url, mode = sys.argv[1:3]
     child_answers: list[Any] = ["a durable agent runtime"]
-    if mode == "child-mid-turn":
+    if mode in ("child-mid-turn", "child-approval"):
         child_answers = [calls(tool_call("look_up", {"topic": "turnlog"}))]
     lead = agents(
         mode, child_answers=child_answers, lead_answers=[ask_child()], live=True
@@ -104,6 +105,11 @@ def main() -> None:
     rt = Runtime.open(url)
     session = rt.create_session(lead, session_id=PARENT)
     threading.Thread(target=session.prompt, args=("tell me",), daemon=True).start()
+    if mode == "child-approval":
+        with rt.follow(CHILD) as follower:
+            while type(follower.get(30).msg).__name__ != "ApprovalRequestedMsg":
+                pass
+        print("CHILD PENDING", flush=True)
     never.wait()
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from agents_crash_child import CHILD, PARENT, agents, ask_child  # scenarios/conftest
 
-from turnlog import RunFinished, Runtime
+from turnlog import ApprovalDecision, ApprovalRequest, RunConfig, RunFinished, Runtime
 from turnlog.domain import protocol as p
 from turnlog.testing import wait_for
 
@@ -47,7 +47,9 @@ def _kill_at(url: str, mode: str, marker: str) -> None:
     assert proc.returncode == -signal.SIGKILL
 
 
-def _revive(url: str, mode: str, child_answers: list[Any]) -> tuple[Runtime, Any]:
+def _revive(
+    url: str, mode: str, child_answers: list[Any], config: RunConfig | None = None
+) -> tuple[Runtime, Any]:
     """Opens the parent again; its interrupted call runs again. Returns the
     runtime and how the resumed run ended."""
     lead = agents(
@@ -56,7 +58,7 @@ def _revive(url: str, mode: str, child_answers: list[Any]) -> tuple[Runtime, Any
         lead_answers=["the lead's answer"],
         live=False,
     )
-    rt = Runtime.open(url)
+    rt = Runtime.open(url, run_config=config)
     try:
         session = rt.create_session(lead, session_id=PARENT)
         events = session.subscribe()
@@ -131,6 +133,32 @@ def test_a_finished_child_is_not_run_again(store_url: str) -> None:
             e for e in rt.replay_events(CHILD) if isinstance(e.msg, p.TurnCompletedMsg)
         ]
         assert len(completed) == 1
+
+
+def test_a_child_waiting_for_approval_resumes_and_its_answer_reaches_the_parent(
+    store_url: str,
+) -> None:
+    _kill_at(store_url, "child-approval", "CHILD PENDING")
+    asked: list[str] = []
+
+    class Allow:
+        def decide(self, request: ApprovalRequest) -> ApprovalDecision:
+            asked.append(request.session_id)
+            return ApprovalDecision.allow()
+
+    rt, finished = _revive(
+        store_url,
+        "child-approval",
+        ["found it"],  # the child's turn goes on after its tool ran
+        RunConfig(approval_provider=Allow()),
+    )
+    with rt:
+        assert finished is not None
+        assert finished.result.final_output == "the lead's answer"
+        assert asked == [CHILD]  # the parent's provider decided the child's request
+        assert _calls_of(rt, CHILD) == [("look_up", "facts about turnlog", False)]
+        assert _calls_of(rt, PARENT) == [("research", "found it", False)]
+        assert _prompts_of(rt, CHILD) == ["what is turnlog?"]
 
 
 def test_the_killed_parents_first_step_is_what_the_child_script_asked() -> None:
