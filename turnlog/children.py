@@ -34,13 +34,14 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import msgspec
+from eventsourcing.utils import get_topic
 
 from turnlog.domain import session as s
 from turnlog.domain import turn as t
 from turnlog.domain.errors import TurnlogError
 from turnlog.domain.ids import child_session_id, session_uuid
 from turnlog.domain.run import RunFinished
-from turnlog.store.history import SessionHistory
+from turnlog.store.history import SessionHistory, decode_row
 from turnlog.tools import ToolResult
 
 if TYPE_CHECKING:
@@ -50,6 +51,10 @@ if TYPE_CHECKING:
 
 OpenChild = Callable[["Agent", str, str, str], "AgentSession"]
 """Opens (creating if new) child ``id`` of (agent, id, parent, parent call)."""
+
+
+CHILD_TOPIC = get_topic(t.ChildSessionStarted)
+"""The stored topic of the link a parent's turn records."""
 
 
 class ChildSession(msgspec.Struct, frozen=True):
@@ -176,10 +181,15 @@ def _tool_result(
 
 def children_of(store: Store, session_id: str) -> list[ChildSession]:
     """The child sessions the tool calls of ``session_id`` started, in order."""
+    # Only the links are decoded: a long session's other events are not.
+    links = [
+        decode_row(row)
+        for row in SessionHistory(store).rows(session_id)
+        if row[3] == CHILD_TOPIC
+    ]
     return [
-        ChildSession(event.child_session, event.agent, session_id, event.call_id)
-        for event in SessionHistory(store).events(session_id)
-        if isinstance(event, t.ChildSessionStarted)
+        ChildSession(link.child_session, link.agent, session_id, link.call_id)
+        for link in links
     ]
 
 
