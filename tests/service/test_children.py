@@ -43,13 +43,33 @@ def test_a_childs_approval_is_decided_through_the_parent_and_children_listed(
         assert child["children"] == []
         assert set(listed["usage_by_agent"]) == {"lead", "publisher"}
         assert listed["usage_by_agent"]["publisher"] == child["usage"]
+        # The child is read, never driven, by the parent's tenant.
+        read = client.get(f"/sessions/{child_id}").json()
+        assert (read["agent_name"], read["turn_count"]) == ("publisher", 1)
+        audit = client.get(f"/sessions/{child_id}/audit").json()
+        assert audit["verification"]["ok"] is True
+        created = audit["timeline"][0]
+        assert created["event"] == "SessionCreated"
+        assert (created["data"]["parent_session"], created["data"]["parent_call"]) == (
+            session_id,
+            "ask",
+        )
+        assert client.get(f"/sessions/{child_id}/transcript").json()["items"]
+        prompted = client.post(f"/sessions/{child_id}/prompts", json={"text": "hi"})
+        assert prompted.status_code == 404
 
 
-def test_another_tenant_cannot_list_the_children(serve) -> None:
+def test_another_tenant_can_read_neither_the_children_nor_a_child(serve) -> None:
     from service_agents import delegating_agent
 
     served = serve({"lead": delegating_agent})
     with served.client() as client:
         session_id = client.post("/sessions", json={}).json()["session_id"]
+        client.post(f"/sessions/{session_id}/prompts", json={"text": "go"})
+        child_id = f"{session_id}:1:ask"
+        with served.runtime.follow(child_id) as follower:
+            follower.get(10)  # the child exists
     with served.client(token=TOKEN_B) as client:
         assert client.get(f"/sessions/{session_id}/children").status_code == 404
+        assert client.get(f"/sessions/{child_id}").status_code == 404
+        assert client.get(f"/sessions/{child_id}/audit").status_code == 404

@@ -25,7 +25,7 @@ from turnlog.domain.errors import SessionBusyError, TurnlogError
 from turnlog.domain.run import RunResult, RunStarted
 from turnlog.projections.anchors import expected_heads
 from turnlog.projections.readers import TranscriptItem
-from turnlog.service.context import ServiceContext
+from turnlog.service.context import ServiceContext, unknown_session
 from turnlog.service.listing import session_entries
 from turnlog.service.parsing import decode_json, path_session_id, query_integer
 from turnlog.service.problems import Problem
@@ -153,6 +153,25 @@ class SessionResources:
         session_id = path_session_id(request.path_params["session_id"])
         return await self.context.owned_async(tenant, session_id)
 
+    async def _readable(self, request: Request) -> str:
+        """The id of a session the tenant may read: one of its own, or a
+        child session (an agent its tool calls ran) under one of its own.
+        A child is read here, never driven: its input is its parent's."""
+        tenant = self.context.tenant(request)
+        session_id = path_session_id(request.path_params["session_id"])
+        if self.context.owners.known(tenant, session_id) is not None:
+            return session_id
+        return await asyncio.to_thread(self._readable_by, tenant, session_id)
+
+    def _readable_by(self, tenant: str, session_id: str) -> str:
+        if self.context.owners.get(tenant, session_id) is not None:
+            return session_id
+        stored = self.context.runtime.store.get_session(session_id)
+        root = "" if stored is None else stored.root_session
+        if root and self.context.owners.get(tenant, root) is not None:
+            return session_id
+        raise unknown_session(session_id)
+
     async def list_sessions(self, request: Request) -> Response:
         tenant = self.context.tenant(request)
         runtime, owners = self.context.runtime, self.context.owners
@@ -185,10 +204,8 @@ class SessionResources:
         return dict(fields)
 
     async def read_session(self, request: Request) -> Response:
-        owned = await self._owned(request)
-        return json_response(
-            await asyncio.to_thread(self._checkpoint, owned.session_id)
-        )
+        session_id = await self._readable(request)
+        return json_response(await asyncio.to_thread(self._checkpoint, session_id))
 
     async def prompt(self, request: Request) -> Response:
         owned = await self._owned(request)
@@ -290,8 +307,8 @@ class SessionResources:
         ]
 
     async def children(self, request: Request) -> Response:
-        owned = await self._owned(request)
-        return json_response(await asyncio.to_thread(self._children, owned.session_id))
+        session_id = await self._readable(request)
+        return json_response(await asyncio.to_thread(self._children, session_id))
 
     def _children(self, session_id: str) -> dict[str, Any]:
         """The session's child sessions (agents its tool calls ran), each
@@ -337,13 +354,13 @@ class SessionResources:
         return json_response({"request_id": request_id, "decision": body.decision})
 
     async def transcript(self, request: Request) -> Response:
-        owned = await self._owned(request)
+        session_id = await self._readable(request)
         query = request.query_params
         before = query_integer(query.get("before"), "before")
         limit = query_integer(query.get("limit"), "limit") or DEFAULT_PAGE
         page = await asyncio.to_thread(
             self.context.runtime.transcript.page,
-            owned.session_id,
+            session_id,
             before_position=before,
             max_batches=min(limit, MAX_PAGE),
         )
@@ -356,8 +373,8 @@ class SessionResources:
         )
 
     async def audit(self, request: Request) -> Response:
-        owned = await self._owned(request)
-        return json_response(await asyncio.to_thread(self._audit, owned.session_id))
+        session_id = await self._readable(request)
+        return json_response(await asyncio.to_thread(self._audit, session_id))
 
     def _audit(self, session_id: str) -> dict[str, Any]:
         runtime = self.context.runtime
