@@ -37,3 +37,13 @@ def test_a_child_session_is_listed_and_its_approval_decided(serve, page: Page) -
     expect(item).to_contain_text("publisher \u00b7 call ask \u00b7 1 turn(s)")
     expect(page.locator("#children-usage")).to_contain_text("tokens by agent: ")
     expect(page.locator("#children-usage")).to_contain_text("publisher")
+
+    # A click on the child shows its own timeline (read through the parent).
+    item.locator(".sid").click()
+    created = item.locator(".child-audit li").first
+    expect(created.locator(".what")).to_have_text("SessionCreated")
+    expect(created.locator(".line")).to_have_text(
+        f"with agent publisher, route default, child of {session_id} (call ask)"
+    )
+    item.locator(".sid").click()
+    expect(item.locator(".child-audit")).to_have_count(0)
