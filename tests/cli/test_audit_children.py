@@ -3,6 +3,7 @@ shown as a tree under the timeline, and ``--verify`` checking the tree."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
@@ -97,3 +98,22 @@ def _forge_answer(url: str, answer: str) -> None:
             "UPDATE stored_events SET state = ? WHERE rowid = ?", (forged, position)
         )
         connection.commit()
+
+
+def test_audit_json_ends_with_one_record_per_child(turnlog, sqlite_url: str) -> None:
+    fill_tree(sqlite_url)
+
+    result = turnlog("--store", sqlite_url, "audit", "lead", "--json")
+
+    assert (result.code, result.err) == (0, "")
+    records = [json.loads(line) for line in result.out.splitlines()]
+    children = [r for r in records if "child_session" in r]
+    assert records[-len(children) :] == children
+    assert [
+        (c["child_session"], c["depth"], c["parent_session"]) for c in children
+    ] == [
+        ("lead:1:a", 1, "lead"),
+        ("lead:1:a:1:k1", 2, "lead:1:a"),
+        ("lead:1:b", 1, "lead"),
+    ]
+    assert children[1]["outcome"] == "answered 'checked'"
