@@ -16,6 +16,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import itertools
+import logging
 from collections import deque
 from typing import Any
 
@@ -26,6 +27,8 @@ from turnlog.actors.messages import CancelTools, RunTool, ToolDone, ToolTimedOut
 from turnlog.domain.turn_facts import ToolFinished
 
 DEFAULT_MAX_CONCURRENCY = 16
+
+logger = logging.getLogger(__name__)
 
 
 class _Call:
@@ -80,6 +83,7 @@ class ToolExecutorActor(pykka.ThreadingActor):
                 for token, call in list(self._running.items()):
                     if call.request.key == key:
                         del self._running[token]
+                        _cancel_running(call.request)
                         if call.future is not None:
                             call.future.cancel()
                         if call.timer is not None:
@@ -152,6 +156,17 @@ class ToolExecutorActor(pykka.ThreadingActor):
         for call in waiting:
             self._finish(call, reason, True)
         self.on_stop()
+
+
+def _cancel_running(request: RunTool) -> None:
+    # A running sync call cannot be stopped, but a tool that runs work of
+    # its own (an agent tool's child session) can be told to stop it.
+    cancel = getattr(request.tool, "cancel", None)
+    if callable(cancel):
+        try:
+            cancel(request.context)
+        except Exception:  # a tool's cancel must not stop the executor
+            logger.warning("could not cancel %r", request.tool, exc_info=True)
 
 
 def _reply(

@@ -367,6 +367,7 @@ def tool_order(
     context: dict[str, Any] = {
         "session_id": session_id,
         "turn_id": turn_id,
+        "turn": turn,
         "call_id": call["call_id"],
         "name": call["name"],
     }

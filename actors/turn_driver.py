@@ -100,6 +100,10 @@ class TurnDriver:
             tool = tools.get(name)
             return ("", "") if tool is None else (tool.tool_type, tool.mcp_server)
 
+        def child_agent(name: str) -> str:
+            # Only an agent used as a tool names one (turnlog.AgentTool).
+            return str(getattr(tools.get(name), "child_agent", ""))
+
         def route_identity(route: str) -> tuple[str, str]:
             try:
                 return model_identity(agent.provider_for(route))
@@ -121,6 +125,7 @@ class TurnDriver:
             agent_name=agent.name,
             handoffs=agent.handoff_tools,
             output_retries=agent.output_retries,
+            child_agent=child_agent,
         )
 
     def _rules_for(self, name: str) -> TurnRules:

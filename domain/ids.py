@@ -44,6 +44,21 @@ def turn_uuid(session_id: str, number: int) -> uuid.UUID:
     return uuid.uuid5(session_uuid(session_id), f"turn:{number}")
 
 
+def child_session_id(parent_session: str, turn: int, call_id: str) -> str:
+    """The id of the child session that tool call ``call_id`` of turn
+    ``turn`` of ``parent_session`` runs (an agent used as a tool).
+
+    Derived, never drawn, so a parent revived after a crash finds the child
+    its call started: ``<parent>:<turn>:<call id>``, or, where that would
+    be too long for a session id, a name-based UUID of the three.
+    """
+    readable = f"{parent_session}:{turn}:{call_id}"
+    if len(readable) <= MAX_SESSION_ID_LENGTH and readable.isprintable():
+        return readable
+    derived = uuid.uuid5(session_uuid(parent_session), f"child:{turn}:{call_id}")
+    return f"child-{derived.hex}"
+
+
 def new_submission_id() -> str:
     """A fresh submission id (what ``submit`` returns to the caller)."""
     return uuid.uuid4().hex

@@ -43,6 +43,14 @@ class SessionCreated(TurnlogCreated):
     """Digest of the agent configuration the session was created with."""
     shared_state: dict[str, Any]
     model_route: str
+    parent_session: str = ""
+    """The session whose tool call runs this one (an agent used as a tool);
+    "" for a session of its own, and in histories recorded before this."""
+    parent_call: str = ""
+    """The parent's tool call that runs this session ("" if none)."""
+    root_session: str = ""
+    """The session at the top of this one's tree of parents ("" if none):
+    its trace is the one this session's spans join."""
 
     def apply(self, aggregate: Session) -> None:
         aggregate.session_id = self.session_id
@@ -50,6 +58,9 @@ class SessionCreated(TurnlogCreated):
         aggregate.agent_digest = self.agent_digest
         aggregate.shared_state = dict(self.shared_state)
         aggregate.model_route = self.model_route
+        aggregate.parent_session = self.parent_session
+        aggregate.parent_call = self.parent_call
+        aggregate.root_session = self.root_session
 
 
 class InputQueued(TurnlogEvent):
@@ -248,6 +259,10 @@ class Session(Aggregate):
     agent_digest: str
     shared_state: dict[str, Any]
     model_route: str
+    # Class defaults: snapshots taken before these existed load without them.
+    parent_session: str = ""
+    parent_call: str = ""
+    root_session: str = ""
 
     def trigger_event(self, event_class: type[Any], **kwargs: Any) -> None:
         """Triggers ``event_class`` stamped with this session's id."""
@@ -276,8 +291,16 @@ class Session(Aggregate):
         agent_digest: str,
         shared_state: dict[str, Any],
         model_route: str,
+        parent_session: str = "",
+        parent_call: str = "",
+        root_session: str = "",
     ) -> Session:
-        """A new session with ``session_id``; the caller checks it is new."""
+        """A new session with ``session_id``; the caller checks it is new.
+
+        ``parent_session`` and ``parent_call`` name the tool call that runs
+        it, for a child session (an agent used as a tool); ``root_session``
+        the top of its tree of parents.
+        """
         check_json_data(shared_state, "shared state")
         return cls._create(
             SessionCreated,
@@ -287,6 +310,9 @@ class Session(Aggregate):
             agent_digest=agent_digest,
             shared_state=shared_state,
             model_route=model_route,
+            parent_session=parent_session,
+            parent_call=parent_call,
+            root_session=root_session,
         )
 
     @property

@@ -222,6 +222,19 @@ class WarningRaised(TurnlogEvent):
     message: str
 
 
+class ChildSessionStarted(TurnlogEvent):
+    """A tool call runs an agent as a child session (saved with its start).
+
+    The child records the link back (``SessionCreated.parent_session``).
+    """
+
+    call_id: str
+    child_session: str
+    """The child's session id, derived from this session, turn and call."""
+    agent: str
+    """The name of the agent the child runs."""
+
+
 class Turn(Aggregate):
     """One turn of a session. Create with :meth:`open`."""
 
@@ -361,6 +374,18 @@ class Turn(Aggregate):
             step=self.steps,
             tool_type=tool_type,
             mcp_server=mcp_server,
+        )
+
+    def start_child_session(self, call_id: str, child_session: str, agent: str) -> None:
+        """Records that started call ``call_id`` runs ``agent`` as a child."""
+        if call_id not in self.open_calls:
+            msg = f"tool call {call_id!r} is not running"
+            raise InvariantViolation(msg)
+        self.trigger_event(
+            ChildSessionStarted,
+            call_id=call_id,
+            child_session=child_session,
+            agent=agent,
         )
 
     def finish_tool_call(

@@ -260,6 +260,9 @@ class TurnRules(msgspec.Struct, frozen=True):
     output_retries: int = 1
     """How many rejected final answers go back to the model before the turn
     fails with an OutputValidationError."""
+    child_agent: Callable[[str], str] = lambda _name: ""
+    """The agent a tool runs as a child session ("" for any other tool):
+    a started call of it records ``ChildSessionStarted``."""
 
 
 class TurnState(Protocol):

@@ -18,6 +18,7 @@ import msgspec
 from turnlog.domain.approval import ApprovalRequest
 from turnlog.domain.context import arguments_of
 from turnlog.domain.handoff import hand_off, handoff_output, not_taken_output
+from turnlog.domain.ids import child_session_id
 from turnlog.domain.model import Item
 from turnlog.domain.protocol import SessionFileReference
 from turnlog.domain.session import Session
@@ -51,7 +52,7 @@ def sort_calls(
                 )
             )
         else:
-            turn.start_tool_call(call_id, name, arguments, *rules.tool_identity(name))
+            start_call(turn, rules, call_id, name, arguments)
             to_run.append(call)
     return to_run, asks
 
@@ -149,8 +150,19 @@ def allow_call(
         turn.finish_tool_call(call_id, unrun, is_error=True)
         return None
     call = call_item(state.context, call_id, name)
-    turn.start_tool_call(call_id, name, call["arguments"], *rules.tool_identity(name))
+    start_call(turn, rules, call_id, name, call["arguments"])
     return call
+
+
+def start_call(
+    turn: Turn, rules: TurnRules, call_id: str, name: str, arguments: str
+) -> None:
+    """Records a call's start, and the child session it runs if it runs one."""
+    turn.start_tool_call(call_id, name, arguments, *rules.tool_identity(name))
+    agent = rules.child_agent(name)
+    if agent:
+        child = child_session_id(rules.session_id, turn.number, call_id)
+        turn.start_child_session(call_id, child, agent)
 
 
 def call_item(context: Sequence[Item], call_id: str, name: str) -> Item:

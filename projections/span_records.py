@@ -57,6 +57,14 @@ def span_id_of(originator_id: UUID, originator_version: int) -> str:
     return hashlib.sha256(key).digest()[:8].hex()
 
 
+def child_call_span_id(child_session: str) -> str:
+    """The id of the tool call span that runs ``child_session`` (an agent
+    used as a tool): derived from the child's id, so the child's own fold
+    names its parent span without reading the parent's log."""
+    key = f"turnlog-child-call:{child_session}".encode()
+    return hashlib.sha256(key).digest()[:8].hex()
+
+
 def time_ns(moment: datetime) -> int:
     """Nanoseconds since the epoch, exactly (events keep microseconds)."""
     return (moment - _EPOCH) // _MICROSECOND * 1000

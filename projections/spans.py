@@ -54,6 +54,7 @@ from turnlog.projections.span_records import (
     Attribute,
     SpanEvent,
     SpanRecord,
+    child_call_span_id,
     span_id_of,
     time_ns,
     trace_id_of,
@@ -121,6 +122,7 @@ class SpanFold:
             a.AnswerRejected: self._answer_rejected,
             t.ToolCallStarted: self._tool_started,
             t.ToolCallFinished: self._tool_finished,
+            t.ChildSessionStarted: self._child_started,
             t.ApprovalRequested: self._approval_requested,
             t.ApprovalDecided: self._approval_decided,
             t.CompactionStarted: self._compaction_started,
@@ -228,7 +230,10 @@ class SpanFold:
 
     def _session_created(self, event: s.SessionCreated, at: int) -> list[SpanRecord]:
         self.agent_name = event.agent_name
-        self._begin(
+        if event.parent_session:
+            # A child session joins its root's trace, under the call that runs it.
+            self.trace_id = trace_id_of(event.root_session or event.parent_session)
+        span = self._begin(
             SESSION_KEY,
             event,
             at,
@@ -239,6 +244,10 @@ class SpanFold:
                 "turnlog.model.route": event.model_route,
             },
         )
+        if event.parent_session:
+            span.parent_id = child_call_span_id(self.session_id)
+            span.attributes["turnlog.parent.session"] = event.parent_session
+            span.attributes["turnlog.parent.call"] = event.parent_call
         return []
 
     def _session_closed(self, _event: s.SessionClosed, at: int) -> list[SpanRecord]:
@@ -428,6 +437,18 @@ class SpanFold:
             # may hold anything a tool read.
             return self._end(key, at, error="tool error", attributes=outcome)
         return self._end(key, at, attributes=outcome)
+
+    def _child_started(
+        self, event: t.ChildSessionStarted, _at: int
+    ) -> list[SpanRecord]:
+        # The call's span is still open (saved with its start): it takes the
+        # id the child's fold gives its parent, so the child nests under it.
+        span = self._open.get(f"tool:{event.originator_id}:{event.call_id}")
+        if span is not None:
+            span.span_id = child_call_span_id(event.child_session)
+            span.attributes["turnlog.child.session"] = event.child_session
+            span.attributes["gen_ai.agent.name"] = event.agent
+        return []
 
     def _approval_requested(
         self, event: t.ApprovalRequested, at: int

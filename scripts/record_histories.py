@@ -42,6 +42,7 @@ from turnlog import (
     reply,
     tool_call,
 )
+from turnlog.children import descendants
 from turnlog.domain.ids import session_uuid, turn_uuid
 from turnlog.domain.protocol import encode_json
 from turnlog.testing import HeldModel
@@ -240,12 +241,27 @@ def typed(rt: Runtime) -> None:
     session.prompt("and now?", timeout=30)
 
 
+def children(rt: Runtime) -> None:
+    """A session whose tool runs another agent: its turn records the child."""
+    researcher = Agent("researcher", model=ScriptedModel([reply("Paris", usage=USAGE)]))
+    model = ScriptedModel(
+        [
+            calls(tool_call("research", {"input": "capital?"}, call_id="c1")),
+            reply("Paris it is", usage=USAGE),
+        ]
+    )
+    agent = Agent("historian", model=model, tools=[researcher.as_tool(name="research")])
+    session = rt.create_session(agent, session_id="children")
+    session.prompt("where?", timeout=10)
+
+
 RECORDERS: dict[str, Callable[[Runtime], None]] = {
     "basic": basic,
     "approvals": approvals,
     "hooks": hooks_and_compaction,
     "interrupted": interrupted,
     "typed": typed,
+    "children": children,
 }
 
 
@@ -255,10 +271,17 @@ def record(name: str) -> None:
         with Runtime.open(url) as rt:
             RECORDERS[name](rt)
             session_id = {"hooks": "hooks"}.get(name, name)
-            turns = rt.store.get(session_uuid(session_id)).turn_count
-            ids = [session_uuid(session_id)] + [
-                turn_uuid(session_id, n) for n in range(1, turns + 1)
+            # With the child sessions under it (their events sit between its
+            # own in the log, and loading keeps every position).
+            tree = [
+                session_id,
+                *(c.session_id for _, c in descendants(rt.store, session_id)),
             ]
+            ids = []
+            for member in tree:
+                turns = rt.store.get(session_uuid(member)).turn_count
+                ids += [session_uuid(member)]
+                ids += [turn_uuid(member, n) for n in range(1, turns + 1)]
             rows = sorted(rt.store.stored_rows(ids))
             replay = [encode_json(e).decode() for e in rt.replay_events(session_id)]
             checkpoint = msgspec.to_builtins(rt.checkpoints.load(session_id))

@@ -45,3 +45,16 @@ def test_each_run_of_the_readme_example_makes_a_fresh_session(
         exec(compile(blocks[0], "README.md", "exec"), {"__name__": "readme"})
     with Runtime.open("sqlite:///.turnlog/example.sqlite3") as rt:
         assert len(rt.sessions()) == 2
+
+
+def test_the_readme_agents_as_tools_example_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+    (example,) = [block for block in blocks if ".as_tool(" in block]
+    monkeypatch.chdir(tmp_path)
+    exec(compile(example, "README.md", "exec"), {"__name__": "readme"})
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0] == "The capital is Paris."
+    assert re.fullmatch(r"session-\w+:1:c1 researcher", printed[1])
+    assert printed[2] == "['lead', 'researcher']"

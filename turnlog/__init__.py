@@ -1,7 +1,8 @@
 """turnlog: an agent runtime for LLM sessions on an event-sourced log."""
 
-from turnlog.agent import Agent
+from turnlog.agent import Agent, AgentTool
 from turnlog.approvals import ApprovalBroker
+from turnlog.children import ChildSession
 from turnlog.config import ApprovalProvider, RunConfig
 from turnlog.context import RunContext
 from turnlog.domain.approval import ApprovalDecision, ApprovalRequest
@@ -89,6 +90,7 @@ __all__ = [
     "Agent",
     "AgentHandle",
     "AgentSession",
+    "AgentTool",
     "AnswerInfo",
     "ApprovalBroker",
     "ApprovalDecision",
@@ -96,6 +98,7 @@ __all__ = [
     "ApprovalRequest",
     "ApprovalResponse",
     "Checkpoint",
+    "ChildSession",
     "Compaction",
     "CompactionInfo",
     "ConcurrencyConflictError",

@@ -1,11 +1,13 @@
-"""The agent: instructions, a model and tools, shared by many sessions."""
+"""The agent: instructions, a model and tools, shared by many sessions;
+and the agent as a tool of another (``Agent.as_tool``)."""
 
 from __future__ import annotations
 
 import copy
 import hashlib
+import json
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 
@@ -18,7 +20,7 @@ from turnlog.mcp.tools import McpServer, McpTool, session_tools
 from turnlog.middleware import Middleware
 from turnlog.output import OutputType
 from turnlog.routing import ModelRouter
-from turnlog.tools import FunctionTool
+from turnlog.tools import FunctionTool, ToolResult
 
 UsageObserver = Callable[[str, dict[str, int] | None], None]
 """Called with (route, usage) after each model call, before the usage is
@@ -260,6 +262,34 @@ class Agent:
         }
         return bound
 
+    def as_tool(
+        self, name: str | None = None, description: str | None = None
+    ) -> AgentTool:
+        """This agent as a tool: each call runs a child session of it.
+
+        The model calls the tool with one argument, ``input`` (the child's
+        prompt); the child's final answer is the output. See
+        ``turnlog.children`` for how the child is recorded and recovered.
+
+        Args:
+            name: the tool's name (default: the agent's name, which must
+                then be a valid tool name).
+            description: what the tool does (default: "Ask the <name> agent.").
+        """
+        return AgentTool(self, name=name, description=description)
+
+    def with_child_runner(self, runner: ChildRunner) -> Agent:
+        """This agent as one session runs it: its agent tools run children
+        with ``runner`` (the runtime binds this; the digest is unchanged)."""
+        if not any(isinstance(tool, AgentTool) for tool in self._all_tools.values()):
+            return self
+        bound = copy.copy(self)
+        bound._all_tools = {
+            name: tool.bound(runner) if isinstance(tool, AgentTool) else tool
+            for name, tool in self._all_tools.items()
+        }
+        return bound
+
     @property
     def output_type(self) -> object:
         """The type of the final answer (``str``: free text)."""
@@ -457,22 +487,27 @@ def _tools_of(agent: Agent, found: Mapping[str, Agent]) -> dict[str, HandoffTool
     return tools
 
 
-def session_agent(root: Agent) -> Agent:
+def session_agent(root: Agent, runner: ChildRunner | None = None) -> Agent:
     """``root`` as a session runs it: bound to its handoff graph, each agent
-    in it with its MCP servers' tools read now (``Agent.with_mcp_tools``).
+    in it with its MCP servers' tools read now (``Agent.with_mcp_tools``)
+    and its agent tools running children with ``runner``.
 
     Raises:
         InvalidInputError: the graph is refused (see :func:`resolve_graph`).
         McpServerError: an MCP server did not start.
     """
+
+    def bind(agent: Agent) -> Agent:
+        bound = agent.with_mcp_tools()
+        return bound if runner is None else bound.with_child_runner(runner)
+
     if not root.handoffs:
-        return root.with_mcp_tools()
+        return bind(root)
     graph = resolve_graph(root)
-    if any(agent.mcp_servers for agent in graph.values()):
-        bound = dict(graph)
-        for name, agent in graph.items():
-            bound[name] = agent.with_mcp_tools()
-            bound[name]._graph = bound
+    bound = {name: bind(agent) for name, agent in graph.items()}
+    if any(bound[name] is not agent for name, agent in graph.items()):
+        for agent in bound.values():
+            agent._graph = bound  # the graph's own copies, or new ones
         graph = bound
     return graph[root.name]
 
@@ -507,3 +542,113 @@ def _tools_by_name(tools: Sequence[FunctionTool]) -> dict[str, FunctionTool]:
             raise InvalidInputError(msg)
         by_name[tool.name] = tool
     return by_name
+
+
+INPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "input": {"type": "string", "description": "What to ask the agent."}
+    },
+    "required": ["input"],
+    "additionalProperties": False,
+}
+
+
+class ChildRunner(Protocol):
+    """Runs child sessions for agent tools (the runtime's ``ChildSessions``)."""
+
+    def run_child(
+        self, agent: Agent, context: Mapping[str, Any], text: str
+    ) -> ToolResult:
+        """Runs (or finds) the child of the call in ``context``; never raises."""
+        ...
+
+    def cancel_child(self, context: Mapping[str, Any]) -> None:
+        """Interrupts the child of the call in ``context``, if it runs."""
+        ...
+
+
+def _unbound(**_: Any) -> str:  # pragma: no cover - never called: run_sync is ours
+    return ""
+
+
+class AgentTool(FunctionTool):
+    """A tool whose call runs a child session of ``agent``.
+
+    Build it with :meth:`turnlog.Agent.as_tool`. The model calls it with
+    one argument, ``input``, the child's prompt; the call runs a session of the
+    agent on the same runtime (a session of its own in the log, linked to the
+    parent's call both ways, see ``turnlog.children``), and the child's final
+    answer is the call's output. A child whose run fails or is interrupted
+    gives an error output that names its session and why.
+
+    The tool is declared idempotent on purpose: running the call again finds
+    the child its first run started (the child's id is derived from the
+    parent's session, turn and call), takes the child's recorded answer if it
+    has one, and never prompts it twice. So a parent revived after a crash runs
+    the call again instead of closing it as interrupted, and the child's
+    finished work is not redone.
+
+    The runtime binds each session's agent tools to itself when the session
+    starts (:meth:`AgentTool.bound`); an unbound tool answers with an error.
+    """
+
+    def __init__(
+        self,
+        agent: Agent,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        runner: ChildRunner | None = None,
+    ) -> None:
+        super().__init__(
+            _unbound,
+            name=name or agent.name,
+            description=description or f"Ask the {agent.name} agent.",
+            parameters=INPUT_SCHEMA,
+            idempotent=True,
+        )
+        self._agent = agent
+        self._runner = runner
+
+    @property
+    def agent(self) -> Agent:
+        """The agent each call runs as a child session."""
+        return self._agent
+
+    @property
+    def child_agent(self) -> str:
+        """The child's agent name (a started call records it)."""
+        return self._agent.name
+
+    def bound(self, runner: ChildRunner) -> AgentTool:
+        """This tool, running its children with ``runner``."""
+        return AgentTool(
+            self._agent,
+            name=self.name,
+            description=self.spec.description,
+            runner=runner,
+        )
+
+    def run_sync(self, arguments: str, context: Mapping[str, Any]) -> ToolResult:
+        """Runs the child session and returns its answer; never raises."""
+        try:
+            parsed = json.loads(arguments or "{}")
+        except json.JSONDecodeError as error:
+            return ToolResult(f"arguments are not valid JSON: {error}", is_error=True)
+        text = parsed.get("input") if isinstance(parsed, dict) else None
+        if not isinstance(text, str) or not text.strip():
+            msg = f"invalid arguments for {self.name}: input: a non-empty string"
+            return ToolResult(msg, is_error=True)
+        if self._runner is None:
+            msg = f"{self.name} not run: the tool is not bound to a runtime"
+            return ToolResult(msg, is_error=True)
+        return self._runner.run_child(self._agent, context, text)
+
+    def cancel(self, context: Mapping[str, Any]) -> None:
+        """Interrupts the child of a running call (the parent was interrupted)."""
+        if self._runner is not None:
+            self._runner.cancel_child(context)
+
+    def __repr__(self) -> str:
+        return f"AgentTool({self.name!r}, agent={self._agent.name!r})"

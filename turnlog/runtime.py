@@ -30,6 +30,7 @@ from turnlog.actors.session_parts import SessionDeps
 from turnlog.actors.tool_executor import DEFAULT_MAX_CONCURRENCY, ToolExecutorActor
 from turnlog.agent import Agent, session_agent
 from turnlog.approvals import ApprovalBroker
+from turnlog.children import ChildSession, ChildSessions, children_of, usage_by_agent
 from turnlog.config import RunConfig
 from turnlog.domain.errors import (
     InvalidInputError,
@@ -120,6 +121,7 @@ class Runtime:
         except BaseException:
             self._stop_services()
             raise
+        self._children = ChildSessions(self._open_child, store)
         self._services = SessionServices(
             store=store,
             io_loop=self._io_loop,
@@ -238,6 +240,51 @@ class Runtime:
             idle_timeout=config.idle_timeout,
             deps=SessionDeps(deps),
         )
+        return self._open(
+            agent, chosen, shared_state, settings, event_buffer=config.event_buffer
+        )
+
+    def _open_child(
+        self, agent: Agent, child_id: str, parent: str, call_id: str
+    ) -> AgentSession:
+        """Opens the child session ``child_id`` of ``parent``'s call ``call_id``.
+
+        The child runs with the parent's settings (its approvals reach
+        whoever answers the parent's).
+        """
+        self._check_open()
+        with self._lock:
+            host = self._sessions.get(parent)
+        settings = host.settings if host is not None else None
+        stored = self.store.get_session(parent)
+        root = (stored.root_session or parent) if stored is not None else parent
+        if settings is None:
+            config = self.run_config
+            settings = SessionSettings(
+                approval_policy=config.approval_policy,
+                approval_provider=config.approval_provider,
+                approval_timeout=config.approval_timeout,
+                idle_timeout=config.idle_timeout,
+            )
+        return self._open(
+            agent,
+            child_id,
+            None,
+            settings,
+            event_buffer=self.run_config.event_buffer,
+            parent=(parent, call_id, root),
+        )
+
+    def _open(
+        self,
+        agent: Agent,
+        chosen: str,
+        shared_state: dict[str, Any] | None,
+        settings: SessionSettings,
+        *,
+        event_buffer: int,
+        parent: tuple[str, str, str] = ("", "", ""),
+    ) -> AgentSession:
         with self._lock:
             self._check_open()
             live = self._sessions.get(chosen)
@@ -246,8 +293,8 @@ class Runtime:
                     msg = f"session {chosen!r} is already open here with another agent"
                     raise UsageError(msg)
                 activation = live
-                if deps is not None:
-                    activation.settings.deps.value = deps
+                if settings.deps.value is not None:  # new deps replace the old
+                    activation.settings.deps.value = settings.deps.value
                 closed = activation.ask(ClosedQuery())  # awaited after the lock
             else:
                 live = None
@@ -260,7 +307,12 @@ class Runtime:
                 )
                 activation.start(
                     functools.partial(
-                        self._start_session, agent, chosen, shared_state, settings
+                        self._start_session,
+                        agent,
+                        chosen,
+                        shared_state,
+                        settings,
+                        parent=parent,
                     )
                 )
                 self._sessions[chosen] = activation
@@ -271,11 +323,12 @@ class Runtime:
         handle = AgentSession(
             chosen,
             activation,
-            config.event_buffer,
+            event_buffer,
             self._closed,
             stopped_by=functools.partial(self.store.refusal, chosen),
             check_deps=agent.check_deps,
             recorded_answer=self._recorded_answer,
+            children=functools.partial(self._children.live, chosen),
         )
         if shared_state and live is not None:
             handle.update_shared_state(**shared_state)
@@ -296,10 +349,13 @@ class Runtime:
         shared_state: dict[str, Any] | None,
         settings: SessionSettings,
         host: Activation,
+        *,
+        parent: tuple[str, str, str] = ("", "", ""),
     ) -> pykka.ActorRef[Any]:
         # MCP tool lists are read before anything is taken or written: a
         # server that does not start leaves no trace of the session.
-        agent = session_agent(agent)  # with its handoff graph, resolved
+        # With its handoff graph resolved, and its agent tools bound here.
+        agent = session_agent(agent, self._children)
         new_session = functools.partial(
             Session.create,
             session_id,
@@ -307,6 +363,9 @@ class Runtime:
             agent_digest=agent.digest(),
             shared_state={"todo_list": [], **(shared_state or {})},
             model_route=agent.model_route,
+            parent_session=parent[0],
+            parent_call=parent[1],
+            root_session=parent[2],
         )
         # A session new to the log is saved with its lease, in one commit,
         # and the log is not read first: a new session, the common case,
@@ -327,6 +386,9 @@ class Runtime:
             if session.closed:
                 msg = f"session {session_id!r} was closed"
                 raise SessionClosedError(msg)
+            if parent[0] and session.parent_session != parent[0]:
+                msg = f"session {session_id!r} is not a child of {parent[0]!r}"
+                raise UsageError(msg)
             # The session's route must exist here, or its next turn would fail.
             try:
                 in_charge = agent_in_charge_of(agent, session)
@@ -367,7 +429,7 @@ class Runtime:
             session = _stored_session(self.store, session_id)
             ref: pykka.ActorRef[Any] = SessionActor.start(
                 services=self._services,
-                agent=activation.agent,
+                agent=_bound(activation.agent, self._children),
                 session=session,
                 settings=activation.settings,
                 host=activation,
@@ -398,6 +460,18 @@ class Runtime:
             deps=deps,
         )
         return AgentHandle(session)
+
+    def children(self, session_id: str) -> list[ChildSession]:
+        """The child sessions the tool calls of ``session_id`` ran, in order
+        (agents used as tools; see ``Agent.as_tool``)."""
+        self._check_open()
+        return children_of(self.store, session_id)
+
+    def usage_by_agent(self, session_id: str) -> dict[str, dict[str, int]]:
+        """The usage totals of ``session_id`` and every session under it
+        (its children, theirs, ...), summed by agent name."""
+        self._check_open()
+        return usage_by_agent(self.store, session_id)
 
     def replay_events(self, session_id: str) -> list[Event]:
         """The session's durable EventMsg stream, regenerated from the log."""
@@ -502,6 +576,11 @@ def _stored_session(store: Store, session_id: str) -> Session:
         msg = f"session {session_id!r} is no longer in the log"
         raise SessionClosedError(msg)
     return session
+
+
+def _bound(agent: Any, children: ChildSessions) -> Any:
+    """The agent a revived actor runs: its agent tools bound to ``children``."""
+    return agent.with_child_runner(children) if isinstance(agent, Agent) else agent
 
 
 def _stopper(ref: pykka.ActorRef[Any]) -> Callable[[], None]:

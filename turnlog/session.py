@@ -230,16 +230,19 @@ class AgentSession:
         activation: Activation,
         event_buffer: int,
         runtime_closed: threading.Event | None = None,
-        stopped_by: Callable[[], TurnlogError | None] | None = None,
         *,
+        stopped_by: Callable[[], TurnlogError | None] | None = None,
         check_deps: Callable[[object], None] | None = None,
         recorded_answer: Callable[[str], tuple[object, str]] | None = None,
+        children: Callable[[], list[AgentSession]] | None = None,
     ):
         self._actor = _ActorHandle(session_id, activation, runtime_closed, stopped_by)
         self._event_buffer = event_buffer
         self._check_deps = check_deps
         self._agent = activation.agent
         self._recorded_answer = recorded_answer
+        # The child sessions its agent tools run now (see turnlog.children).
+        self._children = children or _no_children
 
     @property
     def session_id(self) -> str:
@@ -348,6 +351,9 @@ class AgentSession:
     def approve(self, request_id: str, decision: ApprovalDecision | str) -> None:
         """Decides a pending approval request.
 
+        A request of a child session (an agent tool's, listed by
+        :meth:`pending_approvals`) is answered in that child.
+
         Raises UsageError, recording nothing, if ``request_id`` is not
         pending (unknown, stale or already decided).
         """
@@ -355,15 +361,34 @@ class AgentSession:
             msg = f"request_id must be a str, not {type(request_id).__name__}"
             raise InvalidInputError(msg)
         kind = check_decision(decision).kind
+        child = self._child_asking(request_id)
+        if child is not None:
+            child.approve(request_id, kind)
+            return
         self._actor.ask(Submit(ApprovalResponse(request_id, kind)))
+
+    def _child_asking(self, request_id: str) -> AgentSession | None:
+        """The child session (of an agent tool) whose request this is, if any."""
+        for child in self._children():
+            if any(r.request_id == request_id for r in child.pending_approvals()):
+                return child
+        return None
 
     def queued(self) -> list[QueuedInput]:
         """Input waiting for its turn, oldest first (it survives restarts)."""
         return self._actor.query(QueuedQuery())
 
     def pending_approvals(self) -> list[ApprovalRequest]:
-        """Approval requests waiting for a decision."""
-        return self._actor.query(PendingApprovalsQuery())
+        """Approval requests waiting for a decision.
+
+        With them, those of the child sessions its agent tools run now
+        (each request's ``session_id`` names its child).
+        """
+        own: list[ApprovalRequest] = self._actor.query(PendingApprovalsQuery())
+        own = list(own)  # the reply may be the actor's own list
+        for child in self._children():
+            own.extend(child.pending_approvals())
+        return own
 
     def subscribe(self, *, buffer: int | None = None) -> Subscription:
         """Events from now on: RunStarted, RunEvent..., RunFinished per run.
@@ -466,6 +491,10 @@ class AgentSession:
         return f"AgentSession({self.session_id!r})"
 
 
+def _no_children() -> list[AgentSession]:
+    return []
+
+
 class AgentHandle:
     """The protocol face of a session: submit Ops, read Events."""
 
@@ -491,9 +520,12 @@ class AgentHandle:
             msg = f"not an Op: {op!r}"
             raise InvalidInputError(msg)
         check_encodable(op, type(op).__name__)
+        target = self.session
         if isinstance(op, ApprovalResponse):
             check_decision(op.decision)
-        result: str = self.session._actor.ask(Submit(op))
+            # A child session's request is answered in that child.
+            target = self.session._child_asking(op.request_id) or target
+        result: str = target._actor.ask(Submit(op))
         return result
 
     def next_event(self, timeout: float | None = 30.0) -> Event:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from turnlog.domain.errors import InvalidInputError, InvariantViolation
+from turnlog.domain.ids import check_session_id, child_session_id
 from turnlog.domain.model import function_call
 from turnlog.domain.turn import Turn
 
@@ -99,3 +100,23 @@ def test_a_rejected_input_records_no_content() -> None:
     events = turn.collect_events()
     assert "secret" not in repr(events)
     assert events[-1].reason == "policy"
+
+
+def test_a_child_session_is_recorded_only_for_a_running_call() -> None:
+    turn = Turn.open("s1", 1, "sub")
+    with pytest.raises(InvariantViolation, match="not running"):
+        turn.start_child_session("c1", "s1:1:c1", "researcher")
+    assert not [
+        e for e in turn.collect_events() if type(e).__name__ == "ChildSessionStarted"
+    ]
+
+
+def test_a_child_session_id_is_derived_and_stays_a_valid_session_id() -> None:
+    assert child_session_id("parent", 2, "call_1") == "parent:2:call_1"
+    assert child_session_id("parent", 2, "call_1") == child_session_id(
+        "parent", 2, "call_1"
+    )
+    long = child_session_id("p" * 200, 1, "c1")
+    assert long.startswith("child-")
+    assert check_session_id(long) == long
+    assert long != child_session_id("p" * 200, 1, "c2")

@@ -12,6 +12,7 @@ import pytest
 import turn_machine_support as support
 
 from turnlog.domain.errors import SessionBusyError, UsageError
+from turnlog.domain.ids import child_session_id
 from turnlog.domain.protocol import Interrupt
 from turnlog.domain.turn_facts import (
     IGNORED,
@@ -156,3 +157,18 @@ def test_steps_and_calls_record_what_traces_name_them_by() -> None:
     harness.take(support.finished("c1", media=(image,)))
     (finished,) = recorded("ToolCallFinished")
     assert list(finished.media) == [image]
+
+
+def test_a_started_call_of_an_agent_tool_records_its_child_session() -> None:
+    harness = support.Harness(
+        child_agent=lambda name: "researcher" if name == "echo" else ""
+    )
+    harness.take(support.PROMPT)
+    names, _ = harness.take(support.calls("echo", "risky"))
+    assert names.count("ChildSessionStarted") == 1
+    (child,) = [e for e in harness.events if type(e).__name__ == "ChildSessionStarted"]
+    assert (child.call_id, child.agent) == ("c1", "researcher")
+    assert child.child_session == child_session_id(support.SESSION, 1, "c1")
+    # the call that waited for approval records its child when it starts
+    names, _ = harness.take(support.decide("r1", "allow"))
+    assert "ChildSessionStarted" not in names  # risky runs no agent

@@ -67,3 +67,24 @@ class ChatModel:
 def chat_agent() -> Agent:
     """An agent that only talks."""
     return Agent("chat", model=ChatModel())
+
+
+class DelegatingModel:
+    """Asks the ``research`` tool (a child agent) once, then answers."""
+
+    async def respond(
+        self, request: ModelRequest, on_delta: DeltaSink = discard_deltas
+    ) -> ModelResponse:
+        if any(item.get("type") == "function_call_output" for item in request.items):
+            return reply("The researcher is done.")
+        return calls(tool_call("research", {"input": "publish it"}, call_id="ask"))
+
+
+def delegating_agent() -> Agent:
+    """An agent whose ``research`` tool runs the publisher as a child session
+    (whose turn waits for one approval)."""
+    return Agent(
+        "lead",
+        model=DelegatingModel(),
+        tools=[approval_agent().as_tool(name="research")],
+    )

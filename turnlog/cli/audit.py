@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import time
 from collections.abc import Callable
 
+from turnlog.children import ChildSession, descendants, outcome_of
 from turnlog.cli.exits import EXIT_FAILURE, EXIT_OK, print_error
 from turnlog.cli.log_location import require_log, session_and_log, store_url
 from turnlog.cli.parser import check_audit_args
@@ -14,6 +16,7 @@ from turnlog.cli.reading import open_for_reading, runtime_for_reading
 from turnlog.cli.timeline import (
     Timeline,
     damage_verdict,
+    one_line,
     verdict,
     verdict_record,
     verify_summary,
@@ -26,6 +29,7 @@ from turnlog.projections.anchors import (
     format_anchor,
     recorded_heads,
 )
+from turnlog.store.log import Store
 from turnlog.store.opening import integrity_problem, location_of
 from turnlog.store.verify import VerifyReport, verify_each, verify_session
 
@@ -43,9 +47,12 @@ def command_audit(args: argparse.Namespace) -> int:
             msg = f"no session {session_id!r} in the log at {runtime.location}"
             raise UnknownSessionError(msg)
         timeline = Timeline()
+        tree = descendants(runtime.store, session_id)
         if args.json:
             for item in items:
                 print(timeline.record(item))
+            for depth, child in tree:  # after the events: one record per child
+                print(_child_record(runtime.store, depth, child))
             return EXIT_OK
         width = max(len("EVENT"), *(len(item.name) for item in items))
         # POS: the event's position in the whole log (not its sequence in
@@ -53,7 +60,29 @@ def command_audit(args: argparse.Namespace) -> int:
         print(f"{'POS':>6}  {'TIME (UTC)':<24}  {'EVENT':<{width}}  SUMMARY")
         for item in items:
             print(timeline.line(item, width))
+        if tree:
+            print(f"\nCHILD SESSIONS of {session_id} (agents its tool calls ran)")
+        for depth, child in tree:
+            outcome = one_line(outcome_of(runtime.store, child.session_id))
+            print(
+                f"{'  ' * depth}{child.session_id}  agent {child.agent}, "
+                f"call {child.parent_call}: {outcome}"
+            )
     return EXIT_OK
+
+
+def _child_record(store: Store, depth: int, child: ChildSession) -> str:
+    """A child session as one JSON line of ``audit --json`` (after the events)."""
+    return json.dumps(
+        {
+            "child_session": child.session_id,
+            "agent": child.agent,
+            "parent_session": child.parent_session,
+            "parent_call": child.parent_call,
+            "depth": depth,
+            "outcome": outcome_of(store, child.session_id),
+        }
+    )
 
 
 def _audit_head(args: argparse.Namespace) -> int:
@@ -84,10 +113,19 @@ def _audit_verify(args: argparse.Namespace) -> int:
     store = open_for_reading(url)
     try:
         if not args.all:
+            # The session and every child session under it: one tree.
             expected = expected_heads(store, session_id, anchor)
             report = verify_session(store, session_id, expected)
             print(show(report))
-            return EXIT_OK if report.ok else EXIT_FAILURE
+            ok = report.ok
+            for _, child in descendants(store, session_id):
+                if store.get_session(child.session_id) is None:
+                    continue  # its call never got to create it
+                expected = expected_heads(store, child.session_id)
+                child_report = verify_session(store, child.session_id, expected)
+                print(show(child_report))
+                ok = ok and child_report.ok
+            return EXIT_OK if ok else EXIT_FAILURE
         for report in verify_each(store, recorded_heads(store)):
             print(show(report), flush=True)  # a verdict as soon as it is known
             sessions += 1

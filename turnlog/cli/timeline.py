@@ -42,6 +42,7 @@ from turnlog.domain.session import (
 from turnlog.domain.turn import (
     ApprovalDecided,
     ApprovalRequested,
+    ChildSessionStarted,
     CompactionCancelled,
     CompactionFailed,
     CompactionStarted,
@@ -218,7 +219,13 @@ def _session_summary(event: object, seen: Seen) -> str | None:
     """Events of the Session aggregate; None for any other event."""
     match event:
         case SessionCreated(agent_name=agent, model_route=route):
-            return f"agent {one_line(agent)}, route {one_line(route)}"
+            parent = ""
+            if event.parent_session:
+                parent = (
+                    f", child of {one_line(event.parent_session)} "
+                    f"(call {_id(event.parent_call)})"
+                )
+            return f"agent {one_line(agent)}, route {one_line(route)}{parent}"
         case TurnStarted(number=number, submission_id=submission):
             return f"turn {number}, submission {_id(submission)}"
         case InputQueued(kind=kind, text=text, submission_id=submission):
@@ -315,6 +322,11 @@ def _turn_summary(event: object, seen: Seen) -> str | None:
             return f"answer {attempt} rejected by {_id(by)}{ends}: {one_line(reason)}"
         case AnswerAccepted(output=output):
             return f"answer accepted: {one_line(json.dumps(output))}"
+        case ChildSessionStarted(call_id=call_id, child_session=child, agent=agent):
+            return (
+                f"call {_id(call_id)} runs agent {one_line(agent)} "
+                f"as child session {one_line(child)}"
+            )
     return None
 
 

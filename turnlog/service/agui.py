@@ -47,7 +47,12 @@ from starlette.routing import Route
 
 from turnlog.domain.approval import ApprovalRequest
 from turnlog.domain.errors import SessionBusyError, TurnlogError
-from turnlog.domain.protocol import ApprovalRequestedMsg, Event
+from turnlog.domain.protocol import (
+    ApprovalRequestedMsg,
+    Event,
+    ToolCallFinishedMsg,
+    ToolCallStartedMsg,
+)
 from turnlog.domain.run import EventsMissed, RunEvent, RunStarted
 from turnlog.service.agui_events import AguiTranslator
 from turnlog.service.agui_threads import AguiThreads, requested_agent
@@ -66,6 +71,11 @@ BUFFER = 10_000
 """Events an AG-UI stream's subscription holds for a slow client."""
 
 _DECISIONS = ("allow", "allow_session", "deny", "abort")
+
+CHILD_POLL = 0.25
+"""Seconds between looks for a child session's approval requests while a
+tool call of the run is open: a child's requests are not in the parent's
+stream (an agent used as a tool runs a session of its own)."""
 
 
 class Scope:
@@ -110,8 +120,11 @@ class AguiEndpoint:
         # every event of it, deltas and durable ones in the order they came.
         subscription = await asyncio.to_thread(session.subscribe, buffer=BUFFER)
         try:
+            watch_children = False
             if decisions is not None:
-                scope, pending = await self._resume(session, decisions, state)
+                scope, pending, watch_children = await self._resume(
+                    session, decisions, state
+                )
             else:
                 assert prompt is not None
                 scope = await self._prompt(session, subscription, prompt, state)
@@ -122,7 +135,14 @@ class AguiEndpoint:
             raise
         translator = AguiTranslator(owned.session_id, run_input.run_id, shared)
         return sse_response(
-            self._events(session, translator, scope, pending, subscription),
+            self._events(
+                session,
+                translator,
+                scope,
+                pending,
+                subscription,
+                watch_children=watch_children,
+            ),
             heartbeat=self.context.heartbeat,
         )
 
@@ -168,7 +188,7 @@ class AguiEndpoint:
         session: AgentSession,
         decisions: dict[str, str],
         state: dict[str, Any] | None,
-    ) -> tuple[Scope, list[ApprovalRequest]]:
+    ) -> tuple[Scope, list[ApprovalRequest], bool]:
         pending = {
             request.request_id: request
             for request in await asyncio.to_thread(session.pending_approvals)
@@ -176,7 +196,16 @@ class AguiEndpoint:
         unknown = sorted(set(decisions) - set(pending))
         if unknown:
             raise Problem(409, f"no pending approval {unknown[0]!r}", field="$.resume")
-        turns = {pending[request_id].turn_id for request_id in decisions}
+        running = await asyncio.to_thread(session.active_run_handle)
+        parent_turn = running.turn_id if running is not None else None
+
+        def turn_of(request: ApprovalRequest) -> str | None:
+            # A child session's request waits in the parent's running turn.
+            if request.session_id == session.session_id:
+                return request.turn_id
+            return parent_turn
+
+        turns = {turn_of(pending[request_id]) for request_id in decisions}
         if len(turns) > 1:
             raise Problem(422, "resume entries of several turns", field="$.resume")
         if state:
@@ -187,9 +216,11 @@ class AguiEndpoint:
         left = [
             request
             for request in await asyncio.to_thread(session.pending_approvals)
-            if request.turn_id == turn_id
+            if turn_of(request) == turn_id
         ]
-        return Scope(None, turn_id), left
+        # A child's call is still open: the resumed stream watches children.
+        children = any(pending[r].session_id != session.session_id for r in decisions)
+        return Scope(None, turn_id), left, children
 
     async def _events(
         self,
@@ -198,6 +229,8 @@ class AguiEndpoint:
         scope: Scope,
         pending: list[ApprovalRequest],
         subscription: Subscription,
+        *,
+        watch_children: bool = False,
     ) -> AsyncIterator[bytes]:
         try:
             for item in translator.start():
@@ -206,8 +239,17 @@ class AguiEndpoint:
                 for item in translator.interrupt(pending):
                     yield _sse(item)
                 return
+            open_calls: set[str] = set()
             while not translator.finished:
-                batch = await asyncio.to_thread(_next_batch, subscription)
+                poll = CHILD_POLL if open_calls or watch_children else None
+                batch = await asyncio.to_thread(_next_batch, subscription, poll)
+                if not batch:  # quiet while a call runs: a child may be asking
+                    waiting = await self._children_waiting(session)
+                    if waiting:
+                        for item in translator.interrupt(waiting):
+                            yield _sse(item)
+                        return
+                    continue
                 for received in batch:
                     if isinstance(received, EventsMissed):
                         # Too slow a client: what it missed is in the log
@@ -230,6 +272,10 @@ class AguiEndpoint:
                         continue
                     for item in translator.durable(event):
                         yield _sse(item)
+                    if isinstance(event.msg, ToolCallStartedMsg):
+                        open_calls.add(event.msg.call_id)
+                    elif isinstance(event.msg, ToolCallFinishedMsg):
+                        open_calls.discard(event.msg.call_id)
                     if isinstance(event.msg, ApprovalRequestedMsg):
                         waiting = await self._waiting(session, event)
                         if waiting:
@@ -242,6 +288,11 @@ class AguiEndpoint:
                 yield _sse(item)
         finally:
             subscription.close()
+
+    async def _children_waiting(self, session: AgentSession) -> list[ApprovalRequest]:
+        """Approval requests of the child sessions the run's calls run now."""
+        pending = await asyncio.to_thread(session.pending_approvals)
+        return [r for r in pending if r.session_id != session.session_id]
 
     async def _waiting(
         self, session: AgentSession, event: Event
@@ -258,9 +309,14 @@ class AguiEndpoint:
         return [request for request in pending if request.turn_id == event.turn_id]
 
 
-def _next_batch(subscription: Subscription) -> list[Any]:
-    """The next event and any behind it (a worker thread; blocks)."""
-    return [subscription.get(), *subscription.drain()]
+def _next_batch(subscription: Subscription, timeout: float | None) -> list[Any]:
+    """The next event and any behind it (a worker thread; blocks), or none
+    after ``timeout`` seconds."""
+    try:
+        first = subscription.get(timeout)
+    except TimeoutError:
+        return []
+    return [first, *subscription.drain()]
 
 
 _ENCODER = EventEncoder()

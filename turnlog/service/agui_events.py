@@ -74,8 +74,17 @@ DECISION_SCHEMA: dict[str, Any] = {
 """What a resume entry's payload must be (``Interrupt.response_schema``)."""
 
 
-def approval_interrupt(request: ApprovalRequest) -> Interrupt:
-    """A pending approval as an AG-UI interrupt (its id is the request's)."""
+def approval_interrupt(request: ApprovalRequest, thread_id: str = "") -> Interrupt:
+    """A pending approval as an AG-UI interrupt (its id is the request's).
+
+    A request of a child session (an agent the thread's session runs as a
+    tool) names that session in its metadata (``sessionId``).
+    """
+    child = (
+        {"sessionId": request.session_id}
+        if thread_id and request.session_id != thread_id
+        else {}
+    )
     try:
         arguments: Any = json.loads(request.arguments)
     except ValueError:
@@ -86,7 +95,7 @@ def approval_interrupt(request: ApprovalRequest) -> Interrupt:
         message=f"{request.tool_name} wants to run with {request.arguments}",
         tool_call_id=request.call_id,
         response_schema=DECISION_SCHEMA,
-        metadata={"toolName": request.tool_name, "arguments": arguments},
+        metadata={"toolName": request.tool_name, "arguments": arguments, **child},
     )
 
 
@@ -189,7 +198,7 @@ class AguiTranslator:
     def interrupt(self, pending: list[ApprovalRequest]) -> list[BaseEvent]:
         """The run ends waiting on ``pending`` (at least one request)."""
         outcome = RunFinishedInterruptOutcome(
-            interrupts=[approval_interrupt(request) for request in pending]
+            interrupts=[approval_interrupt(r, self.thread_id) for r in pending]
         )
         return self._finish(self._finished(outcome))
 

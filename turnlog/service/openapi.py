@@ -114,9 +114,17 @@ def openapi_document() -> dict[str, Any]:
                 "responses": {**_ok("interrupted", "202"), "409": _PROBLEM},
             }
         },
+        "/sessions/{session_id}/children": {
+            "get": {
+                "summary": "Child sessions (agents used as tools), as a tree, "
+                "and the tree's usage by agent",
+                "parameters": [_SESSION],
+                "responses": _ok("the children"),
+            }
+        },
         "/sessions/{session_id}/approvals": {
             "get": {
-                "summary": "Pending approval requests",
+                "summary": "Pending approval requests (a child session's name it)",
                 "parameters": [_SESSION],
                 "responses": _ok("the pending requests"),
             }

@@ -25,7 +25,7 @@ from turnlog.domain.errors import SessionBusyError, TurnlogError
 from turnlog.domain.run import RunResult, RunStarted
 from turnlog.projections.anchors import expected_heads
 from turnlog.projections.readers import TranscriptItem
-from turnlog.service.context import ServiceContext
+from turnlog.service.context import ServiceContext, unknown_session
 from turnlog.service.listing import session_entries
 from turnlog.service.parsing import decode_json, path_session_id, query_integer
 from turnlog.service.problems import Problem
@@ -145,12 +145,32 @@ class SessionResources:
                 "/sessions/{session_id}/transcript", self.transcript, methods=["GET"]
             ),
             Route("/sessions/{session_id}/audit", self.audit, methods=["GET"]),
+            Route("/sessions/{session_id}/children", self.children, methods=["GET"]),
         ]
 
     async def _owned(self, request: Request) -> OwnedSession:
         tenant = self.context.tenant(request)
         session_id = path_session_id(request.path_params["session_id"])
         return await self.context.owned_async(tenant, session_id)
+
+    async def _readable(self, request: Request) -> str:
+        """The id of a session the tenant may read: one of its own, or a
+        child session (an agent its tool calls ran) under one of its own.
+        A child is read here, never driven: its input is its parent's."""
+        tenant = self.context.tenant(request)
+        session_id = path_session_id(request.path_params["session_id"])
+        if self.context.owners.known(tenant, session_id) is not None:
+            return session_id
+        return await asyncio.to_thread(self._readable_by, tenant, session_id)
+
+    def _readable_by(self, tenant: str, session_id: str) -> str:
+        if self.context.owners.get(tenant, session_id) is not None:
+            return session_id
+        stored = self.context.runtime.store.get_session(session_id)
+        root = "" if stored is None else stored.root_session
+        if root and self.context.owners.get(tenant, root) is not None:
+            return session_id
+        raise unknown_session(session_id)
 
     async def list_sessions(self, request: Request) -> Response:
         tenant = self.context.tenant(request)
@@ -184,10 +204,8 @@ class SessionResources:
         return dict(fields)
 
     async def read_session(self, request: Request) -> Response:
-        owned = await self._owned(request)
-        return json_response(
-            await asyncio.to_thread(self._checkpoint, owned.session_id)
-        )
+        session_id = await self._readable(request)
+        return json_response(await asyncio.to_thread(self._checkpoint, session_id))
 
     async def prompt(self, request: Request) -> Response:
         owned = await self._owned(request)
@@ -270,6 +288,7 @@ class SessionResources:
                     "tool_name": r.tool_name,
                     "arguments": r.arguments,
                     "turn_id": r.turn_id,
+                    "session_id": r.session_id,  # a child's names the child
                 }
                 for r in live.pending_approvals()
             ]
@@ -287,6 +306,38 @@ class SessionResources:
             }
         ]
 
+    async def children(self, request: Request) -> Response:
+        session_id = await self._readable(request)
+        return json_response(await asyncio.to_thread(self._children, session_id))
+
+    def _children(self, session_id: str) -> dict[str, Any]:
+        """The session's child sessions (agents its tool calls ran), each
+        with its own children, and the tree's usage summed by agent."""
+        runtime = self.context.runtime
+
+        def tree(parent: str) -> list[dict[str, Any]]:
+            out = []
+            for child in runtime.children(parent):
+                stored = runtime.store.get_session(child.session_id)
+                out.append(
+                    {
+                        "session_id": child.session_id,
+                        "agent": child.agent,
+                        "parent_call": child.parent_call,
+                        "started": stored is not None,
+                        "running": stored is not None and stored.running,
+                        "turn_count": 0 if stored is None else stored.turn_count,
+                        "usage": {} if stored is None else stored.usage_totals,
+                        "children": tree(child.session_id),
+                    }
+                )
+            return out
+
+        return {
+            "children": tree(session_id),
+            "usage_by_agent": runtime.usage_by_agent(session_id),
+        }
+
     async def decide(self, request: Request) -> Response:
         owned = await self._owned(request)
         body = await decode_body(request, DecisionInput)
@@ -303,13 +354,13 @@ class SessionResources:
         return json_response({"request_id": request_id, "decision": body.decision})
 
     async def transcript(self, request: Request) -> Response:
-        owned = await self._owned(request)
+        session_id = await self._readable(request)
         query = request.query_params
         before = query_integer(query.get("before"), "before")
         limit = query_integer(query.get("limit"), "limit") or DEFAULT_PAGE
         page = await asyncio.to_thread(
             self.context.runtime.transcript.page,
-            owned.session_id,
+            session_id,
             before_position=before,
             max_batches=min(limit, MAX_PAGE),
         )
@@ -322,8 +373,8 @@ class SessionResources:
         )
 
     async def audit(self, request: Request) -> Response:
-        owned = await self._owned(request)
-        return json_response(await asyncio.to_thread(self._audit, owned.session_id))
+        session_id = await self._readable(request)
+        return json_response(await asyncio.to_thread(self._audit, session_id))
 
     def _audit(self, session_id: str) -> dict[str, Any]:
         runtime = self.context.runtime

@@ -28,7 +28,13 @@ import httpx
 import msgspec
 from eventsourcing.persistence import Notification
 
-from turnlog.domain.errors import InvalidInputError, TraceExportError, UsageError
+from turnlog.domain import turn as t
+from turnlog.domain.errors import (
+    InvalidInputError,
+    TraceExportError,
+    UnknownSessionError,
+    UsageError,
+)
 from turnlog.projections.spans import (
     SpanEvent,
     SpanFold,
@@ -106,7 +112,8 @@ class HoldsLog(Protocol):
 
 
 def session_spans(source: HoldsLog | Store, session_id: str) -> list[SpanRecord]:
-    """Every span of a session's trace, rebuilt from the log.
+    """Every span of a session's trace, rebuilt from the log, with those of
+    the child sessions under it (agents its tool calls ran).
 
     Spans the log has not ended (a turn cut off by a kill, a session still
     open) are ended at the session's last event and marked unfinished.
@@ -119,7 +126,23 @@ def session_spans(source: HoldsLog | Store, session_id: str) -> list[SpanRecord]
         UnknownSessionError: the log holds no session ``session_id``.
     """
     store = source if isinstance(source, Store) else source.store
-    return spans_of(session_id, session_events(store, session_id))
+    spans: list[SpanRecord] = []
+    # The session's child sessions (agents its tool calls ran) are in its
+    # trace, nested under those calls: their spans come with it.
+    pending = [session_id]
+    while pending:
+        current = pending.pop(0)
+        try:
+            events = session_events(store, current)
+        except UnknownSessionError:
+            if current == session_id:
+                raise
+            continue  # a child its call never got to create
+        spans += spans_of(current, events)
+        pending += [
+            e.child_session for e in events if isinstance(e, t.ChildSessionStarted)
+        ]
+    return spans
 
 
 def _value(value: Any) -> dict[str, Any]:
