@@ -109,7 +109,12 @@ def describe(item: Any) -> str | None:
         return f"  ({item.count} events were missed)"
     if not isinstance(item, RunEvent):
         return None  # RunStarted and RunFinished: the caller reports the run
-    match item.event.msg:
+    return describe_msg(item.event.msg)
+
+
+def describe_msg(msg: object) -> str | None:
+    """A conversation line for one event message, or None to skip it."""
+    match msg:
         case InputAcceptedMsg(text=text):
             return f"  user         {text}"
         case AgentMessageMsg(text=text):
@@ -129,7 +134,8 @@ def describe(item: Any) -> str | None:
             return None  # bookkeeping (steps, usage, turn markers): see the audit
 
 
-def _print_conversation(subscription: Subscription) -> None:
+def print_conversation(subscription: Subscription) -> None:
+    """Prints a subscription's conversation lines until it is closed."""
     # Iteration ends once the subscription is closed and its buffer is empty.
     for item in subscription:
         line = describe(item)
@@ -137,7 +143,9 @@ def _print_conversation(subscription: Subscription) -> None:
             print(line, flush=True)
 
 
-def _check_can_continue(runtime: Runtime, session_id: str) -> None:
+def check_can_continue(
+    runtime: Runtime, session_id: str, agent_name: str = AGENT_NAME
+) -> None:
     """Refuses, recording nothing, a session the demo must not write to.
 
     A session of another agent is someone's real conversation. A session
@@ -147,7 +155,7 @@ def _check_can_continue(runtime: Runtime, session_id: str) -> None:
     checkpoint = runtime.checkpoints.load(session_id)
     if checkpoint is None:
         return
-    if checkpoint.agent_name != AGENT_NAME:
+    if checkpoint.agent_name != agent_name:
         msg = (
             f"session {session_id!r} belongs to agent {checkpoint.agent_name!r}; "
             "the demo continues only its own sessions"
@@ -197,7 +205,7 @@ def run_demo(runtime: Runtime, session_id: str) -> RunResult:
     the subscription after ``prompt`` loses nothing: the printer reads what
     is buffered and stops.
     """
-    _check_can_continue(runtime, session_id)
+    check_can_continue(runtime, session_id)
     session = runtime.create_session(demo_agent(), session_id=session_id)
     subscription = session.subscribe()
     print(
@@ -206,7 +214,7 @@ def run_demo(runtime: Runtime, session_id: str) -> RunResult:
         flush=True,
     )
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="demo") as pool:
-        printing = pool.submit(_print_conversation, subscription)
+        printing = pool.submit(print_conversation, subscription)
         try:
             result = session.prompt(QUESTION, timeout=RUN_TIMEOUT)
         finally:

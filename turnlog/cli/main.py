@@ -2,7 +2,8 @@
 
 ::
 
-    turnlog [--store URL] demo [--session ID]       an offline scripted session
+    turnlog [--store URL] demo [--session ID] [--agents]
+                                                    an offline scripted session
     turnlog [--store URL] run [--session ID] [--model ROUTE] [--tools]
                               [--approval ask|allow|deny] [--config FILE]
                               [--no-mcp]
@@ -51,6 +52,7 @@ from eventsourcing.persistence import PersistenceError
 
 from turnlog.cli.audit import command_audit
 from turnlog.cli.demo import RUN_TIMEOUT, next_steps, run_demo, turnlog_executable
+from turnlog.cli.demo_agents import run_agents_demo
 from turnlog.cli.exits import (
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
@@ -111,9 +113,10 @@ def _command_demo(args: argparse.Namespace) -> int:
     given: str | None = args.session
     session_id = given if given is not None else f"demo-{uuid.uuid4().hex[:12]}"
     check_session_id(session_id)  # before opening: a bad id must change nothing
+    run = run_agents_demo if args.agents else run_demo
     with Runtime.open(store_url(args)) as runtime:
         try:
-            result = run_demo(runtime, session_id)
+            result = run(runtime, session_id)
         except TimeoutError:
             print_error(f"the demo run did not finish within {RUN_TIMEOUT:g} s")
             return EXIT_FAILURE

@@ -94,6 +94,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="ID",
         help="the session to run in (default: a new demo-... session)",
     )
+    demo.add_argument(
+        "--agents",
+        action="store_true",
+        help=(
+            "an agent that asks another (a child session of its own) and "
+            "answers with a typed object"
+        ),
+    )
 
     run = commands.add_parser(
         "run",
