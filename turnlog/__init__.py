@@ -1,6 +1,7 @@
 """turnlog: an agent runtime for LLM sessions on an event-sourced log."""
 
-from turnlog.agent import Agent, AgentTool
+from turnlog.agent import Agent
+from turnlog.agent_tool import AgentTool
 from turnlog.approvals import ApprovalBroker
 from turnlog.children import ChildSession
 from turnlog.config import ApprovalProvider, RunConfig

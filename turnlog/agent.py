@@ -5,28 +5,33 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import json
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 import msgspec
 
 from turnlog.actors.instructions import function_name
+from turnlog.agent_checks import (
+    check_middleware,
+    router_of,
+    tools_by_name,
+)
+from turnlog.agent_tool import AgentTool, ChildRunner
 from turnlog.context import InstructionsFunction, deps_checker
 from turnlog.domain.errors import InvalidInputError
-from turnlog.domain.handoff import HandoffTool, handoff_spec, handoff_tool_name
-from turnlog.domain.model import ModelProvider, is_provider
+from turnlog.domain.handoff import HandoffTool, handoff_tool_name
+from turnlog.domain.model import ModelProvider
+from turnlog.handoff_graph import handoff_target_name, resolve_graph
 from turnlog.mcp.tools import McpServer, McpTool, session_tools
 from turnlog.middleware import Middleware
 from turnlog.output import OutputType
 from turnlog.routing import ModelRouter
-from turnlog.tools import FunctionTool, ToolResult
+from turnlog.tools import FunctionTool
 
 UsageObserver = Callable[[str, dict[str, int] | None], None]
 """Called with (route, usage) after each model call, before the usage is
 recorded; if it raises, the turn fails and that usage is not recorded."""
 
-DEFAULT_ROUTE = "default"
 DEFAULT_MAX_STEPS = 32
 
 
@@ -58,7 +63,7 @@ class Agent:
             an ``Agent`` or by name (an agent reachable from the session's
             agent through handoffs: so two agents may hand off to each
             other); the model sees a tool ``transfer_to_<name>`` per target
-            (see ``turnlog.handoffs``).
+            (see ``turnlog.handoff_graph``).
         handoff_description: what this agent is for, as the description
             of the tool that hands off to it.
         deps_type: the type of the dependencies given to its sessions
@@ -96,10 +101,10 @@ class Agent:
         if not isinstance(name, str) or not name:
             msg = "an agent needs a non-empty name"
             raise InvalidInputError(msg)
-        router = _router_of(model, model_route)
+        router = router_of(model, model_route)
         route = model_route or router.default
         router.provider(route)  # an unknown route is refused here
-        _check_middleware(middleware)
+        check_middleware(middleware)
         if usage_observer is not None and not callable(usage_observer):
             msg = "usage_observer must be callable"
             raise InvalidInputError(msg)
@@ -109,7 +114,7 @@ class Agent:
         elif not isinstance(instructions, str):
             msg = "instructions must be a str or a function of the RunContext"
             raise InvalidInputError(msg)
-        by_name = _tools_by_name(tools)
+        by_name = tools_by_name(tools)
         if not isinstance(max_steps, int) or max_steps < 1:
             msg = "max_steps must be a positive int"
             raise InvalidInputError(msg)
@@ -142,7 +147,7 @@ class Agent:
             msg = "handoff_description must be a str"
             raise InvalidInputError(msg)
         self._handoff_description = handoff_description
-        # Set on the copies a session runs (turnlog.handoffs.session_agent).
+        # Set on the copies a session runs (Agent.bound_to).
         self._graph: Mapping[str, Agent] | None = None
         self._handoff_tools: Mapping[str, HandoffTool] = {}
 
@@ -264,7 +269,7 @@ class Agent:
 
     def as_tool(
         self, name: str | None = None, description: str | None = None
-    ) -> AgentTool:
+    ) -> AgentTool[Agent]:
         """This agent as a tool: each call runs a child session of it.
 
         The model calls the tool with one argument, ``input`` (the child's
@@ -278,7 +283,7 @@ class Agent:
         """
         return AgentTool(self, name=name, description=description)
 
-    def with_child_runner(self, runner: ChildRunner) -> Agent:
+    def with_child_runner(self, runner: ChildRunner[Agent]) -> Agent:
         """This agent as one session runs it: its agent tools run children
         with ``runner`` (the runtime binds this; the digest is unchanged)."""
         if not any(isinstance(tool, AgentTool) for tool in self._all_tools.values()):
@@ -366,6 +371,16 @@ class Agent:
             return self._graph
         return resolve_graph(self)
 
+    def bound_to(
+        self, graph: Mapping[str, Agent], handoff_tools: Mapping[str, HandoffTool]
+    ) -> Agent:
+        """This agent as a session's handoff graph runs it: a copy that
+        knows the graph and its handoff tools (``turnlog.handoff_graph``)."""
+        bound = copy.copy(self)
+        bound._graph = graph
+        bound._handoff_tools = handoff_tools
+        return bound
+
     def __repr__(self) -> str:
         return f"Agent({self._name!r}, tools={sorted(self._tools)})"
 
@@ -381,11 +396,6 @@ def _checked_servers(servers: Sequence[McpServer]) -> tuple[McpServer, ...]:
             raise InvalidInputError(msg)
         named[server.name] = server
     return tuple(named.values())
-
-
-def handoff_target_name(target: Agent | str) -> str:
-    """The name of a handoff target."""
-    return target if isinstance(target, str) else target.name
 
 
 def checked_handoffs(
@@ -422,72 +432,7 @@ def checked_handoffs(
     return tuple(handoffs)
 
 
-# -- the handoff graph ---------------------------------------------------------
-#
-# An agent's handoffs name other agents, as objects or by name; the graph of
-# a session is every agent reachable from the one it is opened with. It is
-# resolved when the session opens (lazily, so two agents may hand off to each
-# other by name) and refused there, before anything is written, if two agents
-# in it share a name or a handoff names no agent in it. A session runs copies
-# of its agents bound to the graph: each knows its handoff tools (target,
-# route, spec) and the graph, so the session can switch to any agent in it.
-
-
-def resolve_graph(root: Agent) -> Mapping[str, Agent]:
-    """Every agent reachable from ``root`` by handoffs, by name, bound.
-
-    Raises:
-        InvalidInputError: two agents in the graph share a name, or a
-            handoff names an agent that is not in it.
-    """
-    if not root.handoffs:
-        return {root.name: root}
-    found: dict[str, Agent] = {}
-    pending = [root]
-    while pending:
-        agent = pending.pop()
-        known = found.get(agent.name)
-        if known is agent:
-            continue
-        if known is not None:
-            msg = (
-                f"two agents are named {agent.name!r} in the handoffs of "
-                f"{root.name!r}: a handoff finds its agent by name, give each "
-                "a name of its own"
-            )
-            raise InvalidInputError(msg)
-        found[agent.name] = agent
-        pending.extend(t for t in agent.handoffs if isinstance(t, Agent))
-    for agent in found.values():
-        for target in agent.handoffs:
-            if handoff_target_name(target) not in found:
-                msg = (
-                    f"agent {agent.name!r} hands off to {target!r}, but no agent "
-                    f"reachable from {root.name!r} is named so: pass that Agent "
-                    "in the handoffs of one of them"
-                )
-                raise InvalidInputError(msg)
-    graph: dict[str, Agent] = {}
-    for name, agent in found.items():
-        bound = copy.copy(agent)
-        bound._graph = graph  # the graph binds its own copies
-        bound._handoff_tools = _tools_of(agent, found)
-        graph[name] = bound
-    return graph
-
-
-def _tools_of(agent: Agent, found: Mapping[str, Agent]) -> dict[str, HandoffTool]:
-    tools: dict[str, HandoffTool] = {}
-    for target in agent.handoffs:
-        other = found[handoff_target_name(target)]
-        spec = handoff_spec(other.name, other.handoff_description)
-        tools[handoff_tool_name(other.name)] = HandoffTool(
-            other.name, other.model_route, spec
-        )
-    return tools
-
-
-def session_agent(root: Agent, runner: ChildRunner | None = None) -> Agent:
+def session_agent(root: Agent, runner: ChildRunner[Agent] | None = None) -> Agent:
     """``root`` as a session runs it: bound to its handoff graph, each agent
     in it with its MCP servers' tools read now (``Agent.with_mcp_tools``)
     and its agent tools running children with ``runner``.
@@ -503,152 +448,7 @@ def session_agent(root: Agent, runner: ChildRunner | None = None) -> Agent:
 
     if not root.handoffs:
         return bind(root)
-    graph = resolve_graph(root)
-    bound = {name: bind(agent) for name, agent in graph.items()}
-    if any(bound[name] is not agent for name, agent in graph.items()):
-        for agent in bound.values():
-            agent._graph = bound  # the graph's own copies, or new ones
-        graph = bound
-    return graph[root.name]
-
-
-def _router_of(
-    model: ModelProvider | ModelRouter, model_route: str | None
-) -> ModelRouter:
-    if isinstance(model, ModelRouter):
-        return model
-    if is_provider(model):
-        return ModelRouter(model_route or DEFAULT_ROUTE, model)
-    kind = type(model).__name__
-    msg = f"model must provide 'async respond(request, on_delta=...)', got {kind}"
-    raise InvalidInputError(msg)
-
-
-def _check_middleware(middleware: Sequence[Middleware]) -> None:
-    for layer in middleware:
-        if not isinstance(layer, Middleware):
-            msg = f"middleware must subclass turnlog.Middleware, not {layer!r}"
-            raise InvalidInputError(msg)
-
-
-def _tools_by_name(tools: Sequence[FunctionTool]) -> dict[str, FunctionTool]:
-    by_name: dict[str, FunctionTool] = {}
-    for tool in tools:
-        if not isinstance(tool, FunctionTool):
-            msg = f"tools must be FunctionTool objects (@function_tool), not {tool!r}"
-            raise InvalidInputError(msg)
-        if tool.name in by_name:
-            msg = f"two tools are named {tool.name!r}"
-            raise InvalidInputError(msg)
-        by_name[tool.name] = tool
-    return by_name
-
-
-INPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "input": {"type": "string", "description": "What to ask the agent."}
-    },
-    "required": ["input"],
-    "additionalProperties": False,
-}
-
-
-class ChildRunner(Protocol):
-    """Runs child sessions for agent tools (the runtime's ``ChildSessions``)."""
-
-    def run_child(
-        self, agent: Agent, context: Mapping[str, Any], text: str
-    ) -> ToolResult:
-        """Runs (or finds) the child of the call in ``context``; never raises."""
-        ...
-
-    def cancel_child(self, context: Mapping[str, Any]) -> None:
-        """Interrupts the child of the call in ``context``, if it runs."""
-        ...
-
-
-def _unbound(**_: Any) -> str:  # pragma: no cover - never called: run_sync is ours
-    return ""
-
-
-class AgentTool(FunctionTool):
-    """A tool whose call runs a child session of ``agent``.
-
-    Build it with :meth:`turnlog.Agent.as_tool`. The model calls it with
-    one argument, ``input``, the child's prompt; the call runs a session of the
-    agent on the same runtime (a session of its own in the log, linked to the
-    parent's call both ways, see ``turnlog.children``), and the child's final
-    answer is the call's output. A child whose run fails or is interrupted
-    gives an error output that names its session and why.
-
-    The tool is declared idempotent on purpose: running the call again finds
-    the child its first run started (the child's id is derived from the
-    parent's session, turn and call), takes the child's recorded answer if it
-    has one, and never prompts it twice. So a parent revived after a crash runs
-    the call again instead of closing it as interrupted, and the child's
-    finished work is not redone.
-
-    The runtime binds each session's agent tools to itself when the session
-    starts (:meth:`AgentTool.bound`); an unbound tool answers with an error.
-    """
-
-    def __init__(
-        self,
-        agent: Agent,
-        *,
-        name: str | None = None,
-        description: str | None = None,
-        runner: ChildRunner | None = None,
-    ) -> None:
-        super().__init__(
-            _unbound,
-            name=name or agent.name,
-            description=description or f"Ask the {agent.name} agent.",
-            parameters=INPUT_SCHEMA,
-            idempotent=True,
-        )
-        self._agent = agent
-        self._runner = runner
-
-    @property
-    def agent(self) -> Agent:
-        """The agent each call runs as a child session."""
-        return self._agent
-
-    @property
-    def child_agent(self) -> str:
-        """The child's agent name (a started call records it)."""
-        return self._agent.name
-
-    def bound(self, runner: ChildRunner) -> AgentTool:
-        """This tool, running its children with ``runner``."""
-        return AgentTool(
-            self._agent,
-            name=self.name,
-            description=self.spec.description,
-            runner=runner,
-        )
-
-    def run_sync(self, arguments: str, context: Mapping[str, Any]) -> ToolResult:
-        """Runs the child session and returns its answer; never raises."""
-        try:
-            parsed = json.loads(arguments or "{}")
-        except json.JSONDecodeError as error:
-            return ToolResult(f"arguments are not valid JSON: {error}", is_error=True)
-        text = parsed.get("input") if isinstance(parsed, dict) else None
-        if not isinstance(text, str) or not text.strip():
-            msg = f"invalid arguments for {self.name}: input: a non-empty string"
-            return ToolResult(msg, is_error=True)
-        if self._runner is None:
-            msg = f"{self.name} not run: the tool is not bound to a runtime"
-            return ToolResult(msg, is_error=True)
-        return self._runner.run_child(self._agent, context, text)
-
-    def cancel(self, context: Mapping[str, Any]) -> None:
-        """Interrupts the child of a running call (the parent was interrupted)."""
-        if self._runner is not None:
-            self._runner.cancel_child(context)
-
-    def __repr__(self) -> str:
-        return f"AgentTool({self.name!r}, agent={self._agent.name!r})"
+    session_graph: dict[str, Agent] = {}
+    for name, agent in resolve_graph(root).items():
+        session_graph[name] = bind(agent).bound_to(session_graph, agent.handoff_tools)
+    return session_graph[root.name]
