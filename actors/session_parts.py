@@ -28,8 +28,10 @@ class CanRecordSessions(Protocol):
         """Saves the aggregates' pending events in one transaction."""
         ...
 
-    def get(self, aggregate_id: uuid.UUID) -> Aggregate | None:
-        """The aggregate rebuilt from the log, or None if it has no events."""
+    def get(
+        self, aggregate_id: uuid.UUID, version: int | None = None
+    ) -> Aggregate | None:
+        """The aggregate rebuilt from the log (as it was at ``version``), or None."""
         ...
 
     def stored_rows(
