@@ -16,6 +16,7 @@ import msgspec
 from turnlog.domain import session as s
 from turnlog.domain import turn as t
 from turnlog.domain.handoff import AgentHandedOff
+from turnlog.domain.lineage import SessionForked, SessionRewound
 from turnlog.projections.rows import Entries, Rows, add_usage, typed
 
 
@@ -44,6 +45,11 @@ class CheckpointState(msgspec.Struct, gc=False):
     closed: bool = False
     updated_position: int = 0
     running_turn_start: int = 0
+    forked_from: dict[str, Any] | None = None
+    """A fork's source: its ``session_id``, ``position``, ``seq`` and ``digest``."""
+    set_aside_positions: list[list[int]] = msgspec.field(default_factory=list)
+    """[kept, rewind] log positions: the events between were rewound."""
+    rewound_turns: list[int] = msgspec.field(default_factory=list)
 
 
 def _created(state: CheckpointState, event: s.SessionCreated, _: int) -> None:
@@ -96,6 +102,41 @@ def _handed_off(state: CheckpointState, event: AgentHandedOff, _: int) -> None:
     state.agent_in_charge, state.model_route = event.to_agent, event.model_route
 
 
+def _forked(state: CheckpointState, event: SessionForked, _: int) -> None:
+    state.agent_name, state.model_route = event.agent_name, event.model_route
+    state.agent_in_charge = event.handed_to
+    state.shared_state = dict(event.shared_state)
+    state.turn_count = event.turn_count
+    state.compaction_count = event.compaction_count
+    state.context_epoch = event.context_epoch
+    state.context_start = event.context_start_position
+    if event.context_epoch:
+        state.last_context_rewrite = {
+            "reasons": list(event.last_rewrite_reasons),
+            "epoch": event.context_epoch,
+            "position": event.context_start_position,
+        }
+    state.last_usage = None if event.last_usage is None else dict(event.last_usage)
+    state.total_usage = dict(event.usage_totals)
+    state.forked_from = {
+        "session_id": event.source_session_id,
+        "position": event.source_position,
+        "seq": event.source_seq,
+        "digest": event.source_digest,
+    }
+    state.set_aside_positions = [list(span) for span in event.set_aside_positions]
+    state.rewound_turns = sorted(
+        n for first, last in event.set_aside for n in range(first, last + 1)
+    )
+
+
+def _rewound(state: CheckpointState, event: SessionRewound, position: int) -> None:
+    state.shared_state = dict(event.shared_state)
+    state.context_start = event.context_start_position
+    state.set_aside_positions.append([event.point_position, position])
+    state.rewound_turns = sorted({*state.rewound_turns, *event.rewound_turns})
+
+
 def _closed(state: CheckpointState, _event: s.SessionClosed, _: int) -> None:
     state.closed = True
 
@@ -120,6 +161,8 @@ def _approval_decided(state: CheckpointState, event: t.ApprovalDecided, _: int) 
 
 _APPLY: dict[type, Callable[[CheckpointState, Any, int], None]] = {
     s.SessionCreated: _created,
+    SessionForked: _forked,
+    SessionRewound: _rewound,
     s.TurnStarted: _turn_started,
     s.ContextRewritten: _context_rewritten,
     s.TurnCompleted: _turn_ended,
