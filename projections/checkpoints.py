@@ -196,3 +196,8 @@ class CheckpointProjection:
             _APPLY[type(event)](state, event, position)
         state.updated_position = entries[-1][0]
         rows.put(session_id, 0, state)
+
+
+def checkpoint_events() -> frozenset[type]:
+    """The event classes a checkpoint folds."""
+    return frozenset(_APPLY)

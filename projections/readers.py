@@ -14,20 +14,22 @@ from uuid import UUID
 import msgspec
 from eventsourcing.persistence import ConnectionPoolClosedError, StoredEvent
 
-from turnlog.domain.context import Message, fold_context, messages_of
 from turnlog.domain.errors import InvalidInputError
 from turnlog.domain.events import TurnlogCreated, TurnlogEvent
 from turnlog.domain.ids import check_session_id
-from turnlog.domain.model import Item
 from turnlog.domain.protocol import Event
 from turnlog.domain.translation import replay
-from turnlog.projections.checkpoints import CheckpointProjection, CheckpointState
+from turnlog.projections.checkpoints import (
+    CheckpointProjection,
+    checkpoint_events,
+)
 from turnlog.projections.executions import Execution, ExecutionProjection
 from turnlog.projections.runner import ProjectionRunner
 from turnlog.projections.sessions import SessionIndexProjection, SessionSummary
 from turnlog.projections.transcript import CHUNK, OPEN, SOURCE, TranscriptProjection
 from turnlog.store.application import LOG_MAPPER
 
+_CHECKPOINT_EVENTS = checkpoint_events()
 _FETCH = 500
 """Log positions fetched per query when reading a transcript."""
 _execution_decoder = msgspec.json.Decoder(Execution)
@@ -119,38 +121,6 @@ class TranscriptPage(msgspec.Struct, frozen=True):
     def next_before(self) -> int | None:
         """The ``before_position`` for the next older page, if there is one."""
         return self.items[0].position if self.items and self.has_more else None
-
-
-class Checkpoint(msgspec.Struct, frozen=True):
-    """A session's current state, from the checkpoint and transcript views."""
-
-    session_id: str
-    agent_name: str
-    model_route: str
-    shared_state: dict[str, Any]
-    turn_count: int
-    running_turn: str | None
-    pending_approval: dict[str, Any] | None
-    compaction_count: int
-    context_epoch: int
-    last_context_rewrite: dict[str, Any] | None
-    last_usage: dict[str, int] | None
-    total_usage: dict[str, int]
-    closed: bool
-    updated_position: int
-    """The log position of the newest event folded into the checkpoint."""
-    context: tuple[Item, ...]
-    agent_in_charge: str = ""
-    """The agent in charge: the one a handoff put in charge, else ``agent_name``."""
-    forked_from: dict[str, Any] | None = None
-    """A fork's source: its ``session_id``, the ``position`` and ``seq`` of the
-    last event shared, and the source chain's ``digest`` there."""
-    rewound_turns: tuple[int, ...] = ()
-    """Turns a rewind set aside: in the log, not in the context."""
-
-    def messages(self) -> list[Message]:
-        """The user and assistant messages of the context."""
-        return messages_of(self.context)
 
 
 def _items(store: Any, positions: list[int]) -> list[TranscriptItem]:
@@ -354,49 +324,6 @@ class Executions(_Reader):
                 bound = source[1] + 1 if before is None else min(before, source[1] + 1)
                 rows.extend(self._newest(source[0], bound, count - len(rows)))
         return rows
-
-
-class Checkpoints(_Reader):
-    """``rt.checkpoints``: each session's current state."""
-
-    def __init__(
-        self,
-        runner: ProjectionRunner,
-        transcripts: Transcripts,
-        check_open: Callable[[], None] = _always_open,
-    ) -> None:
-        super().__init__(runner, check_open)
-        self._transcripts = transcripts
-
-    @_while_open
-    def load(self, session_id: str, *, context: bool = True) -> Checkpoint | None:
-        """The session's checkpoint, or None if the log has no such session.
-
-        ``context=False`` skips rebuilding the model context (it reads the
-        transcript since the last compaction), for callers that want only
-        the small fields: turns, status, usage, pending approval.
-        """
-        check_session_id(session_id)
-        self._runner.catch_up()
-        doc = self._runner.tables.get(CheckpointProjection.name, session_id, 0)
-        if doc is None:
-            return None
-        state = msgspec.convert(doc, CheckpointState)
-        items = (
-            self._transcripts.kept(
-                session_id, state.context_start, state.set_aside_positions
-            )
-            if context
-            else []
-        )
-        rebuilt = fold_context(item.event() for item in items)
-        fields = msgspec.structs.asdict(state)
-        del fields["context_start"]
-        del fields["running_turn_start"]
-        del fields["set_aside_positions"]
-        fields["rewound_turns"] = tuple(state.rewound_turns)
-        fields["agent_in_charge"] = state.agent_in_charge or state.agent_name
-        return Checkpoint(**fields, context=tuple(rebuilt))
 
 
 class Summaries(_Reader):

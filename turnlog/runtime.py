@@ -43,9 +43,9 @@ from turnlog.domain.protocol import Event
 from turnlog.domain.session import Session
 from turnlog.exit_hook import close_at_exit, closed
 from turnlog.forking import record_fork
+from turnlog.projections.checkpoint_reader import Checkpoints
 from turnlog.projections.follower import SessionFollower
 from turnlog.projections.readers import (
-    Checkpoints,
     Executions,
     Summaries,
     Transcripts,
@@ -427,7 +427,7 @@ class Runtime:
                     if isinstance(source_id, str)
                     else None
                 )
-            if live is None:
+            if live is None or not isinstance(live.agent, Agent):
                 msg = f"pass agent=: session {source_id!r} is not open in this runtime"
                 raise UsageError(msg)
             agent = live.agent

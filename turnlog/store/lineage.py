@@ -89,6 +89,8 @@ class SessionMarks:
     """Input number: the turn it steered (not a quiet point)."""
     started_at: dict[int, int] = field(default_factory=dict)
     """Turn number: log position of its TurnStarted."""
+    ended_at: dict[int, int] = field(default_factory=dict)
+    """Turn number: log position of its TurnCompleted or TurnAborted."""
     set_aside_positions: list[list[int]] = field(default_factory=list)
     """[kept, rewind] position ranges whose events between are set aside."""
     chains: dict[int, str] = field(default_factory=dict)
@@ -131,14 +133,32 @@ class SessionMarks:
         return self.points[-1]
 
     def at_position(self, position: int) -> HistoryPoint:
-        """The quiet point at log ``position``; InvalidInputError if none is."""
+        """The quiet point at log ``position``; InvalidInputError if none is.
+
+        ``position`` is that of an event of the session's history at which
+        no turn ran: after a turn ended and before the next began.
+        """
         for point in self.points:
-            if point.position == position:
-                return point
+            if point.position >= position:
+                ended = self.ended_at.get(point.after_turn)
+                if point.position == position:
+                    return point
+                if ended is not None and ended <= position:
+                    return self._point_at(point.after_turn, position)
+                break
         msg = (
             f"position {position} is not a quiet point of {self.session_id!r} "
             "(a turn was running there); see rt.history()"
         )
+        raise InvalidInputError(msg)
+
+    def _point_at(self, after_turn: int, position: int) -> HistoryPoint:
+        for row in self.rows:
+            if row[0] == position:
+                mark = _mark(row)
+                self.chains[position] = mark.chain
+                return HistoryPoint(after_turn, position, mark.session_seq)
+        msg = f"no event of {self.session_id!r} at position {position}"
         raise InvalidInputError(msg)
 
 
@@ -175,6 +195,7 @@ def scan(store: CanReadHistory, session_id: str) -> SessionMarks:
             out.started_at[mark.number] = row[0]
         elif topic in ("TurnCompleted", "TurnAborted"):
             out.running = None
+            out.ended_at[mark.number] = row[0]
         elif topic == "InputAccepted":
             inputs += 1
             if starting is not None and mark.kind in STARTING_KINDS:
