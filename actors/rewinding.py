@@ -16,7 +16,8 @@ from turnlog.actors.revive import load_context
 from turnlog.actors.session_state import SessionState
 from turnlog.domain.errors import InvalidInputError, SessionBusyError
 from turnlog.domain.lineage import rewind
-from turnlog.store.lineage import rewind_fields, scan
+from turnlog.store.fork_source import rewind_fields
+from turnlog.store.lineage import scan
 
 
 def rewind_session(

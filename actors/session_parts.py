@@ -40,6 +40,12 @@ class CanRecordSessions(Protocol):
         """The stored events of these aggregates (read by SessionHistory)."""
         ...
 
+    def stored_before(
+        self, aggregate_id: uuid.UUID, position: int, limit: int = 1
+    ) -> list[tuple[int, uuid.UUID, int, str, bytes]]:
+        """Up to ``limit`` stored events of an aggregate before a log position."""
+        ...
+
 
 class SessionServices(msgspec.Struct, frozen=True):
     """What every SessionActor of a runtime shares."""

@@ -84,6 +84,7 @@ class SessionForked(TurnlogCreated):
     """Log position ranges [after, before] of those turns' events."""
 
     def apply(self, aggregate: Any) -> None:
+        aggregate.set_aside_positions = [list(s) for s in self.set_aside_positions]
         aggregate.session_id = self.session_id
         aggregate.agent_name = self.agent_name
         aggregate.agent_digest = self.agent_digest
@@ -128,8 +129,13 @@ class SessionRewound(TurnlogEvent):
     """The turn the model context starts in at the rewind point."""
     context_start_position: int
     """Log position of the event the model context starts at (0: the start)."""
+    last_position: int = 0
+    """The log position of the session's last event before the rewind: the
+    events after ``point_position`` up to it are set aside."""
 
     def apply(self, aggregate: Any) -> None:
+        span = [self.point_position, self.last_position + 1]
+        aggregate.set_aside_positions = [*aggregate.set_aside_positions, span]
         if self.to_turn < aggregate.turn_count:
             span = [self.to_turn + 1, aggregate.turn_count]
             aggregate.set_aside = [*aggregate.set_aside, span]

@@ -269,6 +269,7 @@ class Session(Aggregate):
         self.handed_to = ""  # the agent a handoff put in charge (AgentHandedOff)
         self.turn_owners: TurnOwners = []  # a fork's sources' turns (lineage)
         self.set_aside: list[list[int]] = []  # turn ranges rewound (lineage)
+        self.set_aside_positions: list[list[int]] = []  # their log positions
 
     @classmethod
     def create(
@@ -504,6 +505,7 @@ class SessionSnapshot(Snapshot):
         state.setdefault("handed_to", "")  # snapshots from before handoffs
         state.setdefault("turn_owners", [])  # snapshots from before forks
         state.setdefault("set_aside", [])
+        state.setdefault("set_aside_positions", [])
         state["_id"] = self.originator_id
         state["_version"] = self.originator_version
         state["_pending_events"] = []

@@ -130,10 +130,10 @@ def _forked(state: CheckpointState, event: SessionForked, _: int) -> None:
     )
 
 
-def _rewound(state: CheckpointState, event: SessionRewound, position: int) -> None:
+def _rewound(state: CheckpointState, event: SessionRewound, _: int) -> None:
     state.shared_state = dict(event.shared_state)
     state.context_start = event.context_start_position
-    state.set_aside_positions.append([event.point_position, position])
+    state.set_aside_positions.append([event.point_position, event.last_position + 1])
     state.rewound_turns = sorted({*state.rewound_turns, *event.rewound_turns})
 
 

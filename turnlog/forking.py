@@ -19,7 +19,13 @@ from typing import Any
 from turnlog.domain.errors import InvalidInputError, UsageError
 from turnlog.domain.ids import check_session_id, new_submission_id
 from turnlog.domain.session import Session
-from turnlog.store.lineage import HistoryPoint, fork_fields, scan
+from turnlog.store.fork_source import (
+    ForkSource,
+    fork_fields,
+    quick_source,
+    scanned_source,
+)
+from turnlog.store.lineage import HistoryPoint, scan
 from turnlog.store.log import Store
 
 
@@ -81,16 +87,19 @@ def record_fork(
     if store.get_session(fork_id) is not None:
         msg = f"session {fork_id!r} exists already: choose another id for the fork"
         raise UsageError(msg)
-    marks = scan(store, source_id)
-    if at is not None:
-        point = marks.at_position(_position_of(at))
-    else:
-        point = marks.point(before_input=before_input, after_turn=after_turn)
-    fields: dict[str, Any] = fork_fields(
-        store, marks, point, keep_allowances=keep_allowances
-    )
+    source: ForkSource | None = None
+    if before_input is None and at is None:
+        source = quick_source(store, source_id, after_turn)
+    if source is None:  # named by input or position: read the whole history
+        marks = scan(store, source_id)
+        if at is not None:
+            point = marks.at_position(_position_of(at))
+        else:
+            point = marks.point(before_input=before_input, after_turn=after_turn)
+        source = scanned_source(store, marks, point)
+    fields: dict[str, Any] = fork_fields(store, source, keep_allowances=keep_allowances)
     if agent_name is not None and agent_digest is not None:
         fields["agent_name"], fields["agent_digest"] = agent_name, agent_digest
         fields["handed_to"] = ""
     store.save(Session.fork(fork_id, **fields))
-    return fork_id, point
+    return fork_id, source.point

@@ -287,3 +287,34 @@ def test_an_unknown_agent_is_asked_for(store_url: str) -> None:
         talk(rt, "src", 1)
     with Runtime.open(store_url) as rt, pytest.raises(UsageError, match="agent="):
         rt.fork_session("src")
+
+
+def test_a_point_named_by_turn_or_by_input_is_the_same_fork(store_url: str) -> None:
+    with Runtime.open(store_url) as rt:
+        talk(rt, "src", 3, tools=True)
+        for point in (1, 2, 3):
+            by_turn = rt.fork_session("src", after_turn=point, session_id=f"t{point}")
+            if point < 3:
+                by_input = rt.fork_session(
+                    "src", before_input=point + 1, session_id=f"i{point}"
+                )
+            else:  # the end has no input after it: name it by its checkpoint
+                by_input = rt.fork_session(
+                    "src", at=rt.checkpoints.load("src"), session_id=f"i{point}"
+                )
+            quick, scanned = (
+                rt.store.get_session(s.session_id) for s in (by_turn, by_input)
+            )
+            assert quick.turn_owners == scanned.turn_owners
+            for name in (
+                "turn_count",
+                "usage_totals",
+                "shared_state",
+                "context_start_turn",
+            ):
+                assert getattr(quick, name) == getattr(scanned, name)
+            assert (
+                rt.checkpoints.load(f"t{point}").forked_from
+                == rt.checkpoints.load(f"i{point}").forked_from
+            )
+            assert by_turn.messages() == by_input.messages()

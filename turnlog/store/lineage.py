@@ -44,6 +44,13 @@ class CanReadHistory(Protocol):
         """The aggregate (as it was at ``version``), or None."""
         ...
 
+    def stored_before(
+        self, aggregate_id: uuid.UUID, position: int, limit: int = 1
+    ) -> list[StoredRow]:
+        """Up to ``limit`` stored events of an aggregate before ``position``,
+        newest first."""
+        ...
+
 
 class HistoryPoint(msgspec.Struct, frozen=True):
     """A quiet point of a session that a fork or a rewind may name.
@@ -70,7 +77,6 @@ class _Mark(msgspec.Struct):
     number: int = 0
     kind: str = ""
     text: str = ""
-    point_position: int = 0
 
 
 _mark_decoder = msgspec.json.Decoder(_Mark)
@@ -91,8 +97,6 @@ class SessionMarks:
     """Turn number: log position of its TurnStarted."""
     ended_at: dict[int, int] = field(default_factory=dict)
     """Turn number: log position of its TurnCompleted or TurnAborted."""
-    set_aside_positions: list[list[int]] = field(default_factory=list)
-    """[kept, rewind] position ranges whose events between are set aside."""
     chains: dict[int, str] = field(default_factory=dict)
     """Log position: the chain digest of the event there (quiet points only)."""
 
@@ -155,14 +159,15 @@ class SessionMarks:
     def _point_at(self, after_turn: int, position: int) -> HistoryPoint:
         for row in self.rows:
             if row[0] == position:
-                mark = _mark(row)
+                mark = mark_of(row)
                 self.chains[position] = mark.chain
                 return HistoryPoint(after_turn, position, mark.session_seq)
         msg = f"no event of {self.session_id!r} at position {position}"
         raise InvalidInputError(msg)
 
 
-def _mark(row: StoredRow) -> _Mark:
+def mark_of(row: StoredRow) -> _Mark:
+    """The few fields of a stored row the points need (all zero if damaged)."""
     try:
         return _mark_decoder.decode(row[4])
     except msgspec.DecodeError:  # a damaged row: verifying names it
@@ -176,15 +181,12 @@ def scan(store: CanReadHistory, session_id: str) -> SessionMarks:
         msg = f"no session {session_id!r} in the log"
         raise InvalidInputError(msg)
     out = SessionMarks(session_id, rows)
-    origin = fork_origin([row for row in rows if row[1] == session_uuid(session_id)])
-    if origin is not None:
-        out.set_aside_positions = [list(span) for span in origin.set_aside_positions]
     opened: set[int] = set()
     inputs = 0
     starting: int | None = None  # index of the point before the turn just opened
     previous = (0, 0, "")  # (position, seq, chain) of the row before
     for row in rows:
-        mark = _mark(row)
+        mark = mark_of(row)
         topic = row[3].removeprefix("turnlog:")
         if topic in ("TurnStarted", "TurnOpened") and mark.number not in opened:
             opened.add(mark.number)
@@ -210,8 +212,6 @@ def scan(store: CanReadHistory, session_id: str) -> SessionMarks:
             else:
                 out.steers[inputs] = out.running or 0
             starting = None
-        elif topic == "SessionRewound":
-            out.set_aside_positions.append([mark.point_position, row[0]])
         previous = (row[0], mark.session_seq, mark.chain)
     if out.running is None:
         out.points.append(
@@ -257,69 +257,3 @@ def session_at(
         msg = f"no Session of {session_id!r} at version {version}"
         raise InvalidInputError(msg)
     return session_id, session
-
-
-def _context_start_position(marks: SessionMarks, session: Session) -> int:
-    return marks.started_at.get(session.context_start_turn, 0)
-
-
-def fork_fields(
-    store: CanReadHistory,
-    marks: SessionMarks,
-    point: HistoryPoint,
-    *,
-    keep_allowances: bool,
-) -> dict[str, Any]:
-    """The fields of the SessionForked that forks ``marks``'s session at ``point``.
-
-    Small fields only: the source's Session at the point (shared state,
-    usage, route, context bookkeeping) and where its history is; no
-    message, no tool output.
-    """
-    owner, at = session_at(store, marks, point.position)
-    owners = [list(entry) for entry in at.turn_owners]
-    bound = owners[-1][1] if owners else 0
-    if at.turn_count > bound:
-        owners.append([owner, at.turn_count])
-    return {
-        "agent_name": at.agent_name,
-        "agent_digest": at.agent_digest,
-        "shared_state": dict(at.shared_state),
-        "model_route": at.model_route,
-        "source_session_id": marks.session_id,
-        "source_seq": point.seq,
-        "source_position": point.position,
-        "source_digest": marks.chains[point.position],
-        "turn_owners": owners,
-        "turn_count": at.turn_count,
-        "usage_totals": dict(at.usage_totals),
-        "last_usage": None if at.last_usage is None else dict(at.last_usage),
-        "context_epoch": at.context_epoch,
-        "context_start_turn": at.context_start_turn,
-        "context_start_position": _context_start_position(marks, at),
-        "compaction_count": at.compaction_count,
-        "last_rewrite_reasons": list(at.last_rewrite_reasons),
-        "handed_to": at.handed_to,
-        "allowed_tools": sorted(at.allowed_tools) if keep_allowances else [],
-        "set_aside": [list(span) for span in at.set_aside],
-        "set_aside_positions": [
-            span for span in marks.set_aside_positions if span[1] <= point.position
-        ],
-    }
-
-
-def rewind_fields(
-    store: CanReadHistory, marks: SessionMarks, point: HistoryPoint, current: Session
-) -> dict[str, Any]:
-    """The fields of the SessionRewound that takes ``current`` back to ``point``."""
-    if point.after_turn in set_aside_turns(current.set_aside):
-        msg = f"turn {point.after_turn} of {marks.session_id!r} was rewound already"
-        raise InvalidInputError(msg)
-    _, at = session_at(store, marks, point.position)
-    return {
-        "point_seq": point.seq,
-        "point_position": point.position,
-        "shared_state": dict(at.shared_state),
-        "context_start_turn": at.context_start_turn,
-        "context_start_position": _context_start_position(marks, at),
-    }

@@ -404,6 +404,15 @@ class Store:
         key = self.backend.aggregate_key
         return self._select_stored("originator_id", [key(a) for a in aggregate_ids])
 
+    def stored_before(
+        self, aggregate_id: uuid.UUID, position: int, limit: int = 1
+    ) -> list[tuple[int, uuid.UUID, int, str, bytes]]:
+        """Up to ``limit`` stored events of an aggregate before log ``position``,
+        newest first (as :meth:`stored_rows` gives them)."""
+        key = self.backend.aggregate_key(aggregate_id)
+        with self.reading() as cursor:
+            return self.backend.tables.stored_before(cursor, key, position, limit)
+
     def stored_at(
         self, positions: Sequence[int]
     ) -> dict[int, tuple[uuid.UUID, int, str, bytes]]:
