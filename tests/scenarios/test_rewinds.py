@@ -196,3 +196,47 @@ def test_a_fork_of_a_rewound_session_keeps_its_turns_set_aside(
             "answer 1",
         ]
         assert verify_session(rt.store, "f").ok
+
+
+def test_a_rewind_to_before_the_first_input_empties_the_context(
+    store_url: str,
+) -> None:
+    with Runtime.open(store_url) as rt:
+        session, model = three_turns(rt)
+        assert session.rewind(before_input=1) == [1, 2, 3]
+        assert session.messages() == []
+        assert rt.checkpoints.load("s").context == ()
+        session.prompt("fresh start", timeout=10)
+        sent = [
+            i.get("content") for i in model.requests[-1].items if i["type"] == "message"
+        ]
+        assert sent[-1] == "fresh start"
+        assert "question 0" not in sent
+
+
+def test_a_rewind_after_a_turn_with_tool_calls_keeps_its_outputs(
+    store_url: str,
+) -> None:
+    @function_tool
+    def lookup(key: str) -> str:
+        """Looks a key up."""
+        return f"value of {key}"
+
+    model = ScriptedModel(
+        [calls(tool_call("lookup", {"key": "a"})), "found a", "two", "three", "after"]
+    )
+    with Runtime.open(store_url) as rt:
+        session = rt.create_session(
+            Agent("a", model=model, tools=[lookup]), session_id="s"
+        )
+        for text in ("find a", "second", "third"):
+            session.prompt(text, timeout=10)
+        expected = rt.checkpoints.at("s", turn=1).context
+        session.rewind(after_turn=1)
+        assert rt.checkpoints.load("s").context == expected
+        outputs = [i for i in expected if i.get("type") == "function_call_output"]
+        assert outputs[0]["output"] == "value of a"
+        session.prompt("next", timeout=10)
+        sent = model.requests[-1].items
+        assert any(i.get("output") == "value of a" for i in sent)
+        assert not any(i.get("content") == "second" for i in sent)

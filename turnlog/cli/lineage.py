@@ -123,6 +123,7 @@ def lineage_lines(runtime: Runtime, session_id: str) -> list[str]:
             f"(sequence {source['seq']}, sha256 {source['digest'][:16]}...)"
         )
     indent = "  " * len(chain)
+    below: list[str] = []
     for summary in runtime.summaries.all():
         if summary.forked_from == session_id:
             child = runtime.checkpoints.load(summary.session_id, context=False)
@@ -131,16 +132,18 @@ def lineage_lines(runtime: Runtime, session_id: str) -> list[str]:
                 if child is None or child.forked_from is None
                 else (f" at position {child.forked_from['position']}")
             )
-            lines.append(f"{indent}├─ forked: {summary.session_id}{where}")
+            below.append(f"{indent}├─ forked: {summary.session_id}{where}")
     for item in runtime.transcript.all(session_id):
         if item.name == "SessionRewound":
             event = item.event()
             assert isinstance(event, SessionRewound)
-            lines.append(
+            below.append(
                 f"{indent}↺ rewound at position {item.position} to after turn "
                 f"{event.to_turn}: turns {event.rewound_turns} set aside"
             )
-    return lines
+    if below and not chain:
+        lines.append(session_id)
+    return lines + below
 
 
 def print_state_at(
