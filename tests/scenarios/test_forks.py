@@ -165,10 +165,19 @@ def test_what_a_fork_carries_after_an_approval(store_url: str) -> None:
         worker.join(10)
         events.close()
         plain = rt.fork_session("src", session_id="plain")
-        rt.fork_session("src", session_id="kept", keep_allowances=True)
+        again = ScriptedModel([calls(tool_call("deploy", {"target": "b"})), "ok"])
+        kept = rt.fork_session(
+            "src",
+            session_id="kept",
+            keep_allowances=True,
+            agent=Agent("a", model=again, tools=[deploy]),
+        )
         assert rt.store.get_session("plain").allowed_tools == frozenset()
         assert rt.store.get_session("kept").allowed_tools == {"deploy"}
         assert [m.content for m in plain.messages()] == ["deploy", "done"]
+        # The allowance carried over works: no approval is asked for.
+        assert kept.prompt("deploy again", timeout=10).final_output == "ok"
+        assert "deployed b" in str(rt.checkpoints.load("kept").context)
 
 
 def test_points_that_are_not_quiet_or_not_there_are_refused(store_url: str) -> None:
