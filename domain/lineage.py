@@ -82,6 +82,8 @@ class SessionForked(TurnlogCreated):
     """Turn ranges [first, last] the source had rewound before the fork point."""
     set_aside_positions: list[list[int]]
     """Log position ranges [after, before] of those turns' events."""
+    first_prompt: str = ""
+    """The first input of the history the fork shares ("" if none), for listings."""
 
     def apply(self, aggregate: Any) -> None:
         aggregate.set_aside_positions = [list(s) for s in self.set_aside_positions]

@@ -97,10 +97,9 @@ def _created(summary: SessionSummary, event: s.SessionCreated) -> None:
 def _forked(summary: SessionSummary, event: SessionForked) -> None:
     summary.agent_name, summary.created_at = event.agent_name, event.timestamp
     summary.turns, summary.usage = event.turn_count, dict(event.usage_totals)
-    summary.agent_in_charge, summary.forked_from = (
-        event.handed_to,
-        event.source_session_id,
-    )
+    summary.agent_in_charge = event.handed_to
+    summary.forked_from = event.source_session_id
+    summary.first_prompt = _preview(event.first_prompt) if event.first_prompt else ""
 
 
 def _turn_started(summary: SessionSummary, event: s.TurnStarted) -> None:

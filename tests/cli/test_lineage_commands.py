@@ -105,3 +105,17 @@ def test_bad_points_are_one_line_errors_and_write_nothing(
         assert len(err.strip().splitlines()) == 1, err
         assert out == ""
     assert max_position(store_url) == before
+
+
+def test_sessions_lists_a_fork_with_its_source_and_first_prompt(
+    capsys: pytest.CaptureFixture[str], store_url: str
+) -> None:
+    three_turns(store_url)
+    run(capsys, "--store", store_url, "fork", "s", "--after-turn", "1", "--as", "f")
+    with Runtime.open(store_url) as rt:
+        summary = rt.summaries.load("f")
+        assert (summary.forked_from, summary.first_prompt, summary.turns) == (
+            "s",
+            "first",
+            1,
+        )

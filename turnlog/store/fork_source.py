@@ -143,7 +143,19 @@ def fork_fields(
         "allowed_tools": sorted(at.allowed_tools) if keep_allowances else [],
         "set_aside": [list(span) for span in at.set_aside],
         "set_aside_positions": [list(span) for span in at.set_aside_positions],
+        "first_prompt": first_input(store, at),
     }
+
+
+def first_input(store: CanReadHistory, session: Session) -> str:
+    """The text of the first input of the session's history ("" if none)."""
+    if session.turn_count < 1:
+        return ""
+    owner = turn_owner(session.session_id, session.turn_owners, 1)
+    for row in sorted(store.stored_rows([turn_uuid(owner, 1)])):
+        if row[3] == "turnlog:InputAccepted":
+            return mark_of(row).text
+    return ""
 
 
 def rewind_fields(
