@@ -112,6 +112,13 @@ class UpdateSharedState(msgspec.Struct, frozen=True):
     call: tuple[str, str] | None = None
 
 
+class Rewind(msgspec.Struct, frozen=True):
+    """Set the turns after a quiet point aside (recorded); replies their numbers."""
+
+    before_input: int | None = None
+    after_turn: int | None = None
+
+
 class ChangeRoute(msgspec.Struct, frozen=True):
     """Send later model calls to another named route (recorded)."""
 

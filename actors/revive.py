@@ -19,6 +19,7 @@ from __future__ import annotations
 from turnlog.actors.session_parts import CanRecordSessions
 from turnlog.domain.context import fold_context
 from turnlog.domain.errors import ReplayError
+from turnlog.domain.lineage import set_aside_turns
 from turnlog.domain.model import Item
 from turnlog.domain.session import Session
 from turnlog.domain.turn import Turn
@@ -36,7 +37,11 @@ def load_context(store: CanRecordSessions, session: Session) -> list[Item]:
     are read, so opening a session costs the same however long it is.
     """
     events = SessionHistory(store).turn_events(
-        session.session_id, session.context_start_turn, session.turn_count
+        session.session_id,
+        session.context_start_turn,
+        session.turn_count,
+        owners=session.turn_owners,
+        skip=frozenset(set_aside_turns(session.set_aside)),
     )
     return fold_context(events)
 

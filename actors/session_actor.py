@@ -41,6 +41,7 @@ from turnlog.actors.messages import (
     PendingApprovalsQuery,
     QueuedInputReviewed,
     QueuedQuery,
+    Rewind,
     RunningQuery,
     SessionQuery,
     SharedStateQuery,
@@ -52,6 +53,7 @@ from turnlog.actors.messages import (
     UpdateSharedState,
 )
 from turnlog.actors.passivation import IdleClock, KeptState, SessionHost, is_idle
+from turnlog.actors.rewinding import rewind_session
 from turnlog.actors.session_end import answer_everyone
 from turnlog.actors.session_parts import SessionServices, SessionSettings
 from turnlog.actors.session_state import SessionState
@@ -223,6 +225,8 @@ class SessionActor(pykka.ThreadingActor):
                 return dict(self._state.session.shared_state)
             case SessionQuery():
                 return self._query(message)
+            case Rewind(before_input=before_input, after_turn=after_turn):
+                return rewind_session(self._state, before_input, after_turn)
             case ChangeRoute(route=route):
                 self._state.check_open()
                 self._state.agent.provider_for(route)  # UsageError naming the routes

@@ -28,14 +28,22 @@ class CanRecordSessions(Protocol):
         """Saves the aggregates' pending events in one transaction."""
         ...
 
-    def get(self, aggregate_id: uuid.UUID) -> Aggregate | None:
-        """The aggregate rebuilt from the log, or None if it has no events."""
+    def get(
+        self, aggregate_id: uuid.UUID, version: int | None = None
+    ) -> Aggregate | None:
+        """The aggregate rebuilt from the log (as it was at ``version``), or None."""
         ...
 
     def stored_rows(
         self, aggregate_ids: Sequence[uuid.UUID]
     ) -> list[tuple[int, uuid.UUID, int, str, bytes]]:
         """The stored events of these aggregates (read by SessionHistory)."""
+        ...
+
+    def stored_before(
+        self, aggregate_id: uuid.UUID, position: int, limit: int = 1
+    ) -> list[tuple[int, uuid.UUID, int, str, bytes]]:
+        """Up to ``limit`` stored events of an aggregate before a log position."""
         ...
 
 

@@ -30,6 +30,7 @@ from turnlog.domain.events import TurnlogCreated, TurnlogEvent, register_stable_
 from turnlog.domain.handoff import AgentHandedOff  # noqa: F401 - loads with it
 from turnlog.domain.ids import session_uuid, turn_uuid
 from turnlog.domain.inputs import check_input, check_json_data
+from turnlog.domain.lineage import SessionForked, TurnOwners
 from turnlog.domain.model import USAGE_FIELDS
 
 
@@ -281,6 +282,9 @@ class Session(Aggregate):
         self.compaction_count = 0
         self.last_rewrite_reasons: list[str] = []
         self.handed_to = ""  # the agent a handoff put in charge (AgentHandedOff)
+        self.turn_owners: TurnOwners = []  # a fork's sources' turns (lineage)
+        self.set_aside: list[list[int]] = []  # turn ranges rewound (lineage)
+        self.set_aside_positions: list[list[int]] = []  # their log positions
 
     @classmethod
     def create(
@@ -313,6 +317,18 @@ class Session(Aggregate):
             parent_session=parent_session,
             parent_call=parent_call,
             root_session=root_session,
+        )
+
+    @classmethod
+    def fork(cls, session_id: str, **fields: Any) -> Session:
+        """A new session ``session_id`` forked at a quiet point of another.
+
+        ``fields`` are those of :class:`SessionForked`; the caller read
+        them from the source's log and checks the id is new.
+        """
+        check_json_data(fields["shared_state"], "shared state")
+        return cls._create(
+            SessionForked, id=session_uuid(session_id), session_id=session_id, **fields
         )
 
     @property
@@ -513,6 +529,9 @@ class SessionSnapshot(Snapshot):
         state["_modified_on"] = datetime.fromisoformat(state["_modified_on"])
         state["allowed_tools"] = frozenset(state["allowed_tools"])
         state.setdefault("handed_to", "")  # snapshots from before handoffs
+        state.setdefault("turn_owners", [])  # snapshots from before forks
+        state.setdefault("set_aside", [])
+        state.setdefault("set_aside_positions", [])
         state["_id"] = self.originator_id
         state["_version"] = self.originator_version
         state["_pending_events"] = []

@@ -95,7 +95,7 @@ class EventTranslator:
         match event:
             case s.SessionCreated(agent_name=agent_name, model_route=route):
                 return self._wrap(
-                    sequence, [SessionCreatedMsg(self.session_id, agent_name, route)]
+                    sequence, [SessionCreatedMsg(event.session_id, agent_name, route)]
                 )
             case s.TurnStarted(turn_id=turn_id, number=number, submission_id=sub):
                 self.turn_id, self.submission_id = turn_id, sub

@@ -2,11 +2,10 @@
 keeps them current (live or as ``turnlog project``), rebuilds, and readers.
 """
 
+from turnlog.projections.checkpoint_reader import Checkpoint, Checkpoints
 from turnlog.projections.checkpoints import CheckpointProjection
 from turnlog.projections.executions import ExecutionProjection
 from turnlog.projections.readers import (
-    Checkpoint,
-    Checkpoints,
     Executions,
     Summaries,
     Transcripts,

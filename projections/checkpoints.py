@@ -17,6 +17,7 @@ from turnlog.domain import answers as a
 from turnlog.domain import session as s
 from turnlog.domain import turn as t
 from turnlog.domain.handoff import AgentHandedOff
+from turnlog.domain.lineage import SessionForked, SessionRewound
 from turnlog.projections.rows import Entries, Rows, add_usage, typed
 
 
@@ -48,6 +49,11 @@ class CheckpointState(msgspec.Struct, gc=False):
     output: object = msgspec.UNSET
     """The last answer accepted in the session (validated JSON), for an
     agent with an output type; UNSET (not stored) otherwise."""
+    forked_from: dict[str, Any] | None = None
+    """A fork's source: its ``session_id``, ``position``, ``seq`` and ``digest``."""
+    set_aside_positions: list[list[int]] = msgspec.field(default_factory=list)
+    """[kept, rewind] log positions: the events between were rewound."""
+    rewound_turns: list[int] = msgspec.field(default_factory=list)
 
 
 def _created(state: CheckpointState, event: s.SessionCreated, _: int) -> None:
@@ -104,6 +110,41 @@ def _handed_off(state: CheckpointState, event: AgentHandedOff, _: int) -> None:
     state.agent_in_charge, state.model_route = event.to_agent, event.model_route
 
 
+def _forked(state: CheckpointState, event: SessionForked, _: int) -> None:
+    state.agent_name, state.model_route = event.agent_name, event.model_route
+    state.agent_in_charge = event.handed_to
+    state.shared_state = dict(event.shared_state)
+    state.turn_count = event.turn_count
+    state.compaction_count = event.compaction_count
+    state.context_epoch = event.context_epoch
+    state.context_start = event.context_start_position
+    if event.context_epoch:
+        state.last_context_rewrite = {
+            "reasons": list(event.last_rewrite_reasons),
+            "epoch": event.context_epoch,
+            "position": event.context_start_position,
+        }
+    state.last_usage = None if event.last_usage is None else dict(event.last_usage)
+    state.total_usage = dict(event.usage_totals)
+    state.forked_from = {
+        "session_id": event.source_session_id,
+        "position": event.source_position,
+        "seq": event.source_seq,
+        "digest": event.source_digest,
+    }
+    state.set_aside_positions = [list(span) for span in event.set_aside_positions]
+    state.rewound_turns = sorted(
+        n for first, last in event.set_aside for n in range(first, last + 1)
+    )
+
+
+def _rewound(state: CheckpointState, event: SessionRewound, _: int) -> None:
+    state.shared_state = dict(event.shared_state)
+    state.context_start = event.context_start_position
+    state.set_aside_positions.append([event.point_position, event.last_position + 1])
+    state.rewound_turns = sorted({*state.rewound_turns, *event.rewound_turns})
+
+
 def _closed(state: CheckpointState, _event: s.SessionClosed, _: int) -> None:
     state.closed = True
 
@@ -128,6 +169,8 @@ def _approval_decided(state: CheckpointState, event: t.ApprovalDecided, _: int) 
 
 _APPLY: dict[type, Callable[[CheckpointState, Any, int], None]] = {
     s.SessionCreated: _created,
+    SessionForked: _forked,
+    SessionRewound: _rewound,
     s.TurnStarted: _turn_started,
     s.ContextRewritten: _context_rewritten,
     s.TurnCompleted: _turn_ended,
@@ -162,3 +205,8 @@ class CheckpointProjection:
             _APPLY[type(event)](state, event, position)
         state.updated_position = entries[-1][0]
         rows.put(session_id, 0, state)
+
+
+def checkpoint_events() -> frozenset[type]:
+    """The event classes a checkpoint folds."""
+    return frozenset(_APPLY)

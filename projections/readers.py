@@ -14,20 +14,22 @@ from uuid import UUID
 import msgspec
 from eventsourcing.persistence import ConnectionPoolClosedError, StoredEvent
 
-from turnlog.domain.context import Message, fold_context, messages_of
 from turnlog.domain.errors import InvalidInputError
 from turnlog.domain.events import TurnlogCreated, TurnlogEvent
 from turnlog.domain.ids import check_session_id
-from turnlog.domain.model import Item
 from turnlog.domain.protocol import Event
 from turnlog.domain.translation import replay
-from turnlog.projections.checkpoints import CheckpointProjection, CheckpointState
+from turnlog.projections.checkpoints import (
+    CheckpointProjection,
+    checkpoint_events,
+)
 from turnlog.projections.executions import Execution, ExecutionProjection
 from turnlog.projections.runner import ProjectionRunner
 from turnlog.projections.sessions import SessionIndexProjection, SessionSummary
-from turnlog.projections.transcript import CHUNK, OPEN, TranscriptProjection
+from turnlog.projections.transcript import CHUNK, OPEN, SOURCE, TranscriptProjection
 from turnlog.store.application import LOG_MAPPER
 
+_CHECKPOINT_EVENTS = checkpoint_events()
 _FETCH = 500
 """Log positions fetched per query when reading a transcript."""
 _execution_decoder = msgspec.json.Decoder(Execution)
@@ -121,37 +123,6 @@ class TranscriptPage(msgspec.Struct, frozen=True):
         return self.items[0].position if self.items and self.has_more else None
 
 
-class Checkpoint(msgspec.Struct, frozen=True):
-    """A session's current state, from the checkpoint and transcript views."""
-
-    session_id: str
-    agent_name: str
-    model_route: str
-    shared_state: dict[str, Any]
-    turn_count: int
-    running_turn: str | None
-    pending_approval: dict[str, Any] | None
-    compaction_count: int
-    context_epoch: int
-    last_context_rewrite: dict[str, Any] | None
-    last_usage: dict[str, int] | None
-    total_usage: dict[str, int]
-    closed: bool
-    updated_position: int
-    """The log position of the newest event folded into the checkpoint."""
-    context: tuple[Item, ...]
-    agent_in_charge: str = ""
-    """The agent in charge: the one a handoff put in charge, else ``agent_name``."""
-    output: object = msgspec.UNSET
-    """The last answer accepted in the session, as recorded (validated
-    JSON), for an agent with an ``output_type``; UNSET for any other.
-    ``AgentSession.last_output()`` gives it as the typed object."""
-
-    def messages(self) -> list[Message]:
-        """The user and assistant messages of the context."""
-        return messages_of(self.context)
-
-
 def _items(store: Any, positions: list[int]) -> list[TranscriptItem]:
     """The stored events at ``positions`` (the transcript's index), in order."""
     items = []
@@ -164,6 +135,13 @@ def _items(store: Any, positions: list[int]) -> list[TranscriptItem]:
                 TranscriptItem(position, topic, str(originator), version, state)
             )
     return items
+
+
+def kept_positions(positions: list[int], spans: list[list[int]]) -> list[int]:
+    """``positions`` without those a rewind set aside (strictly inside a span)."""
+    if not spans:
+        return positions
+    return [p for p in positions if not any(a < p < b for a, b in spans)]
 
 
 def replay_events(transcript: Iterable[TranscriptItem], session_id: str) -> list[Event]:
@@ -194,13 +172,38 @@ class Transcripts(_Reader):
 
     @_while_open
     def all(self, session_id: str, from_position: int = 0) -> list[TranscriptItem]:
-        """Every item of a session from ``from_position`` on, oldest first."""
+        """Every item of a session from ``from_position`` on, oldest first.
+
+        A fork's begin with its source's, up to the fork point; a rewound
+        session's include the turns set aside (see :meth:`current`).
+        """
         check_session_id(session_id)
         self._runner.catch_up()
+        return _items(self._runner.store, self._positions(session_id, from_position))
+
+    @_while_open
+    def current(self, session_id: str, from_position: int = 0) -> list[TranscriptItem]:
+        """As :meth:`all`, without the events of turns a rewind set aside."""
+        check_session_id(session_id)
+        self._runner.catch_up()
+        doc = self._runner.tables.get(CheckpointProjection.name, session_id, 0)
+        spans = [] if doc is None else doc.get("set_aside_positions", [])
+        return self.kept(session_id, from_position, spans)
+
+    def kept(
+        self, session_id: str, from_position: int, spans: list[list[int]]
+    ) -> list[TranscriptItem]:
+        """The items from ``from_position`` on, but those inside ``spans``."""
+        positions = self._positions(session_id, from_position)
+        return _items(self._runner.store, kept_positions(positions, spans))
+
+    def _positions(self, session_id: str, from_position: int) -> list[int]:
+        """The positions of :meth:`all`, read from the view."""
         tables, view = self._runner.tables, TranscriptProjection.name
         # The open chunk first, and only filed chunks older than it: a chunk
         # a writer files between the two reads is then read once, as open.
-        newest = self._open(session_id)
+        doc = self._open(session_id)
+        newest = [] if doc is None else list(doc["positions"])
         bound = newest[0] if newest else None
         # The filed chunk holding ``from_position`` starts at or before it.
         upto = from_position + 1 if bound is None else min(from_position + 1, bound)
@@ -217,18 +220,25 @@ class Transcripts(_Reader):
             if position >= from_position
         ]
         positions.extend(p for p in newest if p >= from_position)
-        return _items(self._runner.store, positions)
+        source = None if doc is None else doc.get(SOURCE)
+        if source is not None:  # a fork: its source's items come first
+            shared = self._positions(source[0], from_position)
+            positions = [p for p in shared if p <= source[1]] + positions
+        return positions
 
-    def _open(self, session_id: str) -> list[int]:
-        """The positions of the session's open chunk (the newest ones)."""
-        doc = self._runner.tables.get(TranscriptProjection.name, session_id, OPEN)
-        return [] if doc is None else list(doc["positions"])
+    def _open(self, session_id: str) -> dict[str, Any] | None:
+        """The session's open chunk (its newest positions, a fork's source)."""
+        doc: dict[str, Any] | None = self._runner.tables.get(
+            TranscriptProjection.name, session_id, OPEN
+        )
+        return doc
 
     def _newest(self, session_id: str, before: int | None, count: int) -> list[int]:
         """Up to ``count`` of the session's positions before ``before``, newest
         first."""
         tables, view = self._runner.tables, TranscriptProjection.name
-        newest = self._open(session_id)
+        doc = self._open(session_id)
+        newest = [] if doc is None else list(doc["positions"])
         positions = [p for p in reversed(newest) if before is None or p < before]
         if newest and (before is None or before > newest[0]):
             before = newest[0]  # every filed chunk is older than the open one
@@ -250,6 +260,14 @@ class Transcripts(_Reader):
                 before = start
             if len(chunks) < wanted:
                 break
+        source = None if doc is None else doc.get(SOURCE)
+        if source is not None and len(positions) < count:
+            shared_before = (
+                source[1] + 1 if before is None else min(before, source[1] + 1)
+            )
+            positions.extend(
+                self._newest(source[0], shared_before, count - len(positions))
+            )
         return positions[:count]
 
     @_while_open
@@ -279,55 +297,33 @@ class Executions(_Reader):
             msg = "limit must be a positive int"
             raise InvalidInputError(msg)
         self._runner.catch_up()
-        rows = self._runner.tables.range(
-            ExecutionProjection.name,
-            session_id,
-            from_position=1,
-            before=before_position,
-            limit=limit + 1,
-            newest_first=True,
-        )
+        rows = self._newest(session_id, before_position, limit + 1)
         has_more = len(rows) > limit
         records = [_execution_decoder.decode(raw) for _, raw in rows[:limit]]
         records.reverse()
         return ExecutionPage(records, has_more)
 
-
-class Checkpoints(_Reader):
-    """``rt.checkpoints``: each session's current state."""
-
-    def __init__(
-        self,
-        runner: ProjectionRunner,
-        transcripts: Transcripts,
-        check_open: Callable[[], None] = _always_open,
-    ) -> None:
-        super().__init__(runner, check_open)
-        self._transcripts = transcripts
-
-    @_while_open
-    def load(self, session_id: str, *, context: bool = True) -> Checkpoint | None:
-        """The session's checkpoint, or None if the log has no such session.
-
-        ``context=False`` skips rebuilding the model context (it reads the
-        transcript since the last compaction), for callers that want only
-        the small fields: turns, status, usage, pending approval.
-        """
-        check_session_id(session_id)
-        self._runner.catch_up()
-        doc = self._runner.tables.get(CheckpointProjection.name, session_id, 0)
-        if doc is None:
-            return None
-        state = msgspec.convert(doc, CheckpointState)
-        items = (
-            self._transcripts.all(session_id, state.context_start) if context else []
+    def _newest(
+        self, session_id: str, before: int | None, count: int
+    ) -> list[tuple[int, bytes]]:
+        """Up to ``count`` records before ``before``, newest first; a fork's
+        go on with its source's turns up to the fork point."""
+        tables = self._runner.tables
+        rows = tables.range(
+            ExecutionProjection.name,
+            session_id,
+            from_position=1,
+            before=before,
+            limit=count,
+            newest_first=True,
         )
-        rebuilt = fold_context(item.event() for item in items)
-        fields = msgspec.structs.asdict(state)
-        del fields["context_start"]
-        del fields["running_turn_start"]
-        fields["agent_in_charge"] = state.agent_in_charge or state.agent_name
-        return Checkpoint(**fields, context=tuple(rebuilt))
+        if len(rows) < count:
+            doc = tables.get(TranscriptProjection.name, session_id, OPEN)
+            source = None if doc is None else doc.get(SOURCE)
+            if source is not None:
+                bound = source[1] + 1 if before is None else min(before, source[1] + 1)
+                rows.extend(self._newest(source[0], bound, count - len(rows)))
+        return rows
 
 
 class Summaries(_Reader):

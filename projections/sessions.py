@@ -21,6 +21,7 @@ from turnlog.domain import session as s
 from turnlog.domain import turn as t
 from turnlog.domain.chain import CHAIN_FIELD, event_seq
 from turnlog.domain.handoff import AgentHandedOff
+from turnlog.domain.lineage import SessionForked
 from turnlog.projections.rows import Entries, Rows, add_usage, typed
 
 PROMPT_PREVIEW_LIMIT = 80
@@ -77,6 +78,8 @@ class SessionSummary(msgspec.Struct, gc=False):
     """That event's ``chain``."""
     agent_in_charge: str = ""
     """The agent a handoff put in charge ("" while none did: ``agent_name``)."""
+    forked_from: str = ""
+    """The session this one was forked from ("" if none)."""
     head_held_at: int = 0
     """The log position where the session's seq did not follow on (0: never).
 
@@ -89,6 +92,14 @@ class SessionSummary(msgspec.Struct, gc=False):
 
 def _created(summary: SessionSummary, event: s.SessionCreated) -> None:
     summary.agent_name, summary.created_at = event.agent_name, event.timestamp
+
+
+def _forked(summary: SessionSummary, event: SessionForked) -> None:
+    summary.agent_name, summary.created_at = event.agent_name, event.timestamp
+    summary.turns, summary.usage = event.turn_count, dict(event.usage_totals)
+    summary.agent_in_charge = event.handed_to
+    summary.forked_from = event.source_session_id
+    summary.first_prompt = _preview(event.first_prompt) if event.first_prompt else ""
 
 
 def _turn_started(summary: SessionSummary, event: s.TurnStarted) -> None:
@@ -150,6 +161,7 @@ def _handed_off(summary: SessionSummary, event: AgentHandedOff) -> None:
 
 _APPLY: dict[type, Callable[[SessionSummary, Any], None]] = {
     s.SessionCreated: _created,
+    SessionForked: _forked,
     s.TurnStarted: _turn_started,
     s.TurnCompleted: _turn_completed,
     s.TurnAborted: _turn_aborted,

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from turnlog.domain.lineage import SessionForked
 from turnlog.projections.rows import Entries, Rows
 
 CHUNK = 64
@@ -27,6 +28,10 @@ CHUNK = 64
 
 OPEN = 0
 """Position of each session's open chunk; filed chunks sit at their first."""
+SOURCE = "source"
+"""The open chunk's key naming a fork's source: [session id, last position
+shared]. The fork's items before its own are the source's up to there
+(read, not filed again: turnlog.domain.lineage)."""
 
 
 class TranscriptProjection:
@@ -38,7 +43,10 @@ class TranscriptProjection:
 
     def fold(self, rows: Rows, session_id: str, entries: Entries) -> None:
         open_chunk: dict[str, Any] | None = rows.get(session_id, OPEN)
-        for position, _ in entries:
+        source = None if open_chunk is None else open_chunk.get(SOURCE)
+        for position, event in entries:
+            if isinstance(event, SessionForked):
+                source = [event.source_session_id, event.source_position]
             if open_chunk is None:
                 open_chunk = {"positions": [position]}
             elif len(open_chunk["positions"]) >= CHUNK:
@@ -47,4 +55,7 @@ class TranscriptProjection:
                 open_chunk = {"positions": [position]}
             else:
                 open_chunk["positions"].append(position)
+        assert open_chunk is not None  # a fold has entries
+        if source is not None:
+            open_chunk[SOURCE] = source
         rows.put(session_id, OPEN, open_chunk)

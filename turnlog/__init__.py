@@ -72,9 +72,9 @@ from turnlog.domain.run import (
 from turnlog.mcp.tools import McpServer, McpTool
 from turnlog.middleware import Compaction, Middleware
 from turnlog.output import OutputType
+from turnlog.projections.checkpoint_reader import Checkpoint
 from turnlog.projections.executions import Execution
 from turnlog.projections.readers import (
-    Checkpoint,
     ExecutionPage,
     TranscriptItem,
     TranscriptPage,
@@ -84,6 +84,7 @@ from turnlog.routing import ModelRouter
 from turnlog.runtime import Runtime
 from turnlog.scripted import ScriptedModel, calls, reply, tool_call
 from turnlog.session import AgentHandle, AgentSession, RunHandle, Subscription
+from turnlog.store.lineage import HistoryPoint
 from turnlog.tools import FunctionTool, ToolContext, ToolResult, function_tool
 from turnlog.version import __version__ as __version__
 
@@ -110,6 +111,7 @@ __all__ = [
     "Execution",
     "ExecutionPage",
     "FunctionTool",
+    "HistoryPoint",
     "HookResult",
     "InputRejectedError",
     "Interrupt",

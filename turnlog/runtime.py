@@ -44,9 +44,10 @@ from turnlog.domain.inputs import check_json_data
 from turnlog.domain.protocol import Event
 from turnlog.domain.session import Session
 from turnlog.exit_hook import close_at_exit, closed
+from turnlog.forking import record_fork
+from turnlog.projections.checkpoint_reader import Checkpoints
 from turnlog.projections.follower import SessionFollower
 from turnlog.projections.readers import (
-    Checkpoints,
     Executions,
     Summaries,
     Transcripts,
@@ -55,6 +56,7 @@ from turnlog.projections.readers import (
 from turnlog.projections.rebuild import default_projections
 from turnlog.projections.runner import ProjectionRunner
 from turnlog.session import ASK_TIMEOUT, AgentHandle, AgentSession
+from turnlog.store.lineage import HistoryPoint, scan
 from turnlog.store.log import Store
 from turnlog.store.ownership import LEASE_SECONDS, SessionOwnership
 
@@ -472,6 +474,76 @@ class Runtime:
         (its children, theirs, ...), summed by agent name."""
         self._check_open()
         return usage_by_agent(self.store, session_id)
+
+    def fork_session(
+        self,
+        source_id: str,
+        *,
+        before_input: int | None = None,
+        after_turn: int | None = None,
+        at: object = None,
+        session_id: str | None = None,
+        agent: Agent | None = None,
+        keep_allowances: bool = False,
+        deps: object = None,
+    ) -> AgentSession:
+        """A new session whose history is ``source_id``'s up to a quiet point.
+
+        The point is ``before_input=N`` (before the user input N, counted
+        from 1, that started a turn), ``after_turn=N`` (after turn N; 0 is
+        before the first input), ``at=`` a Checkpoint of a quiet moment
+        (``rt.checkpoints.at``), or, when none is given, the source's latest
+        quiet point (a running source's last finished turn). ``rt.history``
+        lists the points. The fork is one event naming its source, the point
+        and the source chain's digest there (see turnlog.forking for what is
+        carried); the source is not touched.
+
+        The fork runs ``agent``, or the source's agent if the source is
+        open in this runtime. Raises InvalidInputError for a point that is
+        not quiet or not there, UsageError if ``session_id`` exists or no
+        agent is known; nothing is recorded then.
+        """
+        self._check_open()
+        if agent is None:
+            with self._lock:
+                live = (
+                    self._sessions.get(source_id)
+                    if isinstance(source_id, str)
+                    else None
+                )
+            if live is None or not isinstance(live.agent, Agent):
+                msg = f"pass agent=: session {source_id!r} is not open in this runtime"
+                raise UsageError(msg)
+            agent = live.agent
+            named: tuple[str | None, str | None] = (None, None)
+        elif not isinstance(agent, Agent):
+            msg = f"agent must be a turnlog.Agent, not {type(agent).__name__}"
+            raise InvalidInputError(msg)
+        else:
+            named = (agent.name, agent.digest())
+        fork_id, _ = record_fork(
+            self.store,
+            source_id,
+            before_input=before_input,
+            after_turn=after_turn,
+            at=at,
+            session_id=session_id,
+            agent_name=named[0],
+            agent_digest=named[1],
+            keep_allowances=keep_allowances,
+        )
+        return self.create_session(agent, session_id=fork_id, deps=deps)
+
+    def history(self, session_id: str) -> list[HistoryPoint]:
+        """The quiet points of a session a fork or a rewind may name, in order.
+
+        One per turn start (with the input that started it and a preview)
+        and one for the session's end if no turn runs; each with its log
+        position and whether a rewind has set its turn aside.
+        """
+        self._check_open()
+        check_session_id(session_id)
+        return scan(self.store, session_id).points
 
     def replay_events(self, session_id: str) -> list[Event]:
         """The session's durable EventMsg stream, regenerated from the log."""

@@ -29,6 +29,7 @@ from turnlog.actors.messages import (
     PendingApprovalsQuery,
     QueuedQuery,
     Reply,
+    Rewind,
     RunningQuery,
     SessionQuery,
     SharedStateQuery,
@@ -59,6 +60,7 @@ from turnlog.domain.protocol import (
 )
 from turnlog.domain.run import QueuedInput, RunEvent, RunResult, SessionEvent
 from turnlog.domain.text import check_encodable
+from turnlog.forking import check_point_args
 
 ASK_TIMEOUT: float | None = None
 """How long a call waits for the session actor's answer: as long as it lives.
@@ -323,6 +325,28 @@ class AgentSession:
             msg = f"route must be a str, not {type(route).__name__}"
             raise InvalidInputError(msg)
         self._actor.ask(ChangeRoute(route))
+
+    def rewind(
+        self, *, before_input: int | None = None, after_turn: int | None = None
+    ) -> list[int]:
+        """Sets the turns after a quiet point aside; returns their numbers.
+
+        The point is ``before_input=N`` (before user input N, counted from
+        1, that started a turn) or ``after_turn=N`` (0: before the first
+        input); ``rt.history`` lists them. The model context and shared
+        state go back to that point; the turns after it stay in the log,
+        marked as rewound (audit and replay show them), and leave the
+        context, the transcript's current view and the checkpoint. Usage
+        totals keep counting. Edit and resend is ``rewind(before_input=N)``
+        then ``prompt(new_text)``.
+
+        Raises SessionBusyError while a turn runs (interrupt it first; its
+        pending approvals close with it), InvalidInputError for a point
+        that is not quiet, not there, or already rewound.
+        """
+        check_point_args(before_input, after_turn)
+        result: list[int] = self._actor.ask(Rewind(before_input, after_turn))
+        return result
 
     def steer(
         self, text: str, *, attachments: Sequence[SessionFileReference] = ()

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from turnlog.children import ChildSession, descendants, outcome_of
 from turnlog.cli.exits import EXIT_FAILURE, EXIT_OK, print_error
+from turnlog.cli.lineage import lineage_lines, print_state_at
 from turnlog.cli.log_location import require_log, session_and_log, store_url
 from turnlog.cli.parser import check_audit_args
 from turnlog.cli.reading import open_for_reading, runtime_for_reading
@@ -42,6 +43,8 @@ def command_audit(args: argparse.Namespace) -> int:
         return _audit_verify(args)
     session_id, url = session_and_log(args)
     with runtime_for_reading(url) as runtime:
+        if args.at is not None:
+            return print_state_at(runtime, session_id, args.at, as_json=args.json)
         items = runtime.transcript.all(session_id)
         if not items:
             msg = f"no session {session_id!r} in the log at {runtime.location}"
@@ -68,6 +71,10 @@ def command_audit(args: argparse.Namespace) -> int:
                 f"{'  ' * depth}{child.session_id}  agent {child.agent}, "
                 f"call {child.parent_call}: {outcome}"
             )
+        lineage = lineage_lines(runtime, session_id)
+        if lineage:  # after the timeline: its first line stays the header
+            print()
+            print("\n".join(lineage))
     return EXIT_OK
 
 

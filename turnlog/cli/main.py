@@ -62,6 +62,7 @@ from turnlog.cli.exits import (
     print_error,
 )
 from turnlog.cli.history import command_export, command_import, command_replay
+from turnlog.cli.lineage import command_fork, command_history, command_rewind
 from turnlog.cli.log_location import missing_sqlite_log, require_log, store_url
 from turnlog.cli.logging_setup import CommandLogging
 from turnlog.cli.parser import build_parser
@@ -344,6 +345,9 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "run": _command_run,
     "sessions": _command_sessions,
     "audit": command_audit,
+    "history": command_history,
+    "fork": command_fork,
+    "rewind": command_rewind,
     "replay": command_replay,
     "traces": command_traces,
     "export": command_export,

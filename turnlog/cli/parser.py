@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 
 from turnlog import __version__
+from turnlog.cli.lineage_parsers import add_lineage_parsers
 from turnlog.domain.errors import UsageError
 from turnlog.projections.rebuild import REBUILD_BATCH
 
@@ -47,6 +48,9 @@ def check_audit_args(args: argparse.Namespace) -> None:
         raise UsageError(msg)
     if args.all and not args.verify:
         msg = "--all works with --verify: turnlog audit --verify --all"
+        raise UsageError(msg)
+    if args.at is not None and (args.verify or args.head or args.all):
+        msg = "--at N shows one session's state: turnlog audit SESSION --at N"
         raise UsageError(msg)
     if args.all == (args.session is not None):
         msg = "give a SESSION, or --verify --all"
@@ -204,6 +208,12 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     audit.add_argument(
+        "--at",
+        type=int,
+        metavar="N",
+        help="show the session's state as it was when turn N ended (from the log)",
+    )
+    audit.add_argument(
         "--against",
         metavar="ANCHOR",
         help=(
@@ -211,6 +221,8 @@ def build_parser() -> argparse.ArgumentParser:
             "HEX alone) that the chain must still hold"
         ),
     )
+
+    add_lineage_parsers(commands)
 
     replay = commands.add_parser(
         "replay",

@@ -23,6 +23,7 @@ from turnlog.domain.chain import SEQ_FIELD
 from turnlog.domain.events import event_name
 from turnlog.domain.handoff import AgentHandedOff
 from turnlog.domain.instructions import InstructionsEvaluated
+from turnlog.domain.lineage import SessionForked, SessionRewound
 from turnlog.domain.model import final_text, tool_calls_in
 from turnlog.domain.session import (
     ContextRewritten,
@@ -266,6 +267,13 @@ def _session_summary(event: object, seen: Seen) -> str | None:
             )
         case SessionClosed():
             return "closed for good"
+        case SessionForked(source_session_id=source, source_position=at):
+            return (
+                f"forked from {_id(source)} at position {at} (sequence "
+                f"{event.source_seq}, after its turn {event.turn_count})"
+            )
+        case SessionRewound(to_turn=turn, rewound_turns=turns):
+            return f"rewound to after turn {turn}: turns {turns} set aside"
     return None
 
 

@@ -260,21 +260,24 @@ class LogTables:
             f"{backend.qualify(backend.events_table_name)} WHERE {condition}",
             params,
         )
-        out = []
-        for row in cursor.fetchall():
-            originator = row["originator_id"]
-            if not isinstance(originator, uuid.UUID):  # SQLite stores hex text
-                originator = uuid.UUID(originator)
-            out.append(
-                (
-                    int(row["position"]),
-                    originator,
-                    int(row["originator_version"]),
-                    str(row["topic"]),
-                    bytes(row["state"]),
-                )
-            )
-        return out
+        return _plain_rows(cursor.fetchall())
+
+    def stored_before(
+        self, cursor: Any, aggregate: Any, position: int, limit: int
+    ) -> list[StoredRow]:
+        """Up to ``limit`` stored events of one aggregate before a log
+        position, newest first (its index is read from the newest down)."""
+        backend = self._backend
+        condition, params = backend.where_in("originator_id", [aggregate])
+        column = backend.position_column
+        cursor.execute(
+            f"SELECT {column} AS position, originator_id, originator_version, "
+            f"topic, state FROM {backend.qualify(backend.events_table_name)} "
+            f"WHERE {condition} AND {column} < {backend.sql('?')} "
+            f"ORDER BY originator_version DESC LIMIT {int(limit)}",
+            [*params, position],
+        )
+        return _plain_rows(cursor.fetchall())
 
     # -- the views' tables (turnlog.projections.tables) --------------------------
 
@@ -461,3 +464,22 @@ def _owner(row: Any) -> OwnedSession:
         str(row["agent"]),
         float(row["created"]),
     )
+
+
+def _plain_rows(fetched: Sequence[Any]) -> list[StoredRow]:
+    """Fetched event rows as plain (position, id, version, topic, state)."""
+    out = []
+    for row in fetched:
+        originator = row["originator_id"]
+        if not isinstance(originator, uuid.UUID):  # SQLite stores hex text
+            originator = uuid.UUID(originator)
+        out.append(
+            (
+                int(row["position"]),
+                originator,
+                int(row["originator_version"]),
+                str(row["topic"]),
+                bytes(row["state"]),
+            )
+        )
+    return out

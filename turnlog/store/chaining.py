@@ -15,6 +15,7 @@ from eventsourcing.utils import get_topic
 
 from turnlog.domain.chain import CHAIN_FIELD, SEQ_FIELD, ChainHead, canonical, link
 from turnlog.domain.ids import session_uuid
+from turnlog.domain.lineage import SessionForked
 
 
 def stamp(events: Sequence[Any], head: ChainHead) -> tuple[list[Any], ChainHead]:
@@ -62,3 +63,15 @@ def creates_session(events: Sequence[Any]) -> bool:
         first.originator_version == 1
         and first.originator_id == session_uuid(first.session_id)
     )
+
+
+def first_head(events: Sequence[Any]) -> ChainHead:
+    """The head a session's first save starts from.
+
+    Nothing for a new session; for a fork, the source's chain at the fork
+    point, which the fork's events carry on (turnlog.domain.lineage).
+    """
+    first = events[0]
+    if isinstance(first, SessionForked):
+        return ChainHead(first.source_seq, first.source_digest)
+    return ChainHead()

@@ -57,7 +57,7 @@ from turnlog.domain.ids import session_uuid, turn_uuid
 from turnlog.domain.session import Session, SessionSnapshot
 from turnlog.store.application import RECORDERS, TurnlogApplication
 from turnlog.store.backend import META_TABLE, LogBackend
-from turnlog.store.chaining import creates_session, stamp
+from turnlog.store.chaining import creates_session, first_head, stamp
 from turnlog.store.commits import CommitWatch
 from turnlog.store.fencing import Claim, Fence, lease_lost
 from turnlog.store.group_commit import BatchRecorder, GroupCommit
@@ -197,7 +197,7 @@ class Store:
             start = self._heads.get(session_id)
             if start is None and not creates_session(events):
                 start = self._load_head(session_id)
-            events, head = stamp(events, start or ChainHead())
+            events, head = stamp(events, start or first_head(events))
         try:
             recordings = self._put(events, fence, claim)
         except LeaseLostError:
@@ -368,10 +368,14 @@ class Store:
         session: Session | None = self.get(aggregate_id)
         return session
 
-    def get(self, aggregate_id: uuid.UUID) -> Any | None:
-        """The aggregate with ``aggregate_id`` rebuilt from the log, or None."""
+    def get(self, aggregate_id: uuid.UUID, version: int | None = None) -> Any | None:
+        """The aggregate with ``aggregate_id`` rebuilt from the log, or None.
+
+        With ``version``, as it was at that version (from a snapshot taken
+        at or before it, if any).
+        """
         try:
-            return self._app.repository.get(aggregate_id)
+            return self._app.repository.get(aggregate_id, version=version)
         except AggregateNotFoundError:
             return None
         except PersistenceError as error:
@@ -399,6 +403,15 @@ class Store:
         """
         key = self.backend.aggregate_key
         return self._select_stored("originator_id", [key(a) for a in aggregate_ids])
+
+    def stored_before(
+        self, aggregate_id: uuid.UUID, position: int, limit: int = 1
+    ) -> list[tuple[int, uuid.UUID, int, str, bytes]]:
+        """Up to ``limit`` stored events of an aggregate before log ``position``,
+        newest first (as :meth:`stored_rows` gives them)."""
+        key = self.backend.aggregate_key(aggregate_id)
+        with self.reading() as cursor:
+            return self.backend.tables.stored_before(cursor, key, position, limit)
 
     def stored_at(
         self, positions: Sequence[int]

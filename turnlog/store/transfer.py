@@ -43,6 +43,7 @@ from turnlog.domain.events import TOPIC_PREFIX, event_class_for, event_name
 from turnlog.domain.ids import check_session_id, session_uuid, turn_uuid
 from turnlog.store.history import SessionHistory, StoredRow
 from turnlog.store.log import Store
+from turnlog.store.transfer_lineage import check_carried, lineage_rows
 
 # A Row and the chain check of turnlog.store.verify, so that an import accepts
 # exactly the histories `turnlog audit --verify` accepts.
@@ -245,9 +246,11 @@ def _check_session(
     session_id: str,
     numbered: list[tuple[int, ExportedEvent]],
     head: ExportedHead,
+    shared: frozenset[uuid.UUID] = frozenset(),
 ) -> None:
     """Refuses a session whose events are foreign to it, break its chain,
-    or do not end at the ``head`` its header names."""
+    or do not end at the ``head`` its header names. ``shared``: the
+    aggregates of a fork's sources whose prefix ``numbered`` begins with."""
     turns = max(
         (
             e.state.get("number", 0)
@@ -256,9 +259,11 @@ def _check_session(
         ),
         default=0,
     )
-    own = {session_uuid(session_id)} | {
-        turn_uuid(session_id, n) for n in range(1, turns + 1)
-    }
+    own = (
+        {session_uuid(session_id)}
+        | shared
+        | {turn_uuid(session_id, n) for n in range(1, turns + 1)}
+    )
     for number, event in numbered:
         if event.originator_id not in own:
             msg = (
@@ -346,15 +351,33 @@ def import_events(store: Store, lines: Iterable[bytes | str]) -> int:
                 "but the file holds none of its events"
             )
             raise InvalidInputError(msg)
+    # Sessions no header names: the prefixes forks carry of their sources.
+    carried = {sid for sid in sessions if sid not in export.heads}
+    needed: set[str] = set()
     for session_id, numbered in sessions.items():
+        if session_id in carried:
+            continue
         check_session_id(session_id)
-        _check_session(session_id, numbered, _head_of(export, session_id))
+        rows, sources = lineage_rows(session_id, sessions)
+        needed.update(sources)
+        shared = frozenset(
+            e.originator_id for _, e in rows[: len(rows) - len(numbered)]
+        )
+        _check_session(session_id, rows, _head_of(export, session_id), shared)
+        for source in sources:
+            if source in carried:
+                prefix = [
+                    pair for pair in rows if pair[1].state["session_id"] == source
+                ]
+                check_carried(store, session_id, source, prefix)
         if store.stored_rows([session_uuid(session_id)]):
             msg = (
                 f"session {session_id!r} is already in the log at {store.location}; "
                 "nothing was imported"
             )
             raise InvalidInputError(msg)
+    for session_id in carried - needed:
+        _head_of(export, session_id)  # refused: no header, and no fork's source
     stored = [
         StoredEvent(
             originator_id=event.originator_id,
@@ -366,6 +389,7 @@ def import_events(store: Store, lines: Iterable[bytes | str]) -> int:
             state=_encoder.encode(event.state),
         )
         for _, event in export.events
+        if event.state["session_id"] not in carried
     ]
     try:
         store.insert_stored(stored)
