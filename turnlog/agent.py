@@ -14,6 +14,7 @@ from turnlog.context import InstructionsFunction, deps_checker
 from turnlog.domain.errors import InvalidInputError
 from turnlog.domain.handoff import HandoffTool, handoff_spec, handoff_tool_name
 from turnlog.domain.model import ModelProvider, is_provider
+from turnlog.domain.tool_output import DEFAULT_MAX_TOOL_OUTPUT, checked_limit
 from turnlog.mcp.tools import McpServer, McpTool, session_tools
 from turnlog.middleware import Middleware
 from turnlog.output import OutputType
@@ -71,6 +72,9 @@ class Agent:
         output_retries: how many refused final answers (invalid output, or
             a ``final_answer`` hook's rejection) go back to the model with
             the reason before the turn fails with OutputValidationError.
+        max_tool_output: characters of one tool call's output the model
+            sees (and the log keeps), for tools that set no ``max_output``
+            of their own; the rest is cut with a marker and not kept.
     """
 
     def __init__(
@@ -90,6 +94,7 @@ class Agent:
         deps_type: object = None,
         output_type: object = str,
         output_retries: int = 1,
+        max_tool_output: int = DEFAULT_MAX_TOOL_OUTPUT,
     ) -> None:
         if not isinstance(name, str) or not name:
             msg = "an agent needs a non-empty name"
@@ -122,6 +127,7 @@ class Agent:
         free_text = output_type is str or output_type is None
         self._output = None if free_text else OutputType(output_type)
         self._output_retries = output_retries
+        self._max_tool_output = checked_limit(max_tool_output, "max_tool_output")
         self._name = name
         self._router = router
         self._instructions = instructions
@@ -221,6 +227,7 @@ class Agent:
             "deps_type": self._deps_type,
             "output_type": self._output_type,
             "output_retries": self._output_retries,
+            "max_tool_output": self._max_tool_output,
         }
         unknown = set(changes) - set(arguments) - {"name"}
         if unknown:
@@ -229,6 +236,11 @@ class Agent:
         name = changes.pop("name", self._name)
         arguments.update(changes)
         return Agent(name, **arguments)
+
+    @property
+    def max_tool_output(self) -> int:
+        """Characters of a tool call's output the model sees, unless the tool says."""
+        return self._max_tool_output or DEFAULT_MAX_TOOL_OUTPUT
 
     @property
     def tools_by_name(self) -> Mapping[str, FunctionTool | McpTool]:
