@@ -18,6 +18,7 @@
                                                     its trace, as OTLP/JSON
     turnlog [--store URL] export SESSION [-o FILE]  its stored events (JSON lines)
     turnlog [--store URL] import FILE|-             events exported elsewhere
+    turnlog [--store URL] backup DEST               a verified copy of a live SQLite log
     turnlog [--store URL] rebuild [VIEW...] [--verify]  views rebuilt offline
     turnlog [--store URL] project [--follow]        keep the views up to date
     turnlog [--store URL] serve [--demo] [--agent MODULE:ATTR] [--port N]
@@ -50,6 +51,7 @@ from pathlib import Path
 from eventsourcing.persistence import PersistenceError
 
 from turnlog.cli.audit import command_audit
+from turnlog.cli.backup import command_backup
 from turnlog.cli.demo import RUN_TIMEOUT, next_steps, run_demo, turnlog_executable
 from turnlog.cli.exits import (
     EXIT_FAILURE,
@@ -345,6 +347,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "traces": command_traces,
     "export": command_export,
     "import": command_import,
+    "backup": command_backup,
     "rebuild": _command_rebuild,
     "project": _command_project,
     "serve": command_serve,

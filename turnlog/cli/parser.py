@@ -269,6 +269,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     import_.add_argument("file", metavar="FILE", help="the export, or - for stdin")
 
+    backup = commands.add_parser(
+        "backup",
+        help="copy a live SQLite log to a new file, and verify the copy",
+        description=(
+            "An online, consistent copy (SQLite's backup API, one snapshot): "
+            "sessions may keep writing. The copy is checked (integrity, every "
+            "session's chain) before it appears at DEST. For PostgreSQL, use "
+            "pg_dump (see the README)."
+        ),
+    )
+    backup.add_argument(
+        "destination", metavar="DEST", help="a file that does not exist"
+    )
+
     rebuild_ = commands.add_parser(
         "rebuild",
         help="rebuild views from the log, offline",
