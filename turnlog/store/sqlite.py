@@ -39,6 +39,19 @@ from turnlog.store.group_commit import PendingSave
 from turnlog.store.opening import memory_copy, prepare_sqlite_file
 
 POOL_WAIT = 365 * 24 * 3600.0
+
+WAL_CHECKPOINT_BYTES = 4 * 1024 * 1024
+"""A WAL larger than this after a commit is checkpointed and truncated.
+
+SQLite's own checkpoints (every 1000 pages, about 4 MiB) copy the WAL into
+the log but can start it over only when no reader is still using an older
+snapshot; readers that overlap without a gap (exports, audits, views
+catching up beside live sessions) can keep that from ever happening, and
+the WAL then grows with the log. Past this size the writer runs a
+``TRUNCATE`` checkpoint, which waits (up to the lock timeout) for the
+readers of older snapshots to finish (each reads in bounded chunks, one
+short transaction each) and then empties the file.
+"""
 """Seconds a thread may wait for one of the pool's connections: no limit.
 
 eventsourcing's pool gives up after 5 s ("Timed out waiting for return of
@@ -235,6 +248,7 @@ class SQLiteLogRecorder(SQLiteApplicationRecorder):
             ]
         for save, save_ids in zip(saves, ids, strict=True):
             save.ids = save_ids
+        self.bound_wal()
 
     def insert_each(self, saves: Sequence[PendingSave]) -> None:
         """Inserts several saves in one transaction, each in a savepoint.
@@ -257,6 +271,23 @@ class SQLiteLogRecorder(SQLiteApplicationRecorder):
                         else error
                     )
                 c.execute("RELEASE turnlog_save")
+        self.bound_wal()
+
+    def bound_wal(self) -> None:
+        """Checkpoints and truncates the WAL once it passes its bound."""
+        datastore = self.datastore
+        if datastore.pool.is_sqlite_memory_mode:
+            return
+        try:
+            size = Path(datastore.pool.db_name + "-wal").stat().st_size
+        except OSError:
+            return
+        if size <= WAL_CHECKPOINT_BYTES:
+            return
+        with datastore.get_connection(commit=True) as connection:
+            cursor = connection.cursor()
+            cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            cursor.fetchall()
 
     def _check(self, c: SQLiteCursor, fence: Fence) -> None:
         c.execute(self.fence_statement, fence)
