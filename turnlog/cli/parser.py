@@ -200,7 +200,8 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="ANCHOR",
         help=(
             "with --verify SESSION: an anchor --head printed (or N:HEX, or the "
-            "HEX alone) that the chain must still hold"
+            "HEX alone) that the chain must still hold, or the archive file "
+            "`turnlog archive` moved the session to"
         ),
     )
 
@@ -268,6 +269,21 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     import_.add_argument("file", metavar="FILE", help="the export, or - for stdin")
+
+    archive = commands.add_parser(
+        "archive",
+        help="move finished sessions out of the live log into an archive file",
+        description=(
+            "Writes the sessions to FILE (an export that verifies on its own), "
+            "then removes them from the live log and its views in one step; "
+            "`turnlog audit SESSION` then says where each went."
+        ),
+    )
+    archive.add_argument("--before", metavar="DATE", help="idle, last active before")
+    archive.add_argument(
+        "--session", metavar="ID", action="append", help="this session (repeatable)"
+    )
+    archive.add_argument("-o", "--output", metavar="FILE", required=True)
 
     backup = commands.add_parser(
         "backup",
