@@ -15,6 +15,7 @@ WAL that grows with the log fails this), while the log itself keeps
 growing.
 
 Run: python bench/wal_growth.py [--seconds 600] [--writers 4] [--readers 2] [--every 30]
+     [--unbounded]
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import turnlog.store.sqlite
 from turnlog import Agent, Runtime, ScriptedModel
 from turnlog.projections.anchors import recorded_heads
 from turnlog.store.log import Store
@@ -174,7 +176,14 @@ def main() -> None:
     parser.add_argument("--writers", type=int, default=4)
     parser.add_argument("--readers", type=int, default=2)
     parser.add_argument("--every", type=float, default=30)
+    parser.add_argument(
+        "--unbounded",
+        action="store_true",
+        help="no WAL bound (as before it): leave checkpoints to SQLite alone",
+    )
     args = parser.parse_args()
+    if args.unbounded:
+        turnlog.store.sqlite.WAL_CHECKPOINT_BYTES = 1 << 62
     heads = ("t (s)", "WAL MiB", "log MiB", "RSS MiB", "sessions", "reads")
     print(" ".join(f"{h:>9}" for h in heads))
 

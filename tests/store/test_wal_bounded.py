@@ -89,3 +89,34 @@ def test_the_wal_stays_bounded_beside_overlapping_readers(
             reader.close()
     assert not errors, errors
     assert largest <= 2 * BOUND, f"WAL reached {largest:,} bytes (bound {BOUND:,})"
+
+
+def test_a_reader_that_never_lets_go_does_not_stall_every_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sqlite3
+
+    monkeypatch.setattr(turnlog.store.sqlite, "WAL_CHECKPOINT_BYTES", BOUND // 4)
+    path = tmp_path / "log.sqlite3"
+    wal = path.with_name(path.name + "-wal")
+    url = f"sqlite:///{path}"
+    with Runtime.open(url) as rt:
+        agent = Agent("a", model=ScriptedModel([TEXT] * 1000))
+        rt.create_session(agent, session_id="first").prompt(TEXT, timeout=30)
+        outsider = sqlite3.connect(path, isolation_level=None)
+        try:
+            outsider.execute("BEGIN")
+            outsider.execute("SELECT count(*) FROM sqlite_master").fetchall()
+            started = time.monotonic()
+            for n in range(20):  # each checkpoint try waits out the outsider
+                rt.create_session(agent, session_id=f"held{n}").prompt(TEXT, timeout=30)
+            held = time.monotonic() - started
+            assert _size(wal) > BOUND  # it could not be emptied meanwhile
+        finally:
+            outsider.execute("COMMIT")
+            outsider.close()
+        # Tries back off by a bound of growth each: far fewer than 20 waits.
+        assert held < 20 * turnlog.store.sqlite.WAL_CHECKPOINT_WAIT
+        for n in range(20):
+            rt.create_session(agent, session_id=f"after{n}").prompt(TEXT, timeout=30)
+        assert _size(wal) <= 2 * BOUND

@@ -52,6 +52,9 @@ the WAL then grows with the log. Past this size the writer runs a
 readers of older snapshots to finish (each reads in bounded chunks, one
 short transaction each) and then empties the file.
 """
+
+WAL_CHECKPOINT_WAIT = 1.0
+"""Seconds that checkpoint waits for older readers before it gives up."""
 """Seconds a thread may wait for one of the pool's connections: no limit.
 
 eventsourcing's pool gives up after 5 s ("Timed out waiting for return of
@@ -205,6 +208,8 @@ class SQLiteLogRecorder(SQLiteApplicationRecorder):
         )
         self.tables = LogTables(self)
         """The statements on turnlog's own tables, in this dialect."""
+        self._wal_retry_above = 0
+        """After a checkpoint readers held out: the WAL size to try again past."""
 
     # eventsourcing's seam for work inside the insert's own transaction
     # (a protected method: the recorders call it with the save's kwargs).
@@ -234,6 +239,14 @@ class SQLiteLogRecorder(SQLiteApplicationRecorder):
             self._check(c, fence)  # a clash with a new owner: name the lost lease
             raise
         self._check(c, fence)
+        return ids
+
+    def insert_events(
+        self, stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> Sequence[int] | None:
+        """Inserts one save's events (eventsourcing's), then bounds the WAL."""
+        ids = super().insert_events(stored_events, **kwargs)
+        self.bound_wal()
         return ids
 
     def insert_together(self, saves: Sequence[PendingSave]) -> None:
@@ -274,7 +287,13 @@ class SQLiteLogRecorder(SQLiteApplicationRecorder):
         self.bound_wal()
 
     def bound_wal(self) -> None:
-        """Checkpoints and truncates the WAL once it passes its bound."""
+        """Checkpoints and truncates the WAL once it passes its bound.
+
+        The checkpoint waits at most ``WAL_CHECKPOINT_WAIT`` for older
+        readers; if one still holds out (an outside tool holding a
+        transaction open), the next try waits until the WAL has grown by
+        another bound, so commits are not held up on every save.
+        """
         datastore = self.datastore
         if datastore.pool.is_sqlite_memory_mode:
             return
@@ -282,12 +301,19 @@ class SQLiteLogRecorder(SQLiteApplicationRecorder):
             size = Path(datastore.pool.db_name + "-wal").stat().st_size
         except OSError:
             return
-        if size <= WAL_CHECKPOINT_BYTES:
+        if size <= max(WAL_CHECKPOINT_BYTES, self._wal_retry_above):
             return
         with datastore.get_connection(commit=True) as connection:
             cursor = connection.cursor()
-            cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            cursor.fetchall()
+            cursor.execute("PRAGMA busy_timeout")
+            waits = int(cursor.fetchall()[0][0])
+            cursor.execute(f"PRAGMA busy_timeout = {int(WAL_CHECKPOINT_WAIT * 1000)}")
+            try:
+                cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                busy = int(cursor.fetchall()[0][0])
+            finally:
+                cursor.execute(f"PRAGMA busy_timeout = {waits}")
+        self._wal_retry_above = size + WAL_CHECKPOINT_BYTES if busy else 0
 
     def _check(self, c: SQLiteCursor, fence: Fence) -> None:
         c.execute(self.fence_statement, fence)
