@@ -76,6 +76,16 @@ def test_an_archived_session_leaves_the_log_and_audit_says_where_it_went(
     other = f"sqlite:///{tmp_path}/other.sqlite3"
     assert main(["--store", other, "import", str(archive)]) == 0
     assert main(["--store", other, "audit", "old", "--verify"]) == 0
+    # Imported back into the live log and archived again: the newest counts.
+    assert main(["--store", store_url, "import", str(archive)]) == 0
+    again = tmp_path / "again.jsonl"
+    assert (
+        main(["--store", store_url, "archive", "--session", "old", "-o", str(again)])
+        == 0
+    )
+    capsys.readouterr()
+    assert main(["--store", store_url, "audit", "old"]) == 0
+    assert f"archived to {again}" in capsys.readouterr().out
     # Archiving to a file that exists is refused; nothing moves.
     assert (
         main(["--store", store_url, "archive", "--session", "kept", "-o", str(archive)])

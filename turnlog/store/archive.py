@@ -214,6 +214,11 @@ def _remove(
                 store.sql(f"DELETE FROM {leases} WHERE session_id = ?"), (sid,)
             )
             cursor.execute(store.sql(f"DELETE FROM {docs} WHERE part = ?"), (sid,))
+            # A session archived before, imported again and archived anew:
+            # the record names the newest archive.
+            cursor.execute(
+                store.sql(f"DELETE FROM {_table(store)} WHERE session_id = ?"), (sid,)
+            )
             cursor.execute(
                 store.sql(
                     f"INSERT INTO {_table(store)} (session_id, archive, head_seq, "
