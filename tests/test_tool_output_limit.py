@@ -99,6 +99,12 @@ def test_the_agent_sets_the_limit_for_its_tools_and_a_short_output_is_whole(
     )
     agent = Agent("a", model=model, tools=[dump, short], max_tool_output=100)
     assert agent.clone(name="b").max_tool_output == 100
+    # What the model may see shapes the agent; the default keeps old digests.
+    default = Agent("a", model=model, tools=[dump, short])
+    assert agent.digest() != default.digest()
+    assert Agent(
+        "a", model=model, tools=[dump, short], max_tool_output=None
+    ).digest() == (default.digest())
     with Runtime.open(sqlite_url) as rt:
         rt.create_session(agent, session_id="s1").prompt("go", timeout=60)
     seen = _seen(model, 1)

@@ -74,7 +74,8 @@ class Agent:
             the reason before the turn fails with OutputValidationError.
         max_tool_output: characters of one tool call's output the model
             sees (and the log keeps), for tools that set no ``max_output``
-            of their own; the rest is cut with a marker and not kept.
+            of their own (None: the default, 30,000); the rest is cut with
+            a marker and not kept.
     """
 
     def __init__(
@@ -94,7 +95,7 @@ class Agent:
         deps_type: object = None,
         output_type: object = str,
         output_retries: int = 1,
-        max_tool_output: int = DEFAULT_MAX_TOOL_OUTPUT,
+        max_tool_output: int | None = DEFAULT_MAX_TOOL_OUTPUT,
     ) -> None:
         if not isinstance(name, str) or not name:
             msg = "an agent needs a non-empty name"
@@ -315,6 +316,8 @@ class Agent:
             described["output"] = self._output.describe()
         if self._output_retries != 1:
             described["output_retries"] = self._output_retries
+        if self.max_tool_output != DEFAULT_MAX_TOOL_OUTPUT:  # likewise
+            described["max_tool_output"] = self.max_tool_output
         encoded = msgspec.json.encode(described, order="sorted")
         return hashlib.sha256(encoded).hexdigest()[:16]
 
