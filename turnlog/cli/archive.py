@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
 
 from turnlog.cli.exits import EXIT_FAILURE, EXIT_OK
 from turnlog.cli.log_location import missing_sqlite_log, require_log, store_url
 from turnlog.cli.reading import open_for_reading, runtime_for_reading
-from turnlog.domain.errors import InvalidInputError, UsageError
+from turnlog.domain.errors import InvalidInputError, TurnlogError, UsageError
 from turnlog.domain.ids import check_session_id, session_uuid
 from turnlog.projections.sessions import SessionState
 from turnlog.store.archive import ArchivedSession, archive_sessions, archived_session
@@ -95,9 +96,9 @@ def audit_archived(args: argparse.Namespace) -> int | None:
     url = store_url(args)
     record = None
     if missing_sqlite_log(url) is None:
-        with contextlib.closing(open_for_reading(url)) as store:
-            if not store.stored_rows([session_uuid(session_id)]):
-                record = archived_session(store, session_id)
+        # A log that cannot be read is left to audit itself, which says why.
+        with contextlib.suppress(TurnlogError, sqlite3.Error):
+            record = _record(url, session_id)
     if is_archive:
         return _verify_archive(session_id, against, record)
     if record is None:
@@ -110,6 +111,14 @@ def audit_archived(args: argparse.Namespace) -> int | None:
         f"{session_id} --verify --against {record.archive}"
     )
     return EXIT_OK
+
+
+def _record(url: str | None, session_id: str) -> ArchivedSession | None:
+    """The log's record of the session's archive, if the log holds none of it."""
+    with contextlib.closing(open_for_reading(url)) as store:
+        if store.stored_rows([session_uuid(session_id)]):
+            return None
+        return archived_session(store, session_id)
 
 
 def _verify_archive(session_id: str, path: str, record: ArchivedSession | None) -> int:
