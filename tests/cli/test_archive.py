@@ -181,3 +181,53 @@ def test_a_sigkill_mid_archive_loses_no_session(
     finally:
         store.close()
     assert main(["--store", store_url, "audit", "--verify", "--all"]) == 0
+
+
+def test_a_session_with_a_turn_in_progress_is_not_archived(
+    sqlite_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import threading
+
+    from turnlog import ApprovalDecision, calls, function_tool, tool_call
+
+    @function_tool(needs_approval=True)
+    def deploy() -> str:
+        return "deployed"
+
+    _write(sqlite_url, ["done"])
+    model = ScriptedModel([calls(tool_call("deploy", {})), "ok"])
+    with Runtime.open(sqlite_url) as rt:
+        session = rt.create_session(
+            Agent("a", model=model, tools=[deploy]), session_id="busy"
+        )
+        prompting = threading.Thread(target=lambda: session.prompt("go", timeout=60))
+        prompting.start()
+        deadline = time.monotonic() + 30
+        while not session.pending_approvals():
+            assert time.monotonic() < deadline, "the turn did not ask"
+            time.sleep(0.01)
+        out = tmp_path / "a.jsonl"
+        busy = ["--store", sqlite_url, "archive", "--session", "busy", "-o", str(out)]
+        assert main(busy) == 2
+        assert "waiting_for_approval" in capsys.readouterr().err
+        assert (
+            main(
+                [
+                    "--store",
+                    sqlite_url,
+                    "archive",
+                    "--before",
+                    "2999-01-01",
+                    "-o",
+                    str(out),
+                ]
+            )
+            == 0
+        )
+        assert set(check_export(out.read_bytes().splitlines())) == {"done"}
+        session.approve(
+            session.pending_approvals()[0].request_id, ApprovalDecision.deny()
+        )
+        prompting.join(60)
+    assert _in_log(sqlite_url, "busy")
+    assert not _in_log(sqlite_url, "done")

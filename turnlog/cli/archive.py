@@ -1,7 +1,8 @@
 """``turnlog archive``, and ``audit`` of a session that was archived.
 
 ``turnlog archive --before DATE -o FILE`` (or ``--session ID``, repeated)
-moves finished sessions (idle, last active before DATE) out of the live
+moves finished sessions (no turn running or waiting for an approval,
+last active before DATE) out of the live
 log into one archive file that verifies on its own (see
 ``turnlog.store.archive``). Afterwards ``turnlog audit SESSION`` says
 where the session went, and ``turnlog audit SESSION --verify --against
@@ -27,6 +28,8 @@ from turnlog.store.log import Store
 from turnlog.store.transfer import check_export, read_lines
 
 _EXPORT_START = b'{"turnlog_export"'
+_UNFINISHED = frozenset({SessionState.RUNNING, SessionState.WAITING_FOR_APPROVAL})
+"""A turn runs (or waits for an approval): the session is not finished."""
 
 
 def parse_date(text: str) -> datetime:
@@ -57,7 +60,7 @@ def command_archive(args: argparse.Namespace) -> int:
         chosen = [
             sid
             for sid, s in summaries.items()
-            if s.state == SessionState.IDLE
+            if s.state not in _UNFINISHED
             and s.last_activity is not None
             and s.last_activity < before
         ]
@@ -67,7 +70,7 @@ def command_archive(args: argparse.Namespace) -> int:
             if summary is None:
                 msg = f"no session {sid!r} in the log"
                 raise UsageError(msg)
-            if summary.state != SessionState.IDLE:
+            if summary.state in _UNFINISHED:
                 msg = f"session {sid!r} is {summary.state}: only finished sessions go"
                 raise UsageError(msg)
         chosen = named
