@@ -200,6 +200,10 @@ def test_a_session_with_a_turn_in_progress_is_not_archived(
         session = rt.create_session(
             Agent("a", model=model, tools=[deploy]), session_id="busy"
         )
+        idle = rt.create_session(
+            Agent("a", model=ScriptedModel(["ok"])), session_id="open"
+        )
+        idle.prompt("hi", timeout=30)  # finished, but open here (a live lease)
         prompting = threading.Thread(target=lambda: session.prompt("go", timeout=60))
         prompting.start()
         deadline = time.monotonic() + 30
@@ -224,10 +228,15 @@ def test_a_session_with_a_turn_in_progress_is_not_archived(
             )
             == 0
         )
+        assert "skipped 1 sessions open in a runtime: open" in capsys.readouterr().out
         assert set(check_export(out.read_bytes().splitlines())) == {"done"}
+        opened = ["--store", sqlite_url, "archive", "--session", "open", "-o", "b"]
+        assert main(opened) == 2
+        assert "open in a runtime" in capsys.readouterr().err
         session.approve(
             session.pending_approvals()[0].request_id, ApprovalDecision.deny()
         )
         prompting.join(60)
     assert _in_log(sqlite_url, "busy")
+    assert _in_log(sqlite_url, "open")
     assert not _in_log(sqlite_url, "done")

@@ -23,7 +23,12 @@ from turnlog.cli.reading import open_for_reading, runtime_for_reading
 from turnlog.domain.errors import InvalidInputError, TurnlogError, UsageError
 from turnlog.domain.ids import check_session_id, session_uuid
 from turnlog.projections.sessions import SessionState
-from turnlog.store.archive import ArchivedSession, archive_sessions, archived_session
+from turnlog.store.archive import (
+    ArchivedSession,
+    archive_sessions,
+    archived_session,
+    leased_sessions,
+)
 from turnlog.store.log import Store
 from turnlog.store.transfer import check_export, read_lines
 
@@ -74,10 +79,18 @@ def command_archive(args: argparse.Namespace) -> int:
                 msg = f"session {sid!r} is {summary.state}: only finished sessions go"
                 raise UsageError(msg)
         chosen = named
-    if not chosen:
-        print("no finished sessions to archive")
-        return EXIT_OK
     with contextlib.closing(Store(url)) as store:
+        held = leased_sessions(store, chosen)
+        if held and named:
+            msg = f"session {sorted(held)[0]!r} is open in a runtime: close it first"
+            raise UsageError(msg)
+        if held:  # open somewhere: it may go on, so it stays
+            names = ", ".join(sorted(held))
+            print(f"skipped {len(held)} sessions open in a runtime: {names}")
+        chosen = [sid for sid in chosen if sid not in held]
+        if not chosen:
+            print("no finished sessions to archive")
+            return EXIT_OK
         records = archive_sessions(store, chosen, args.output)
     events = sum(r.events for r in records)
     print(

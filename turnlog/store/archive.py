@@ -94,6 +94,21 @@ def archived_session(store: Store, session_id: str) -> ArchivedSession | None:
     )
 
 
+def leased_sessions(store: Store, session_ids: Sequence[str]) -> set[str]:
+    """Those of ``session_ids`` a runtime holds open now (a live lease)."""
+    if not session_ids:
+        return set()
+    condition, params = store.backend.where_in("session_id", list(session_ids))
+    leases = store.backend.qualify(LEASE_TABLE)
+    with store.reading() as cursor:
+        cursor.execute(
+            f"SELECT session_id FROM {leases} WHERE {condition} AND renewed > "
+            f"{store.sql('?')}",
+            [*params, time.time() - LEASE_SECONDS],
+        )
+        return {str(row["session_id"]) for row in cursor.fetchall()}
+
+
 def archive_sessions(
     store: Store, session_ids: Sequence[str], destination: str | os.PathLike[str]
 ) -> list[ArchivedSession]:
