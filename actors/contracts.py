@@ -45,6 +45,11 @@ class RunnableTool(Protocol):
     def is_async(self) -> bool: ...
 
     @property
+    def max_output(self) -> int | None:
+        """Characters of a call's output the model sees (None: the agent's)."""
+        ...
+
+    @property
     def tool_type(self) -> str:
         """``function`` or ``extension`` (an MCP server's), as traces say."""
         ...
@@ -117,6 +122,11 @@ class AgentDefinition(Protocol):
 
     @property
     def max_steps(self) -> int: ...
+
+    @property
+    def max_tool_output(self) -> int:
+        """Characters of a tool call's output the model sees, by default."""
+        ...
 
     @property
     def middleware(self) -> Sequence[Any]: ...

@@ -207,6 +207,7 @@ class RunTool(msgspec.Struct, frozen=True):
     arguments: str
     context: dict[str, Any]
     reply_to: Any
+    max_output: int | None = None
 
 
 class CancelTools(msgspec.Struct, frozen=True):

@@ -5,6 +5,8 @@ loop; at most ``max_concurrency`` calls run at once and the rest wait in
 FIFO order. Each call has an optional timeout. A handler that raises, a
 timeout or a cancelled call becomes an error output: a tool never crashes
 the turn. The actor's own handlers only schedule work, so it never blocks.
+Every output is cut to the call's limit (``RunTool.max_output``, see
+``turnlog.domain.tool_output``) before the session hears of it.
 
 A sync handler cannot be stopped once it runs; after a timeout, or after
 the runtime closed, its thread finishes in the background and its result
@@ -24,6 +26,7 @@ import pykka
 
 from turnlog.actors.io_loop import IoLoop
 from turnlog.actors.messages import CancelTools, RunTool, ToolDone, ToolTimedOut
+from turnlog.domain.tool_output import DEFAULT_MAX_TOOL_OUTPUT, limit_output
 from turnlog.domain.turn_facts import ToolFinished
 
 DEFAULT_MAX_CONCURRENCY = 16
@@ -175,6 +178,9 @@ def _reply(
     is_error: bool,
     media: tuple[dict[str, str], ...] = (),
 ) -> None:
+    # The model sees (and the log keeps) no more than the call's limit.
+    limit = request.max_output or DEFAULT_MAX_TOOL_OUTPUT
+    output = limit_output(output, limit)
     # A turn stopped (its session closed, or the runtime) wants no result.
     with contextlib.suppress(pykka.ActorDeadError):
         request.reply_to.tell(

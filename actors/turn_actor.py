@@ -378,14 +378,17 @@ def tool_order(
         context["shared_state_writer"] = SharedStateWriter(
             run["session"], session_id, turn_id, call["call_id"], run["shared_state"]
         )
+    tool = agent.tools_by_name[call["name"]]
+    limit = tool.max_output
     return RunTool(
         key=turn_id,
         turn=turn,
         call_id=call["call_id"],
-        tool=agent.tools_by_name[call["name"]],
+        tool=tool,
         arguments=call["arguments"],
         context=context,
         reply_to=reply_to,
+        max_output=agent.max_tool_output if limit is None else limit,
     )
 
 

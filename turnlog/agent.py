@@ -21,6 +21,7 @@ from turnlog.context import InstructionsFunction, deps_checker
 from turnlog.domain.errors import InvalidInputError
 from turnlog.domain.handoff import HandoffTool, handoff_tool_name
 from turnlog.domain.model import ModelProvider
+from turnlog.domain.tool_output import DEFAULT_MAX_TOOL_OUTPUT, checked_limit
 from turnlog.handoff_graph import handoff_target_name, resolve_graph
 from turnlog.mcp.tools import McpServer, McpTool, session_tools
 from turnlog.middleware import Middleware
@@ -78,6 +79,10 @@ class Agent:
         output_retries: how many refused final answers (invalid output, or
             a ``final_answer`` hook's rejection) go back to the model with
             the reason before the turn fails with OutputValidationError.
+        max_tool_output: characters of one tool call's output the model
+            sees (and the log keeps), for tools that set no ``max_output``
+            of their own (None: the default, 30,000); the rest is cut with
+            a marker and not kept.
     """
 
     def __init__(
@@ -97,6 +102,7 @@ class Agent:
         deps_type: object = None,
         output_type: object = str,
         output_retries: int = 1,
+        max_tool_output: int | None = DEFAULT_MAX_TOOL_OUTPUT,
     ) -> None:
         if not isinstance(name, str) or not name:
             msg = "an agent needs a non-empty name"
@@ -129,6 +135,7 @@ class Agent:
         free_text = output_type is str or output_type is None
         self._output = None if free_text else OutputType(output_type)
         self._output_retries = output_retries
+        self._max_tool_output = checked_limit(max_tool_output, "max_tool_output")
         self._name = name
         self._router = router
         self._instructions = instructions
@@ -228,6 +235,7 @@ class Agent:
             "deps_type": self._deps_type,
             "output_type": self._output_type,
             "output_retries": self._output_retries,
+            "max_tool_output": self._max_tool_output,
         }
         unknown = set(changes) - set(arguments) - {"name"}
         if unknown:
@@ -236,6 +244,11 @@ class Agent:
         name = changes.pop("name", self._name)
         arguments.update(changes)
         return Agent(name, **arguments)
+
+    @property
+    def max_tool_output(self) -> int:
+        """Characters of a tool call's output the model sees, unless the tool says."""
+        return self._max_tool_output or DEFAULT_MAX_TOOL_OUTPUT
 
     @property
     def tools_by_name(self) -> Mapping[str, FunctionTool | McpTool]:
@@ -338,6 +351,8 @@ class Agent:
             described["output"] = self._output.describe()
         if self._output_retries != 1:
             described["output_retries"] = self._output_retries
+        if self.max_tool_output != DEFAULT_MAX_TOOL_OUTPUT:  # likewise
+            described["max_tool_output"] = self.max_tool_output
         encoded = msgspec.json.encode(described, order="sorted")
         return hashlib.sha256(encoded).hexdigest()[:16]
 

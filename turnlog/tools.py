@@ -23,6 +23,7 @@ import pydantic
 from turnlog.domain.errors import InvalidInputError, UsageError
 from turnlog.domain.model import ToolSpec
 from turnlog.domain.run_context import Deps, RunContext
+from turnlog.domain.tool_output import checked_limit
 
 ApprovalRule = bool | Callable[[dict[str, Any]], bool]
 _NO_STATE: Mapping[str, Any] = MappingProxyType({})
@@ -122,6 +123,7 @@ class FunctionTool:
         needs_approval: ApprovalRule = False,
         timeout: float | None = None,
         idempotent: bool = False,
+        max_output: int | None = None,
     ) -> None:
         if not callable(handler):
             msg = f"a tool handler must be callable, not {type(handler).__name__}"
@@ -143,6 +145,7 @@ class FunctionTool:
         self._needs_approval = needs_approval
         self._timeout = float(timeout) if timeout is not None else None
         self._idempotent = idempotent
+        self._max_output = checked_limit(max_output, "max_output")
         self._is_async = inspect.iscoroutinefunction(handler)
         signature = inspect.signature(handler)
         self._wants_context = "context" in signature.parameters
@@ -177,6 +180,11 @@ class FunctionTool:
     def idempotent(self) -> bool:
         """Whether running a call twice is harmless (it may re-run after a crash)."""
         return self._idempotent
+
+    @property
+    def max_output(self) -> int | None:
+        """Characters of a call's output the model sees (None: the agent's limit)."""
+        return self._max_output
 
     @property
     def is_async(self) -> bool:
@@ -312,6 +320,7 @@ def function_tool(
     needs_approval: ApprovalRule = False,
     timeout: float | None = None,
     idempotent: bool = False,
+    max_output: int | None = None,
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 
 
@@ -325,6 +334,7 @@ def function_tool(
     needs_approval: ApprovalRule = False,
     timeout: float | None = None,
     idempotent: bool = False,
+    max_output: int | None = None,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """Makes a tool of a function: ``@function_tool`` or ``@function_tool(...)``.
 
@@ -336,6 +346,8 @@ def function_tool(
         needs_approval: True, or a predicate on the parsed arguments.
         timeout: seconds before a call becomes a timeout error output.
         idempotent: whether a call may safely run again after a crash.
+        max_output: characters of a call's output the model sees; the rest
+            is cut, with a marker (default: the agent's ``max_tool_output``).
     """
 
     def build(function: Callable[..., Any]) -> FunctionTool:
@@ -347,6 +359,7 @@ def function_tool(
             needs_approval=needs_approval,
             timeout=timeout,
             idempotent=idempotent,
+            max_output=max_output,
         )
 
     if handler is not None:

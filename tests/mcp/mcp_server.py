@@ -64,6 +64,14 @@ def echo(text: str) -> str:
 
 
 @server.tool()
+def big(size: int) -> str:
+    """Answers ``size`` characters: a line of digits, repeated."""
+    _called("big")
+    line = "0123456789" * 7 + "\n"
+    return (line * (size // len(line) + 1))[:size]
+
+
+@server.tool()
 def weather(city: str) -> CallToolResult:
     """The weather in a city, as structured content only."""
     _called("weather")

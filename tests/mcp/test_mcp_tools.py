@@ -324,3 +324,38 @@ def test_bad_server_settings_are_refused_at_once() -> None:
         Agent(
             "a", model=ScriptedModel([]), mcp_servers=[twin, McpServer.stdio("server")]
         )
+
+
+def test_a_5_mb_mcp_output_is_cut_like_a_function_tools(
+    make_server: MakeServer, sqlite_url: str
+) -> None:
+    from turnlog.domain.tool_output import DEFAULT_MAX_TOOL_OUTPUT
+
+    five_mb = 5 * 1024 * 1024
+    model = ScriptedModel(
+        [
+            calls(
+                tool_call("srv_big", {"size": five_mb}, call_id="c1"),
+                tool_call("srv_big", {"size": 50}, call_id="c2"),
+                tool_call("srv_echo", {"text": "a" * 100}, call_id="c3"),
+            ),
+            "done",
+        ]
+    )
+    server = make_server(max_output={"echo": 20})  # per tool; big: the agent's
+    agent = Agent("a", model=model, mcp_servers=[server])
+    with Runtime.open(sqlite_url, run_config=ALLOW) as rt:
+        session = rt.create_session(agent, session_id="s1")
+        assert session.prompt("go", timeout=60).final_output == "done"
+        seen = dict(outputs(model, 1))
+        recorded = ends(rt, "s1")
+    assert len(seen["c2"]) == 50  # under the limit: whole, no marker
+    head, marker = seen["c1"].rsplit("\n[turnlog: ", 1)
+    assert len(head) == DEFAULT_MAX_TOOL_OUTPUT
+    assert head.startswith(seen["c2"])
+    assert marker.startswith(
+        f"tool output truncated: {five_mb - DEFAULT_MAX_TOOL_OUTPUT:,} of "
+        f"{five_mb:,} characters cut"
+    )
+    assert seen["c3"].startswith("echo: " + "a" * 14 + "\n[turnlog: tool output")
+    assert {c: recorded[c].output for c in ("c1", "c2", "c3")} == seen

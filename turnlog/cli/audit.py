@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 
 from turnlog.children import ChildSession, descendants, outcome_of
+from turnlog.cli.archive import audit_archived
 from turnlog.cli.exits import EXIT_FAILURE, EXIT_OK, print_error
 from turnlog.cli.lineage import lineage_lines, print_state_at
 from turnlog.cli.log_location import require_log, session_and_log, store_url
@@ -37,6 +38,10 @@ from turnlog.store.verify import VerifyReport, verify_each, verify_session
 
 def command_audit(args: argparse.Namespace) -> int:
     check_audit_args(args)
+    if not args.all and not args.head:
+        archived = audit_archived(args)
+        if archived is not None:
+            return archived
     if args.head:
         return _audit_head(args)
     if args.verify:

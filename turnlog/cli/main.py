@@ -19,6 +19,8 @@
                                                     its trace, as OTLP/JSON
     turnlog [--store URL] export SESSION [-o FILE]  its stored events (JSON lines)
     turnlog [--store URL] import FILE|-             events exported elsewhere
+    turnlog [--store URL] backup DEST               a verified copy of a live SQLite log
+    turnlog [--store URL] archive --before DATE -o FILE  finished sessions moved out
     turnlog [--store URL] rebuild [VIEW...] [--verify]  views rebuilt offline
     turnlog [--store URL] project [--follow]        keep the views up to date
     turnlog [--store URL] serve [--demo] [--agent MODULE:ATTR] [--port N]
@@ -50,7 +52,9 @@ from pathlib import Path
 
 from eventsourcing.persistence import PersistenceError
 
+from turnlog.cli.archive import command_archive
 from turnlog.cli.audit import command_audit
+from turnlog.cli.backup import command_backup
 from turnlog.cli.demo import RUN_TIMEOUT, next_steps, run_demo, turnlog_executable
 from turnlog.cli.demo_agents import run_agents_demo
 from turnlog.cli.exits import (
@@ -352,6 +356,8 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "traces": command_traces,
     "export": command_export,
     "import": command_import,
+    "backup": command_backup,
+    "archive": command_archive,
     "rebuild": _command_rebuild,
     "project": _command_project,
     "serve": command_serve,

@@ -85,80 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
 
-    demo = commands.add_parser(
-        "demo",
-        help="run an offline scripted session (start here)",
-        description=(
-            "Runs a scripted agent (no network, no API key) that answers one "
-            "question with one tool call, and records it in the log."
-        ),
-    )
-    demo.add_argument(
-        "--session",
-        metavar="ID",
-        help="the session to run in (default: a new demo-... session)",
-    )
-    demo.add_argument(
-        "--agents",
-        action="store_true",
-        help=(
-            "an agent that asks another (a child session of its own) and "
-            "answers with a typed object"
-        ),
-    )
+    _add_demo_parser(commands)
 
-    run = commands.add_parser(
-        "run",
-        help="talk to a model in an interactive session",
-        description=(
-            "An interactive session against an OpenAI-compatible endpoint "
-            "(TURNLOG_MODEL, OPENAI_API_KEY, OPENAI_BASE_URL; TURNLOG_API=chat "
-            "for /chat/completions) or Anthropic's Messages API "
-            "(TURNLOG_API=anthropic, TURNLOG_MODEL, ANTHROPIC_API_KEY, "
-            "ANTHROPIC_BASE_URL), or by routes in turnlog.toml. Answers stream as they "
-            "arrive; Ctrl-C stops a running turn, and Ctrl-C twice (or Ctrl-D "
-            "at the prompt) quits."
-        ),
-    )
-    run.add_argument(
-        "--config",
-        metavar="FILE",
-        type=Path,
-        help=(
-            "the route file, trusted (default: $TURNLOG_CONFIG, else "
-            "~/.config/turnlog/turnlog.toml, then a turnlog.toml here, which "
-            "may not set base_url or api_key_env or declare mcp_servers)"
-        ),
-    )
-    run.add_argument(
-        "--session",
-        metavar="ID",
-        help="the session to continue (or create); default: a new session",
-    )
-    run.add_argument(
-        "--model",
-        metavar="ROUTE",
-        help="the model route to use (default: the configured default route)",
-    )
-    run.add_argument(
-        "--tools",
-        action="store_true",
-        help=(
-            "let the model list, read and write files under the working "
-            "directory (writing asks for approval)"
-        ),
-    )
-    run.add_argument(
-        "--no-mcp",
-        action="store_true",
-        help="run without the MCP servers of the route file ([mcp_servers])",
-    )
-    run.add_argument(
-        "--approval",
-        choices=("ask", "allow", "deny"),
-        default="ask",
-        help="tools that need approval: ask (default), allow or deny them",
-    )
+    _add_run_parser(commands)
 
     commands.add_parser(
         "sessions",
@@ -218,7 +147,8 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="ANCHOR",
         help=(
             "with --verify SESSION: an anchor --head printed (or N:HEX, or the "
-            "HEX alone) that the chain must still hold"
+            "HEX alone) that the chain must still hold, or the archive file "
+            "`turnlog archive` moved the session to"
         ),
     )
 
@@ -288,6 +218,35 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     import_.add_argument("file", metavar="FILE", help="the export, or - for stdin")
+
+    archive = commands.add_parser(
+        "archive",
+        help="move finished sessions out of the live log into an archive file",
+        description=(
+            "Writes the sessions to FILE (an export that verifies on its own), "
+            "then removes them from the live log and its views in one step; "
+            "`turnlog audit SESSION` then says where each went."
+        ),
+    )
+    archive.add_argument("--before", metavar="DATE", help="idle, last active before")
+    archive.add_argument(
+        "--session", metavar="ID", action="append", help="this session (repeatable)"
+    )
+    archive.add_argument("-o", "--output", metavar="FILE", required=True)
+
+    backup = commands.add_parser(
+        "backup",
+        help="copy a live SQLite log to a new file, and verify the copy",
+        description=(
+            "An online, consistent copy (SQLite's backup API, one snapshot): "
+            "sessions may keep writing. The copy is checked (integrity, every "
+            "session's chain) before it appears at DEST. For PostgreSQL, use "
+            "pg_dump (see the README)."
+        ),
+    )
+    backup.add_argument(
+        "destination", metavar="DEST", help="a file that does not exist"
+    )
 
     rebuild_ = commands.add_parser(
         "rebuild",
@@ -418,4 +377,89 @@ def _add_serve_parser(
         metavar="N",
         type=int,
         help="connections served at once; more get a 503 (default: 1000)",
+    )
+
+
+def _add_demo_parser(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> None:
+    """Adds ``turnlog demo`` and its options."""
+    demo = commands.add_parser(
+        "demo",
+        help="run an offline scripted session (start here)",
+        description=(
+            "Runs a scripted agent (no network, no API key) that answers one "
+            "question with one tool call, and records it in the log."
+        ),
+    )
+    demo.add_argument(
+        "--session",
+        metavar="ID",
+        help="the session to run in (default: a new demo-... session)",
+    )
+    demo.add_argument(
+        "--agents",
+        action="store_true",
+        help=(
+            "an agent that asks another (a child session of its own) and "
+            "answers with a typed object"
+        ),
+    )
+
+
+def _add_run_parser(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> None:
+    """Adds ``turnlog run`` and its options."""
+    run = commands.add_parser(
+        "run",
+        help="talk to a model in an interactive session",
+        description=(
+            "An interactive session against an OpenAI-compatible endpoint "
+            "(TURNLOG_MODEL, OPENAI_API_KEY, OPENAI_BASE_URL; TURNLOG_API=chat "
+            "for /chat/completions) or Anthropic's Messages API "
+            "(TURNLOG_API=anthropic, TURNLOG_MODEL, ANTHROPIC_API_KEY, "
+            "ANTHROPIC_BASE_URL), or by routes in turnlog.toml. Answers stream as they "
+            "arrive; Ctrl-C stops a running turn, and Ctrl-C twice (or Ctrl-D "
+            "at the prompt) quits."
+        ),
+    )
+    run.add_argument(
+        "--config",
+        metavar="FILE",
+        type=Path,
+        help=(
+            "the route file, trusted (default: $TURNLOG_CONFIG, else "
+            "~/.config/turnlog/turnlog.toml, then a turnlog.toml here, which "
+            "may not set base_url or api_key_env or declare mcp_servers)"
+        ),
+    )
+    run.add_argument(
+        "--session",
+        metavar="ID",
+        help="the session to continue (or create); default: a new session",
+    )
+    run.add_argument(
+        "--model",
+        metavar="ROUTE",
+        help="the model route to use (default: the configured default route)",
+    )
+    run.add_argument(
+        "--tools",
+        action="store_true",
+        help=(
+            "let the model list, read and write files under the working "
+            "directory (writing asks for approval)"
+        ),
+    )
+    run.add_argument(
+        "--no-mcp",
+        action="store_true",
+        help="run without the MCP servers of the route file ([mcp_servers])",
+    )
+    run.add_argument(
+        "--approval",
+        choices=("ask", "allow", "deny"),
+        default="ask",
+        help="tools that need approval: ask (default), allow or deny them",
     )

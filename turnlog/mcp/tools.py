@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 
 from turnlog.domain.errors import InvalidInputError, McpServerError
 from turnlog.domain.model import ToolSpec
+from turnlog.domain.tool_output import checked_limits
 from turnlog.mcp.targets import HttpTarget, StdioTarget, Target
 from turnlog.tools import ToolResult
 
@@ -84,6 +85,7 @@ class McpServer:
         idempotent: ToolSelection = False,
         tool_prefix: str | None = None,
         needs_approval: None = None,
+        max_output: int | Mapping[str, int] | None = None,
     ) -> None:
         if needs_approval is not None:
             raise InvalidInputError(NEEDS_APPROVAL_REMOVED)
@@ -111,6 +113,7 @@ class McpServer:
         self._idempotent = _selection(idempotent, "idempotent")
         self._timeout = float(timeout) if timeout is not None else None
         self._prefix = prefix
+        self._max_output = checked_limits(max_output, "max_output")
         self._link: McpLink | None = None
         self._guard = threading.Lock()
         self._tools: list[McpTool] | None = None
@@ -131,6 +134,7 @@ class McpServer:
         idempotent: ToolSelection = False,
         tool_prefix: str | None = None,
         needs_approval: None = None,
+        max_output: int | Mapping[str, int] | None = None,
     ) -> McpServer:
         """A server run as ``command args...``, spoken to over stdin/stdout.
 
@@ -154,6 +158,9 @@ class McpServer:
             tool_prefix: put before each tool name (default ``<name>_``).
             needs_approval: removed (it made every tool it did not name run
                 unasked); passing it raises InvalidInputError.
+            max_output: characters of a call's output the model sees, for
+                every tool or per tool (by the server's tool name); default:
+                the agent's ``max_tool_output``.
         """
         if not isinstance(command, str) or not command:
             msg = "an MCP stdio server needs a command"
@@ -177,6 +184,7 @@ class McpServer:
             timeout=timeout,
             idempotent=idempotent,
             tool_prefix=tool_prefix,
+            max_output=max_output,
         )
 
     @classmethod
@@ -192,6 +200,7 @@ class McpServer:
         idempotent: ToolSelection = False,
         tool_prefix: str | None = None,
         needs_approval: None = None,
+        max_output: int | Mapping[str, int] | None = None,
     ) -> McpServer:
         """A server reached over streamable HTTP at ``url``.
 
@@ -207,6 +216,9 @@ class McpServer:
             tool_prefix: put before each tool name (default ``<name>_``).
             needs_approval: removed (it made every tool it did not name run
                 unasked); passing it raises InvalidInputError.
+            max_output: characters of a call's output the model sees, for
+                every tool or per tool (by the server's tool name); default:
+                the agent's ``max_tool_output``.
         """
         parts = urlsplit(url) if isinstance(url, str) else None
         if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
@@ -223,6 +235,7 @@ class McpServer:
             timeout=timeout,
             idempotent=idempotent,
             tool_prefix=tool_prefix,
+            max_output=max_output,
         )
 
     @property
@@ -381,6 +394,12 @@ class McpTool:
     def timeout(self) -> float | None:
         """Seconds a call may take before it becomes an error output."""
         return self._server._timeout
+
+    @property
+    def max_output(self) -> int | None:
+        """Characters of a call's output the model sees (None: the agent's limit)."""
+        limit = self._server._max_output
+        return limit.get(self._remote) if isinstance(limit, Mapping) else limit
 
     @property
     def idempotent(self) -> bool:

@@ -39,6 +39,22 @@ from turnlog.store.group_commit import PendingSave
 from turnlog.store.opening import memory_copy, prepare_sqlite_file
 
 POOL_WAIT = 365 * 24 * 3600.0
+
+WAL_CHECKPOINT_BYTES = 4 * 1024 * 1024
+"""A WAL larger than this after a commit is checkpointed and truncated.
+
+SQLite's own checkpoints (every 1000 pages, about 4 MiB) copy the WAL into
+the log but can start it over only when no reader is still using an older
+snapshot; readers that overlap without a gap (exports, audits, views
+catching up beside live sessions) can keep that from ever happening, and
+the WAL then grows with the log. Past this size the writer runs a
+``TRUNCATE`` checkpoint, which waits (up to the lock timeout) for the
+readers of older snapshots to finish (each reads in bounded chunks, one
+short transaction each) and then empties the file.
+"""
+
+WAL_CHECKPOINT_WAIT = 1.0
+"""Seconds that checkpoint waits for older readers before it gives up."""
 """Seconds a thread may wait for one of the pool's connections: no limit.
 
 eventsourcing's pool gives up after 5 s ("Timed out waiting for return of
@@ -192,6 +208,8 @@ class SQLiteLogRecorder(SQLiteApplicationRecorder):
         )
         self.tables = LogTables(self)
         """The statements on turnlog's own tables, in this dialect."""
+        self._wal_retry_above = 0
+        """After a checkpoint readers held out: the WAL size to try again past."""
 
     # eventsourcing's seam for work inside the insert's own transaction
     # (a protected method: the recorders call it with the save's kwargs).
@@ -223,6 +241,14 @@ class SQLiteLogRecorder(SQLiteApplicationRecorder):
         self._check(c, fence)
         return ids
 
+    def insert_events(
+        self, stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> Sequence[int] | None:
+        """Inserts one save's events (eventsourcing's), then bounds the WAL."""
+        ids = super().insert_events(stored_events, **kwargs)
+        self.bound_wal()
+        return ids
+
     def insert_together(self, saves: Sequence[PendingSave]) -> None:
         """Inserts several sessions' saves in one transaction (group commit).
 
@@ -235,6 +261,7 @@ class SQLiteLogRecorder(SQLiteApplicationRecorder):
             ]
         for save, save_ids in zip(saves, ids, strict=True):
             save.ids = save_ids
+        self.bound_wal()
 
     def insert_each(self, saves: Sequence[PendingSave]) -> None:
         """Inserts several saves in one transaction, each in a savepoint.
@@ -257,6 +284,36 @@ class SQLiteLogRecorder(SQLiteApplicationRecorder):
                         else error
                     )
                 c.execute("RELEASE turnlog_save")
+        self.bound_wal()
+
+    def bound_wal(self) -> None:
+        """Checkpoints and truncates the WAL once it passes its bound.
+
+        The checkpoint waits at most ``WAL_CHECKPOINT_WAIT`` for older
+        readers; if one still holds out (an outside tool holding a
+        transaction open), the next try waits until the WAL has grown by
+        another bound, so commits are not held up on every save.
+        """
+        datastore = self.datastore
+        if datastore.pool.is_sqlite_memory_mode:
+            return
+        try:
+            size = Path(datastore.pool.db_name + "-wal").stat().st_size
+        except OSError:
+            return
+        if size <= max(WAL_CHECKPOINT_BYTES, self._wal_retry_above):
+            return
+        with datastore.get_connection(commit=True) as connection:
+            cursor = connection.cursor()
+            cursor.execute("PRAGMA busy_timeout")
+            waits = int(cursor.fetchall()[0][0])
+            cursor.execute(f"PRAGMA busy_timeout = {int(WAL_CHECKPOINT_WAIT * 1000)}")
+            try:
+                cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                busy = int(cursor.fetchall()[0][0])
+            finally:
+                cursor.execute(f"PRAGMA busy_timeout = {waits}")
+        self._wal_retry_above = size + WAL_CHECKPOINT_BYTES if busy else 0
 
     def _check(self, c: SQLiteCursor, fence: Fence) -> None:
         c.execute(self.fence_statement, fence)

@@ -146,6 +146,18 @@ def export_session(store: Store, session_id: str) -> list[bytes]:
     return [_encoder.encode(header) + b"\n", *lines]
 
 
+def export_sessions(store: Store, session_ids: Sequence[str]) -> list[bytes]:
+    """One export of several sessions: a header naming every head, then
+    each session's events (as :func:`export_session` gives them)."""
+    heads: dict[str, ExportedHead] = {}
+    events: list[bytes] = []
+    for session_id in session_ids:
+        header, *lines = export_session(store, session_id)
+        heads.update(_header_decoder.decode(header).heads)
+        events.extend(lines)
+    return [_encoder.encode(ExportHeader(EXPORT_FORMAT, heads)) + b"\n", *events]
+
+
 def write_lines(path: str, lines: Sequence[bytes]) -> None:
     """Writes an export to the file ``path``.
 
@@ -402,3 +414,32 @@ def import_events(store: Store, lines: Iterable[bytes | str]) -> int:
         )
         raise InvalidInputError(msg) from error
     return len(stored)
+
+
+def check_export(lines: Iterable[bytes | str]) -> dict[str, tuple[int, ExportedHead]]:
+    """Checks an export on its own, as an import would: (events, head) per session.
+
+    Raises:
+        InvalidInputError: the file is not an intact turnlog export.
+    """
+    export, sessions = _checked(lines)
+    return {sid: (len(rows), _head_of(export, sid)) for sid, rows in sessions.items()}
+
+
+def _checked(
+    lines: Iterable[bytes | str],
+) -> tuple[ExportFile, dict[str, list[tuple[int, ExportedEvent]]]]:
+    """The export and its events by session, each session checked whole."""
+    export = read_export(lines)
+    sessions = _sessions(export.events)
+    for session_id, (number, _) in export.heads.items():
+        if session_id not in sessions:
+            msg = (
+                f"the export header on line {number} names session {session_id!r}, "
+                "but the file holds none of its events"
+            )
+            raise InvalidInputError(msg)
+    for session_id, numbered in sessions.items():
+        check_session_id(session_id)
+        _check_session(session_id, numbered, _head_of(export, session_id))
+    return export, sessions
