@@ -56,6 +56,7 @@ from turnlog.actors.session_end import answer_everyone
 from turnlog.actors.session_parts import SessionServices, SessionSettings
 from turnlog.actors.session_state import SessionState
 from turnlog.actors.shared_state_writer import record_tool_update
+from turnlog.actors.store_faults import caught_up
 from turnlog.actors.turn_driver import TurnDriver
 from turnlog.actors.turn_slot import TurnActorSlot
 from turnlog.domain.context import messages_of
@@ -172,6 +173,10 @@ class SessionActor(pykka.ThreadingActor):
                 self._passivate_if_idle()
                 return None
             self._idle_clock.touch()
+        if self._turns.behind and not caught_up(
+            self._turns, self._input_reviews, message
+        ):
+            return None
         match message:
             case fact if isinstance(fact, ReportedFact):
                 self._handle_fact(fact)

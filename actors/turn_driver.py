@@ -222,8 +222,38 @@ class TurnDriver:
             logger.exception(
                 "session %s: could not record the failure", self._state.session_id
             )
+            if self._state.lease_error is None:
+                self._state.unsettled = reason  # recorded by ``catch_up``
         if self._state.run is not None or self._slot.running is not None:
             self._end_turn(EndTurn("failed", None, reason))
+
+    @property
+    def behind(self) -> bool:
+        """Whether a failed save left memory or the log to catch up."""
+        return self._state.stale or self._state.unsettled is not None
+
+    def catch_up(self) -> None:
+        """Makes memory and the log agree again after a failed save.
+
+        Reads the log again, and records the failure of a turn that the
+        log still shows running but that ended here when its save failed
+        (which ends the turn, so the session takes the next input). Raises
+        the store's error, changing nothing, while the store still fails.
+        """
+        state = self._state
+        if not self.behind or state.lease_error is not None:
+            return
+        state.reload()
+        state.stale = False
+        reason, state.unsettled = state.unsettled, None
+        if reason is None or state.run is not None or self._slot.running is not None:
+            return
+        try:
+            transition = state.take(lambda: self._machine.take(TurnFailed(reason)))
+        except TurnlogError:
+            state.unsettled = reason
+            raise
+        self._run(transition.effects)
 
     def record_failure(self, reason: str) -> None:
         """Ends the running turn in the log with the true reason, if it can.
