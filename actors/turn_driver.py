@@ -214,16 +214,21 @@ class TurnDriver:
         reason = f"turn failed: {type(error).__name__}: {error}"
         fact = TurnFailed(reason)
         try:
+            if self._state.stale:  # decide on what the log holds, not on guesses
+                self._state.reload()
+                self._state.stale = False
             transition = self._state.take(lambda: self._machine.take(fact))
             if transition is not IGNORED:
                 self._run(transition.effects)
                 return
-        except TurnlogError:
+        except Exception:  # the store's failure, or reading the log again
             logger.exception(
                 "session %s: could not record the failure", self._state.session_id
             )
-            if self._state.lease_error is None:
-                self._state.unsettled = reason  # recorded by ``catch_up``
+        if self._state.lease_error is None:
+            # The log may still show the turn running: ``catch_up`` records
+            # the failure before the session takes more work.
+            self._state.unsettled = reason
         if self._state.run is not None or self._slot.running is not None:
             self._end_turn(EndTurn("failed", None, reason))
 

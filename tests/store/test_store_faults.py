@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -22,6 +23,7 @@ import pytest
 from turnlog import Agent, AgentSession, RunResult, Runtime, ScriptedModel
 from turnlog.cli.main import main
 from turnlog.domain.protocol import TurnAbortedMsg, TurnCompletedMsg
+from turnlog.store.log import Store
 from turnlog.testing import HeldModel
 
 pytestmark = pytest.mark.timeout(120)
@@ -62,14 +64,15 @@ class Prompter:
 
 
 def fault_during_second_turn(
-    url: str, fault: Callable[[], None], repair: Callable[[], None]
-) -> None:
+    url: str,
+    fault: Callable[[], None],
+    repair: Callable[[], None],
+    during_save: Callable[[Future[RunResult]], None] = lambda _: None,
+) -> str:
     """One completed turn; ``fault`` while the second waits on its model;
     ``repair``; then the same session must take a third prompt."""
-    held = HeldModel(
-        ScriptedModel(["first answer", "second answer " + "x" * 200_000, "third"]),
-        hold_all=True,
-    )
+    answers = ["first answer", "second answer " + "x" * 200_000, "third"]
+    held = HeldModel(ScriptedModel(answers), hold_all=True)
     runtime = Runtime.open(url)
     prompter: Prompter | None = None
     try:
@@ -85,9 +88,12 @@ def fault_during_second_turn(
         fault()
         held.hold_all = False
         held.release()
-        failed = second.result(60)
-        assert failed.status == "failed", failed
-        assert failed.error is not None
+        during_save(second)
+        second_run = second.result(60)
+        # A store that retries on a fresh connection may save the turn after
+        # all; if it cannot, the turn fails, saying why.
+        assert second_run.status in ("completed", "failed"), second_run
+        assert (second_run.status == "failed") == (second_run.error is not None)
         assert not session.running()
         repair()
         third = session.prompt("three", timeout=60)
@@ -99,9 +105,12 @@ def fault_during_second_turn(
         runtime.close()
     ends = turn_ends(url, "f")
     assert ends[0] == "completed: first answer"
-    assert ends[1] == "failed"
+    assert ends[1] == (
+        "failed" if second_run.status == "failed" else f"completed: {answers[1]}"
+    )
     assert ends[-1] == "completed: third"
     audit_verifies(url, "f")
+    return second_run.status
 
 
 # -- SQLite: the disk fills up --------------------------------------------------
@@ -145,4 +154,119 @@ def test_a_full_disk_fails_the_turn_and_the_session_goes_on(full_disk: Path) -> 
     def repair() -> None:
         (full_disk / "ballast").unlink()
 
-    fault_during_second_turn(url, fault=lambda: _fill(full_disk), repair=repair)
+    status = fault_during_second_turn(
+        url, fault=lambda: _fill(full_disk), repair=repair
+    )
+    assert status == "failed"
+
+
+# -- PostgreSQL: a connection lost, a server restarted ---------------------------
+
+
+def _schema_of(url: str) -> str:
+    return url.rsplit("schema=", maxsplit=1)[1].split("&", maxsplit=1)[0]
+
+
+class LostConnection:
+    """Ends the server backends of this test's schema while they save.
+
+    The events table is locked from outside, so the next save waits on
+    the lock; each backend of this schema that waits (and only those) is
+    terminated, the retries on fresh connections too, until the run
+    ended; then the lock is let go.
+    """
+
+    def __init__(self, url: str) -> None:
+        import psycopg
+
+        self.url, self.schema = url, _schema_of(url)
+        self.base = url.split("?", maxsplit=1)[0]
+        self.locker = psycopg.connect(self.base)
+
+    def lock(self) -> None:
+        store = Store(self.url)
+        try:
+            table = store.events_table
+        finally:
+            store.close()
+        self.locker.execute(f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE")
+
+    def terminate_waiting_saves(self, run: Future[RunResult]) -> None:
+        import psycopg
+
+        deadline = time.monotonic() + 60
+        terminated = 0
+        with psycopg.connect(self.base, autocommit=True) as conn:
+            while not run.done():
+                rows = conn.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE pid <> %s AND wait_event_type = 'Lock' "
+                    "AND position(%s in query) > 0",
+                    (self.locker.info.backend_pid, self.schema),
+                ).fetchall()
+                terminated += len(rows)
+                assert time.monotonic() < deadline, "the run did not end"
+                time.sleep(0.02)
+        self.locker.rollback()  # lets the lock go
+        self.locker.close()
+        assert terminated, "no save waited on the lock"
+
+
+def _restart_postgres(url: str) -> None:
+    """Restarts the local cluster (quickly) and waits until it answers."""
+    import psycopg
+
+    version = sorted(os.listdir("/etc/postgresql"))[-1]
+    subprocess.run(
+        [
+            "pg_ctlcluster",
+            "--skip-systemctl-redirect",
+            version,
+            "main",
+            "restart",
+            "-m",
+            "fast",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    base = url.split("?", maxsplit=1)[0]
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with psycopg.connect(base, connect_timeout=2) as conn:
+                conn.execute("SELECT 1")
+        except psycopg.OperationalError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+        else:
+            return
+
+
+@pytest.mark.postgres
+def test_a_lost_connection_fails_the_turn_and_the_session_goes_on(
+    postgres_schema_url: str,
+) -> None:
+    lost = LostConnection(postgres_schema_url)
+    status = fault_during_second_turn(
+        postgres_schema_url,
+        fault=lost.lock,
+        repair=lambda: None,
+        during_save=lost.terminate_waiting_saves,
+    )
+    assert status == "failed"
+
+
+@pytest.mark.postgres
+@pytest.mark.serial
+def test_a_server_restart_fails_the_turn_and_the_session_goes_on(
+    postgres_schema_url: str,
+) -> None:
+    if not os.path.isdir("/etc/postgresql") or os.geteuid() != 0:
+        pytest.skip("restarting the server needs root and a local cluster")
+    url = postgres_schema_url
+    fault_during_second_turn(
+        url, fault=lambda: _restart_postgres(url), repair=lambda: None
+    )
