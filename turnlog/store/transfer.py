@@ -323,19 +323,21 @@ def _head_of(export: ExportFile, session_id: str) -> ExportedHead:
     return named[1]
 
 
-def import_events(store: Store, lines: Iterable[bytes | str]) -> int:
-    """Writes exported events into ``store`` verbatim; returns how many.
+class CheckedExport(msgspec.Struct, frozen=True):
+    """An export file that verified on its own (see :func:`check_export`)."""
 
-    Every session in the file is checked first (its chain, and that it
-    ends at the head its export header names); then all the events are
-    inserted in one transaction, in file order, so nothing is written
-    unless everything is.
+    export: ExportFile
+    sessions: dict[str, Any]
+
+
+def check_export(lines: Iterable[bytes | str]) -> CheckedExport:
+    """Checks an export file on its own, before any log is opened.
+
+    Every session in it must verify and end at the head its header names.
 
     Raises:
-        InvalidInputError: the file is not a turnlog export, a session in it
-            does not verify or falls short of its header's head, or the log
-            already holds one of its sessions.
-        StoreError: the log could not be written.
+        InvalidInputError: the file is not a turnlog export, or a session in
+            it does not verify or falls short of its header's head.
     """
     export = read_export(lines)
     sessions = _sessions(export.events)
@@ -349,6 +351,26 @@ def import_events(store: Store, lines: Iterable[bytes | str]) -> int:
     for session_id, numbered in sessions.items():
         check_session_id(session_id)
         _check_session(session_id, numbered, _head_of(export, session_id))
+    return CheckedExport(export, dict(sessions))
+
+
+def import_events(store: Store, lines: Iterable[bytes | str] | CheckedExport) -> int:
+    """Writes exported events into ``store`` verbatim; returns how many.
+
+    Every session in the file is checked first (:func:`check_export`, unless
+    ``lines`` is its result already), and that the log holds none of them;
+    then all the events are inserted in one transaction, in file order, so
+    nothing is written unless everything is.
+
+    Raises:
+        InvalidInputError: the file is not a turnlog export, a session in it
+            does not verify or falls short of its header's head, or the log
+            already holds one of its sessions.
+        StoreError: the log could not be written.
+    """
+    checked = lines if isinstance(lines, CheckedExport) else check_export(lines)
+    export, sessions = checked.export, checked.sessions
+    for session_id in sessions:
         if store.stored_rows([session_uuid(session_id)]):
             msg = (
                 f"session {session_id!r} is already in the log at {store.location}; "
