@@ -48,6 +48,8 @@ def bring_views_to_head(
         why = None
         if projections.failure is not None:
             why = f"a view failed: {projections.failure}"
+        elif projections.follower_trouble is not None:
+            why = f"they cannot be written: {projections.follower_trouble}"
         elif not projections.leading:
             why = "another process keeps them"
         elif left <= 0:

@@ -131,9 +131,17 @@ class Runtime:
         close_at_exit(self)
 
     def _stop_services(self) -> None:
-        """Stops the shared services, the newest first."""
+        """Stops the shared services, the newest first.
+
+        One that fails (leases that cannot be given back to a failing
+        store: they expire) is logged, and the rest still stop.
+        """
         while self._stoppers:
-            self._stoppers.pop()()
+            stopper = self._stoppers.pop()
+            try:
+                stopper()
+            except Exception:  # whatever it was, the rest still stop
+                logger.warning("could not stop %r cleanly", stopper, exc_info=True)
 
     @classmethod
     def open(

@@ -20,7 +20,14 @@ from pathlib import Path
 
 import pytest
 
-from turnlog import Agent, AgentSession, RunResult, Runtime, ScriptedModel
+from turnlog import (
+    Agent,
+    AgentSession,
+    RunResult,
+    Runtime,
+    ScriptedModel,
+    StoreError,
+)
 from turnlog.cli.main import main
 from turnlog.domain.protocol import TurnAbortedMsg, TurnCompletedMsg
 from turnlog.store.log import Store
@@ -270,3 +277,30 @@ def test_a_server_restart_fails_the_turn_and_the_session_goes_on(
     fault_during_second_turn(
         url, fault=lambda: _restart_postgres(url), repair=lambda: None
     )
+
+
+def test_a_runtime_closed_on_a_full_disk_stops_and_loses_nothing_reported(
+    full_disk: Path,
+) -> None:
+    url = f"sqlite:///{full_disk}/log.sqlite3"
+    runtime = Runtime.open(url)
+    try:
+        model = ScriptedModel(["one", "two"])
+        session = runtime.create_session(Agent("a", model=model), session_id="c")
+        assert session.prompt("one", timeout=30).status == "completed"
+        _fill(full_disk)
+        try:
+            failed = session.prompt("two " + "x" * 200_000, timeout=30)
+        except StoreError:
+            pass  # the turn could not even start: nothing was recorded
+        else:
+            assert failed.status == "failed"
+    finally:
+        started = time.monotonic()
+        # The leases cannot be given back (they expire) nor the views
+        # written: it says so, and still stops every actor it started.
+        runtime.close()
+        assert time.monotonic() - started < 8
+    (full_disk / "ballast").unlink()
+    assert turn_ends(url, "c")[0] == "completed: one"
+    audit_verifies(url, "c")
