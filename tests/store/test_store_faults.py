@@ -75,6 +75,8 @@ def fault_during_second_turn(
     fault: Callable[[], None],
     repair: Callable[[], None],
     during_save: Callable[[Future[RunResult]], None] = lambda _: None,
+    *,
+    down_until_repaired: bool = False,
 ) -> str:
     """One completed turn; ``fault`` while the second waits on its model;
     ``repair``; then the same session must take a third prompt."""
@@ -102,6 +104,11 @@ def fault_during_second_turn(
         assert second_run.status in ("completed", "failed"), second_run
         assert (second_run.status == "failed") == (second_run.error is not None)
         assert not session.running()
+        if down_until_repaired:
+            # The store's own error, not "session is running"; nothing run.
+            with pytest.raises(StoreError, match="full"):
+                session.prompt("too soon", timeout=30)
+            assert not session.running()
         repair()
         third = session.prompt("three", timeout=60)
         assert third.status == "completed", third
@@ -162,7 +169,7 @@ def test_a_full_disk_fails_the_turn_and_the_session_goes_on(full_disk: Path) -> 
         (full_disk / "ballast").unlink()
 
     status = fault_during_second_turn(
-        url, fault=lambda: _fill(full_disk), repair=repair
+        url, fault=lambda: _fill(full_disk), repair=repair, down_until_repaired=True
     )
     assert status == "failed"
 
