@@ -424,9 +424,13 @@ class SessionActor(pykka.ThreadingActor):
         assert self._idle_clock is not None
         assert self._host is not None
         state = self._state
+        if not self._idle_clock.due():
+            return
+        if self._turns.behind and not caught_up(self._turns, self._input_reviews, None):
+            self._idle_clock.touch()  # the store still fails: look again later
+            return
         if (
-            not self._idle_clock.due()
-            or self._input_reviews.busy
+            self._input_reviews.busy
             or state.lease_error is not None
             or state.close_when_idle  # close() waits for the turn: keep the wish
             or not is_idle(state.session, state.turn, state.run)

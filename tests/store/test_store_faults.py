@@ -23,6 +23,7 @@ import pytest
 from turnlog import (
     Agent,
     AgentSession,
+    RunConfig,
     RunResult,
     Runtime,
     ScriptedModel,
@@ -311,3 +312,30 @@ def test_a_runtime_closed_on_a_full_disk_stops_and_loses_nothing_reported(
     (full_disk / "ballast").unlink()
     assert turn_ends(url, "c")[0] == "completed: one"
     audit_verifies(url, "c")
+
+
+def test_an_idle_session_records_its_failed_turn_once_the_disk_has_room(
+    full_disk: Path,
+) -> None:
+    url = f"sqlite:///{full_disk}/log.sqlite3"
+    held = HeldModel(ScriptedModel(["answer " + "x" * 200_000]), hold_all=True)
+    runtime = Runtime.open(url, run_config=RunConfig(idle_timeout=0.3))
+    prompter: Prompter | None = None
+    try:
+        session = runtime.create_session(Agent("a", model=held), session_id="i")
+        prompter = Prompter(session)
+        second = prompter.start("two")
+        assert held.entered.wait(10)
+        _fill(full_disk)
+        held.release()
+        assert second.result(60).status == "failed"
+        (full_disk / "ballast").unlink()
+        # Nobody calls: the session records the failure on its own, and
+        # then passivates like any idle session.
+        assert session.wait_passivated(timeout=30)
+        assert turn_ends(url, "i") == ["failed"]
+    finally:
+        if prompter is not None:
+            prompter.close()
+        runtime.close()
+    audit_verifies(url, "i")
