@@ -22,6 +22,10 @@ VIEWS_TIMEOUT = 10.0
 """Seconds ``Runtime.close`` waits, by default, for the views to reach the
 log's head."""
 
+_ELECTION = 0.5
+"""Seconds to wait for this process's follower to be elected (a runtime
+just opened); a follower elsewhere keeps the lock, and the views, longer."""
+
 _LOOK = 0.5
 """Seconds between looks at how far the views got (they are also woken)."""
 
@@ -32,7 +36,8 @@ def bring_views_to_head(
     """Waits up to ``timeout`` seconds for the views to fold the log's head.
 
     Wakes this process's follower and waits on it; if another process
-    keeps the views, this one cannot see them move and does not wait.
+    keeps the views (this one is not elected within a moment), this one
+    cannot see them move and does not wait.
     Returns whether they got there; if not, logs a warning saying how far.
     """
     try:
@@ -50,7 +55,9 @@ def bring_views_to_head(
             why = f"a view failed: {projections.failure}"
         elif projections.follower_trouble is not None:
             why = f"they cannot be written: {projections.follower_trouble}"
-        elif not projections.leading:
+        elif not projections.leading and not projections.wait_leading(
+            min(max(left, 0.0), _ELECTION)
+        ):
             why = "another process keeps them"
         elif left <= 0:
             why = f"they did not get there in {timeout:g} s"
