@@ -58,6 +58,7 @@ from turnlog.actors.session_end import answer_everyone
 from turnlog.actors.session_parts import SessionServices, SessionSettings
 from turnlog.actors.session_state import SessionState
 from turnlog.actors.shared_state_writer import record_tool_update
+from turnlog.actors.store_faults import caught_up
 from turnlog.actors.turn_driver import TurnDriver
 from turnlog.actors.turn_slot import TurnActorSlot
 from turnlog.domain.context import messages_of
@@ -174,6 +175,10 @@ class SessionActor(pykka.ThreadingActor):
                 self._passivate_if_idle()
                 return None
             self._idle_clock.touch()
+        if self._turns.behind and not caught_up(
+            self._turns, self._input_reviews, message
+        ):
+            return None
         match message:
             case fact if isinstance(fact, ReportedFact):
                 self._handle_fact(fact)
@@ -212,9 +217,7 @@ class SessionActor(pykka.ThreadingActor):
                 self._state.subscribers.append(subscriber)
                 return None
             case Unsubscribe(subscriber=subscriber):
-                if subscriber in self._state.subscribers:
-                    self._state.subscribers.remove(subscriber)
-                subscriber.close()
+                self._unsubscribe(subscriber)
                 return None
             case UpdateSharedState(waiter=waiter) if waiter is not None:
                 record_tool_update(self._state, message)  # a tool's: it waits
@@ -228,19 +231,27 @@ class SessionActor(pykka.ThreadingActor):
             case Rewind(before_input=before_input, after_turn=after_turn):
                 return rewind_session(self._state, before_input, after_turn)
             case ChangeRoute(route=route):
-                self._state.check_open()
-                self._state.agent.provider_for(route)  # UsageError naming the routes
-                session = self._state.session
-
-                def change() -> list[Any]:
-                    session.change_route(route)
-                    return [session]
-
-                self._state.record(change)
+                self._change_route(route)
                 return None
             case _:
                 msg = f"SessionActor got an unknown message: {message!r}"
                 raise TypeError(msg)
+
+    def _change_route(self, route: str) -> None:
+        self._state.check_open()
+        self._state.agent.provider_for(route)  # UsageError naming the routes
+        session = self._state.session
+
+        def change() -> list[Any]:
+            session.change_route(route)
+            return [session]
+
+        self._state.record(change)
+
+    def _unsubscribe(self, subscriber: Any) -> None:
+        if subscriber in self._state.subscribers:
+            self._state.subscribers.remove(subscriber)
+        subscriber.close()
 
     def _query(self, query: SessionQuery[Any]) -> Any:
         match query:
@@ -423,9 +434,13 @@ class SessionActor(pykka.ThreadingActor):
         assert self._idle_clock is not None
         assert self._host is not None
         state = self._state
+        if not self._idle_clock.due():
+            return
+        if self._turns.behind and not caught_up(self._turns, self._input_reviews, None):
+            self._idle_clock.touch()  # the store still fails: look again later
+            return
         if (
-            not self._idle_clock.due()
-            or self._input_reviews.busy
+            self._input_reviews.busy
             or state.lease_error is not None
             or state.close_when_idle  # close() waits for the turn: keep the wish
             or not is_idle(state.session, state.turn, state.run)

@@ -76,6 +76,12 @@ class SessionState:
         # this process, used when it runs; input queued before a restart is
         # reviewed then. Keyed by submission id: (hook contexts, stop).
         self.reviewed: dict[str, Reviewed] = {}
+        # After a failed save: whether memory may hold what the log does not
+        # (re-reading the log failed too), and the failure of a turn the log
+        # may still show running (recording it failed). The turn driver's
+        # ``catch_up`` settles both before the session takes more work.
+        self.stale = False
+        self.unsettled: str | None = None
 
     def record(
         self,
@@ -122,7 +128,7 @@ class SessionState:
         # fact, invalid input) left nothing to undo, and no log to re-read.
         turn = self.turn
         if self.session.pending_events or (turn is not None and turn.pending_events):
-            self.reload()
+            self._reload_after_failure()
 
     def _save(
         self, aggregates: Sequence[Any], before_publish: Callable[[], None] | None
@@ -133,7 +139,7 @@ class SessionState:
             self.stop_for_lost_lease(error)
             raise
         except Exception:
-            self.reload()
+            self._reload_after_failure()
             raise
         if before_publish is not None:
             before_publish()
@@ -176,6 +182,25 @@ class SessionState:
             usage_totals=self.session.usage_totals,
             context_epoch=self.session.context_epoch,
         )
+
+    def _reload_after_failure(self) -> None:
+        """Re-reads the log after a failed decision or save, if it can.
+
+        A store that cannot be read either (a server gone) leaves memory
+        marked stale, to be read again before the session takes more work;
+        the caller raises the first failure, not this one.
+        """
+        try:
+            self.reload()
+        except Exception:
+            self.stale = True
+            logger.warning(
+                "session %s: could not re-read the log after a failed save",
+                self.session_id,
+                exc_info=True,
+            )
+        else:
+            self.stale = False
 
     def stop_for_lost_lease(self, error: LeaseLostError) -> None:
         """Stops the session, now another process's; its end answers ``error``."""

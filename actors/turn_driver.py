@@ -219,16 +219,51 @@ class TurnDriver:
         reason = f"turn failed: {type(error).__name__}: {error}"
         fact = TurnFailed(reason)
         try:
+            if self._state.stale:  # decide on what the log holds, not on guesses
+                self._state.reload()
+                self._state.stale = False
             transition = self._state.take(lambda: self._machine.take(fact))
             if transition is not IGNORED:
                 self._run(transition.effects)
                 return
-        except TurnlogError:
+        except Exception:  # the store's failure, or reading the log again
             logger.exception(
                 "session %s: could not record the failure", self._state.session_id
             )
+        if self._state.lease_error is None:
+            # The log may still show the turn running: ``catch_up`` records
+            # the failure before the session takes more work.
+            self._state.unsettled = reason
         if self._state.run is not None or self._slot.running is not None:
             self._end_turn(EndTurn("failed", None, reason))
+
+    @property
+    def behind(self) -> bool:
+        """Whether a failed save left memory or the log to catch up."""
+        return self._state.stale or self._state.unsettled is not None
+
+    def catch_up(self) -> None:
+        """Makes memory and the log agree again after a failed save.
+
+        Reads the log again, and records the failure of a turn that the
+        log still shows running but that ended here when its save failed
+        (which ends the turn, so the session takes the next input). Raises
+        the store's error, changing nothing, while the store still fails.
+        """
+        state = self._state
+        if not self.behind or state.lease_error is not None:
+            return
+        state.reload()
+        state.stale = False
+        reason, state.unsettled = state.unsettled, None
+        if reason is None or state.run is not None or self._slot.running is not None:
+            return
+        try:
+            transition = state.take(lambda: self._machine.take(TurnFailed(reason)))
+        except TurnlogError:
+            state.unsettled = reason
+            raise
+        self._run(transition.effects)
 
     def record_failure(self, reason: str) -> None:
         """Ends the running turn in the log with the true reason, if it can.

@@ -74,6 +74,8 @@ class ViewLeader:
         self._stopping = threading.Event()
         self._leading = threading.Event()
         self._thread: threading.Thread | None = None
+        self.trouble: Exception | None = None
+        """Why the last catch-up failed (None once one succeeds)."""
 
     def start(self) -> None:
         """Starts the thread that waits for the lock and then follows."""
@@ -157,7 +159,8 @@ class ViewLeader:
             except ReplayError:
                 logger.exception("the views stopped at an entry they cannot fold")
                 return False
-            except Exception:
+            except Exception as error:
+                self.trouble = error
                 logger.warning(
                     "could not bring the views up to date; retrying in %.1f s",
                     pause,
@@ -167,7 +170,7 @@ class ViewLeader:
                 pause = min(pause * 2, RETRY_LIMIT)
                 self._wake.set()
                 continue
-            pause = FIRST_RETRY
+            pause, self.trouble = FIRST_RETRY, None
             if moved:
                 self._stopping.wait(self.interval)
         return False

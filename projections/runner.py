@@ -356,6 +356,11 @@ class ProjectionRunner:
         """Whether this process's follower keeps the views current now."""
         return self._leader.leading
 
+    @property
+    def follower_trouble(self) -> Exception | None:
+        """Why the follower's last catch-up failed (None if it did not)."""
+        return self._leader.trouble
+
     def wait_leading(self, timeout: float | None = None) -> bool:
         """Waits until this process's follower is the elected one."""
         return self._leader.wait_leading(timeout)

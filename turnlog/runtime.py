@@ -46,6 +46,7 @@ from turnlog.domain.session import Session
 from turnlog.exit_hook import close_at_exit, closed
 from turnlog.forking import record_fork
 from turnlog.projections.checkpoint_reader import Checkpoints
+from turnlog.projections.closing import VIEWS_TIMEOUT, bring_views_to_head
 from turnlog.projections.follower import SessionFollower
 from turnlog.projections.readers import (
     Executions,
@@ -109,6 +110,7 @@ class Runtime:
             self._broker = ApprovalBrokerActor.start(self._io_loop)
             self._stoppers.append(_stopper(self._broker))
             self.approvals = ApprovalBroker(self._broker)
+            self._follows = follow_projections
             if follow_projections:
                 store.add_listener(self.projections.notify)
                 self.projections.start()
@@ -133,9 +135,17 @@ class Runtime:
         close_at_exit(self)
 
     def _stop_services(self) -> None:
-        """Stops the shared services, the newest first."""
+        """Stops the shared services, the newest first.
+
+        One that fails (leases that cannot be given back to a failing
+        store: they expire) is logged, and the rest still stop.
+        """
         while self._stoppers:
-            self._stoppers.pop()()
+            stopper = self._stoppers.pop()
+            try:
+                stopper()
+            except Exception:  # whatever it was, the rest still stop
+                logger.warning("could not stop %r cleanly", stopper, exc_info=True)
 
     @classmethod
     def open(
@@ -584,15 +594,31 @@ class Runtime:
         self._check_open()
         return self.transcript.sessions()
 
-    def close(self) -> None:
+    def close(self, *, views_timeout: float = VIEWS_TIMEOUT) -> None:
         """Stops every actor this runtime started and closes the store.
 
         It does not wait for sync tool calls still running: their results
         are dropped, and the log shows each such call as started, not
         finished, so reopening the session closes it as interrupted.
+
+        Once the sessions have stopped, it waits up to ``views_timeout``
+        seconds for the views this process keeps (see ``follow_projections``)
+        to fold the log up to its head, so the sessions view holds each
+        session's head for a later ``turnlog audit --verify``. If they
+        cannot (a view failed, the store failed, time ran out, another
+        process keeps them), it logs a warning saying how far they got and
+        closes anyway: the log is complete, and the next runtime or
+        ``turnlog project`` brings the views up to it.
+
         Every call on the runtime, its read models and its sessions raises
         RuntimeClosedError afterwards. Closing twice is harmless.
+
+        Raises:
+            ValueError: ``views_timeout`` is negative.
         """
+        if not views_timeout >= 0:
+            msg = f"views_timeout must be 0 or more seconds, not {views_timeout!r}"
+            raise ValueError(msg)
         with self._lock:
             if self._closed.is_set():
                 return
@@ -601,6 +627,8 @@ class Runtime:
         closed(self)
         for activation in activations:
             activation.close()
+        if self._follows:
+            bring_views_to_head(self.store, self.projections, views_timeout)
         self._close_providers()
         self._close_mcp_servers()
         self._stop_services()

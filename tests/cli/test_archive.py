@@ -18,7 +18,7 @@ from turnlog.cli.main import main
 from turnlog.domain.ids import session_uuid
 from turnlog.store.archive import archived_session
 from turnlog.store.log import Store
-from turnlog.store.transfer import check_export
+from turnlog.store.transfer import export_heads
 
 
 def _write(url: str, names: list[str], turns: int = 2) -> None:
@@ -50,7 +50,7 @@ def test_an_archived_session_leaves_the_log_and_audit_says_where_it_went(
     assert "archived 1 sessions" in capsys.readouterr().out
     assert not _in_log(store_url, "old")
     assert _in_log(store_url, "kept")
-    assert set(check_export(archive.read_bytes().splitlines())) == {"old"}
+    assert set(export_heads(archive.read_bytes().splitlines())) == {"old"}
     # The live log and its views: the session is gone, the rest verifies.
     assert main(["--store", store_url, "sessions"]) == 0
     listed = capsys.readouterr().out
@@ -115,7 +115,7 @@ def test_before_a_date_selects_the_finished_sessions_last_active_before_it(
     )
     assert not _in_log(sqlite_url, "a1")
     assert not _in_log(sqlite_url, "a2")
-    assert set(check_export(out.read_bytes().splitlines())) == {"a1", "a2"}
+    assert set(export_heads(out.read_bytes().splitlines())) == {"a1", "a2"}
     assert (
         main(["--store", sqlite_url, "archive", "--before", "someday", "-o", "x"]) == 2
     )
@@ -164,7 +164,7 @@ def test_a_sigkill_mid_archive_loses_no_session(
     # Every session is whole in the live log, or archived in a file that
     # verifies, with the log's record of where: never neither.
     archived = (
-        check_export(archive.read_bytes().splitlines()) if archive.exists() else {}
+        export_heads(archive.read_bytes().splitlines()) if archive.exists() else {}
     )
     store = Store(store_url)
     try:
@@ -229,7 +229,7 @@ def test_a_session_with_a_turn_in_progress_is_not_archived(
             == 0
         )
         assert "skipped 1 sessions open in a runtime: open" in capsys.readouterr().out
-        assert set(check_export(out.read_bytes().splitlines())) == {"done"}
+        assert set(export_heads(out.read_bytes().splitlines())) == {"done"}
         opened = ["--store", sqlite_url, "archive", "--session", "open", "-o", "b"]
         assert main(opened) == 2
         assert "open in a runtime" in capsys.readouterr().err

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from turnlog.cli.exits import EXIT_FAILURE, EXIT_OK
-from turnlog.cli.log_location import missing_sqlite_log, require_log, store_url
+from turnlog.cli.log_location import missing_log, require_log, store_url
 from turnlog.cli.reading import open_for_reading, runtime_for_reading
 from turnlog.domain.errors import InvalidInputError, TurnlogError, UsageError
 from turnlog.domain.ids import check_session_id, session_uuid
@@ -30,7 +30,7 @@ from turnlog.store.archive import (
     leased_sessions,
 )
 from turnlog.store.log import Store
-from turnlog.store.transfer import check_export, read_lines
+from turnlog.store.transfer import export_heads, read_lines
 
 _EXPORT_START = b'{"turnlog_export"'
 _UNFINISHED = frozenset({SessionState.RUNNING, SessionState.WAITING_FOR_APPROVAL})
@@ -111,7 +111,7 @@ def audit_archived(args: argparse.Namespace) -> int | None:
     )
     url = store_url(args)
     record = None
-    if missing_sqlite_log(url) is None:
+    if missing_log(url) is None:
         # A log that cannot be read is left to audit itself, which says why.
         with contextlib.suppress(TurnlogError, sqlite3.Error):
             record = _record(url, session_id)
@@ -139,7 +139,7 @@ def _record(url: str | None, session_id: str) -> ArchivedSession | None:
 
 def _verify_archive(session_id: str, path: str, record: ArchivedSession | None) -> int:
     try:
-        checked = check_export(read_lines(path))
+        checked = export_heads(read_lines(path))
     except InvalidInputError as error:
         print(f"{session_id}: FAILED in {path}: {error}")
         return EXIT_FAILURE

@@ -12,6 +12,7 @@ from turnlog.domain.errors import UnknownSessionError
 from turnlog.domain.protocol import encode_json
 from turnlog.store.log import Store
 from turnlog.store.transfer import (
+    check_export,
     export_session,
     import_events,
     read_lines,
@@ -47,10 +48,11 @@ def command_export(args: argparse.Namespace) -> int:
 
 
 def command_import(args: argparse.Namespace) -> int:
-    lines = read_lines(args.file)  # a file that cannot be read opens no log
+    # A file that cannot be read, or does not verify, opens (creates) no log.
+    checked = check_export(read_lines(args.file))
     store = Store(store_url(args))
     try:
-        count = import_events(store, lines)
+        count = import_events(store, checked)
         location = store.location
     finally:
         store.close()

@@ -13,7 +13,11 @@ from pathlib import Path
 from turnlog.cli.parser import STORE_ENV
 from turnlog.domain.errors import UnknownSessionError, UsageError
 from turnlog.domain.ids import check_session_id
-from turnlog.store.opening import parse_store_url
+from turnlog.store.opening import (
+    describe_url,
+    parse_store_url,
+    postgres_log_exists,
+)
 
 
 def store_url(args: argparse.Namespace) -> str | None:
@@ -24,23 +28,29 @@ def store_url(args: argparse.Namespace) -> str | None:
     return url
 
 
-def missing_sqlite_log(url: str | None) -> Path | None:
-    """The file of the SQLite log ``url`` names, if that file does not exist.
+def missing_log(url: str | None) -> str | None:
+    """Where the log ``url`` names is, if there is no log there yet.
 
-    Opening a log creates it; the read-only commands check first so that
-    looking at a log that is not there leaves nothing behind.
+    Opening a log creates it (an SQLite file; a PostgreSQL schema and its
+    tables), so the commands that only read check first: looking at a log
+    that is not there leaves nothing behind. A PostgreSQL server that
+    cannot be asked is left to opening, which says why.
     """
     env = parse_store_url(url)  # raises StoreURLError, as opening would
+    if env["PERSISTENCE_MODULE"].endswith("postgres"):
+        if postgres_log_exists(env) is False:
+            return describe_url(url, env)
+        return None
     name = env.get("SQLITE_DBNAME")
-    if name is None or name.startswith("file:"):  # PostgreSQL, or memory://
+    if name is None or name.startswith("file:"):  # memory://
         return None
     path = Path(name)
-    return None if path.exists() else path
+    return None if path.exists() else str(path)
 
 
 def require_log(url: str | None) -> None:
     """Refuses an SQLite log that does not exist (opening would create it)."""
-    missing = missing_sqlite_log(url)
+    missing = missing_log(url)
     if missing is not None:
         msg = f"there is no log at {missing}"
         raise UsageError(msg)
@@ -54,7 +64,7 @@ def session_and_log(args: argparse.Namespace) -> tuple[str, str | None]:
     """
     session_id = check_session_id(args.session)
     url = store_url(args)
-    missing = missing_sqlite_log(url)
+    missing = missing_log(url)
     if missing is not None:
         msg = f"no session {session_id!r}: there is no log at {missing}"
         raise UnknownSessionError(msg)

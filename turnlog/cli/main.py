@@ -67,7 +67,7 @@ from turnlog.cli.exits import (
 )
 from turnlog.cli.history import command_export, command_import, command_replay
 from turnlog.cli.lineage import command_fork, command_history, command_rewind
-from turnlog.cli.log_location import missing_sqlite_log, require_log, store_url
+from turnlog.cli.log_location import missing_log, require_log, store_url
 from turnlog.cli.logging_setup import CommandLogging
 from turnlog.cli.parser import build_parser
 from turnlog.cli.progress import ProgressLine, catch_up, rebuild_summary, views_position
@@ -219,7 +219,7 @@ _PROMPT_COLUMN_LIMIT = 60
 
 def _command_sessions(args: argparse.Namespace) -> int:
     url = store_url(args)
-    missing = missing_sqlite_log(url)
+    missing = missing_log(url)
     if missing is not None:
         print(f"no sessions: there is no log at {missing} yet (try `turnlog demo`)")
         return EXIT_OK

@@ -15,11 +15,17 @@ from turnlog.store.history import CanReadStoredRows, SessionHistory
 from turnlog.store.log import Store
 from turnlog.store.opening import describe_url, parse_store_url
 from turnlog.store.ownership import SessionOwnership
-from turnlog.store.transfer import export_session, import_events
+from turnlog.store.transfer import (
+    CheckedExport,
+    check_export,
+    export_session,
+    import_events,
+)
 from turnlog.store.verify import VerifyReport, verify_all, verify_session
 
 __all__ = [
     "CanReadStoredRows",
+    "CheckedExport",
     "Claim",
     "Commit",
     "CommitWatch",
@@ -29,6 +35,7 @@ __all__ = [
     "SessionOwnership",
     "Store",
     "VerifyReport",
+    "check_export",
     "describe_url",
     "export_session",
     "import_events",

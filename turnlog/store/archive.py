@@ -32,7 +32,7 @@ from turnlog.store.log import Store
 from turnlog.store.ownership import LEASE_SECONDS
 from turnlog.store.transfer import (
     ExportedHead,
-    check_export,
+    export_heads,
     export_sessions,
     session_rows,
 )
@@ -158,7 +158,7 @@ def _write_verified(
             file.writelines(lines)
             file.flush()
             os.fsync(file.fileno())
-        checked = check_export(partial.read_bytes().splitlines())
+        checked = export_heads(partial.read_bytes().splitlines())
         partial.replace(target)
         folder = os.open(target.parent, os.O_RDONLY)
         try:

@@ -153,6 +153,34 @@ def describe_url(url: str | None, env: dict[str, str]) -> str:
     )
 
 
+def postgres_log_exists(env: dict[str, str]) -> bool | None:
+    """Whether the PostgreSQL schema ``env`` names holds any table yet.
+
+    None if the server cannot be asked (opening the log says why). Reads
+    only the catalog: nothing is created.
+    """
+    import psycopg  # noqa: PLC0415 - only PostgreSQL users load it
+
+    try:
+        with psycopg.connect(
+            dbname=env["POSTGRES_DBNAME"],
+            host=env["POSTGRES_HOST"],
+            port=env["POSTGRES_PORT"],
+            user=env["POSTGRES_USER"],
+            password=env["POSTGRES_PASSWORD"] or None,
+            connect_timeout=int(env["POSTGRES_CONNECT_TIMEOUT"]),
+            autocommit=True,
+        ) as connection:
+            row = connection.execute(
+                "SELECT count(*) FROM information_schema.tables "
+                "WHERE table_schema = %s",
+                (env.get("POSTGRES_SCHEMA") or "public",),
+            ).fetchone()
+    except psycopg.Error:
+        return None
+    return row is not None and row[0] > 0
+
+
 def is_sqlite_file(env: dict[str, str]) -> bool:
     name = env.get("SQLITE_DBNAME")
     return name is not None and not name.startswith("file:")

@@ -340,19 +340,36 @@ def _head_of(export: ExportFile, session_id: str) -> ExportedHead:
     return named[1]
 
 
-def import_events(store: Store, lines: Iterable[bytes | str]) -> int:
-    """Writes exported events into ``store`` verbatim; returns how many.
+class CheckedExport(msgspec.Struct, frozen=True):
+    """An export file that verified on its own (see :func:`check_export`)."""
 
-    Every session in the file is checked first (its chain, and that it
-    ends at the head its export header names); then all the events are
-    inserted in one transaction, in file order, so nothing is written
-    unless everything is.
+    export: ExportFile
+    sessions: dict[str, Any]
+    """The events of every session in the file, by session, in file order."""
+    carried: frozenset[str]
+    """Sessions no header names: the prefixes forks carry of their sources."""
+    lineage: dict[str, Any]
+    """Each exported session's rows (a fork's begin with its sources'
+    prefixes) and the sources it was forked from."""
+
+    def heads(self) -> dict[str, tuple[int, ExportedHead]]:
+        """(events in the file, head) of each session a header names."""
+        return {
+            sid: (len(rows), _head_of(self.export, sid))
+            for sid, rows in self.sessions.items()
+            if sid not in self.carried
+        }
+
+
+def check_export(lines: Iterable[bytes | str]) -> CheckedExport:
+    """Checks an export file on its own, before any log is opened.
+
+    Every session in it must verify and end at the head its header names;
+    a fork's chain is checked over the prefix of its source it carries.
 
     Raises:
-        InvalidInputError: the file is not a turnlog export, a session in it
-            does not verify or falls short of its header's head, or the log
-            already holds one of its sessions.
-        StoreError: the log could not be written.
+        InvalidInputError: the file is not a turnlog export, or a session in
+            it does not verify or falls short of its header's head.
     """
     export = read_export(lines)
     sessions = _sessions(export.events)
@@ -363,19 +380,52 @@ def import_events(store: Store, lines: Iterable[bytes | str]) -> int:
                 "but the file holds none of its events"
             )
             raise InvalidInputError(msg)
-    # Sessions no header names: the prefixes forks carry of their sources.
-    carried = {sid for sid in sessions if sid not in export.heads}
-    needed: set[str] = set()
+    carried = frozenset(sid for sid in sessions if sid not in export.heads)
+    lineage: dict[str, Any] = {}
     for session_id, numbered in sessions.items():
         if session_id in carried:
             continue
         check_session_id(session_id)
         rows, sources = lineage_rows(session_id, sessions)
-        needed.update(sources)
         shared = frozenset(
             e.originator_id for _, e in rows[: len(rows) - len(numbered)]
         )
         _check_session(session_id, rows, _head_of(export, session_id), shared)
+        lineage[session_id] = (rows, sources)
+    return CheckedExport(export, dict(sessions), carried, lineage)
+
+
+def export_heads(lines: Iterable[bytes | str]) -> dict[str, tuple[int, ExportedHead]]:
+    """Checks an export on its own, as an import would: (events, head) of
+    each session it exports.
+
+    Raises:
+        InvalidInputError: the file is not an intact turnlog export.
+    """
+    return check_export(lines).heads()
+
+
+def import_events(store: Store, lines: Iterable[bytes | str] | CheckedExport) -> int:
+    """Writes exported events into ``store`` verbatim; returns how many.
+
+    Every session in the file is checked first (:func:`check_export`, unless
+    ``lines`` is its result already), and that the log holds none of them
+    and each fork's source as the fork's export carries it; then all the
+    events are inserted in one transaction, in file order, so nothing is
+    written unless everything is.
+
+    Raises:
+        InvalidInputError: the file is not a turnlog export, a session in it
+            does not verify or falls short of its header's head, a fork's
+            source is not in the log as the file carries it, or the log
+            already holds one of its sessions.
+        StoreError: the log could not be written.
+    """
+    checked = lines if isinstance(lines, CheckedExport) else check_export(lines)
+    export, sessions, carried = checked.export, checked.sessions, checked.carried
+    needed: set[str] = set()
+    for session_id, (rows, sources) in checked.lineage.items():
+        needed.update(sources)
         for source in sources:
             if source in carried:
                 prefix = [
@@ -414,32 +464,3 @@ def import_events(store: Store, lines: Iterable[bytes | str]) -> int:
         )
         raise InvalidInputError(msg) from error
     return len(stored)
-
-
-def check_export(lines: Iterable[bytes | str]) -> dict[str, tuple[int, ExportedHead]]:
-    """Checks an export on its own, as an import would: (events, head) per session.
-
-    Raises:
-        InvalidInputError: the file is not an intact turnlog export.
-    """
-    export, sessions = _checked(lines)
-    return {sid: (len(rows), _head_of(export, sid)) for sid, rows in sessions.items()}
-
-
-def _checked(
-    lines: Iterable[bytes | str],
-) -> tuple[ExportFile, dict[str, list[tuple[int, ExportedEvent]]]]:
-    """The export and its events by session, each session checked whole."""
-    export = read_export(lines)
-    sessions = _sessions(export.events)
-    for session_id, (number, _) in export.heads.items():
-        if session_id not in sessions:
-            msg = (
-                f"the export header on line {number} names session {session_id!r}, "
-                "but the file holds none of its events"
-            )
-            raise InvalidInputError(msg)
-    for session_id, numbered in sessions.items():
-        check_session_id(session_id)
-        _check_session(session_id, numbered, _head_of(export, session_id))
-    return export, sessions
