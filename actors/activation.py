@@ -168,7 +168,7 @@ class Activation:
             if self._holders > 0:
                 return
         ref = self._ref
-        if ref is not None:
+        if ref is not None and self.settings.idle_timeout is not None:
             with contextlib.suppress(pykka.ActorDeadError):
                 ref.tell(PassivateIfIdle())
 
