@@ -217,13 +217,15 @@ class ServiceContext:
                 del self._prompt_locks[session_id]
 
     def held_sessions(self) -> int:
-        """How many sessions the service holds now: handles, pumps, prompt locks.
+        """How much the service holds for sessions now: handles, delta pumps,
+        prompt locks, stream feeds and their wake-ups (one each a session).
 
         Bounded by the work in flight (requests, open streams, background
         runs), not by the sessions the service ever served.
         """
         with self._lock:
-            return len(self._handles) + len(self._pumps) + len(self._prompt_locks)
+            held = len(self._handles) + len(self._pumps) + len(self._prompt_locks)
+        return held + self.feeds.open_count() + self.signal.watched()
 
     def follow_deltas(self, session_id: str) -> None:
         """A stream of the session opened: it wants the session's deltas.
