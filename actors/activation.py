@@ -34,7 +34,7 @@ from typing import Any
 import pykka
 
 from turnlog.actors.contracts import AgentDefinition
-from turnlog.actors.messages import Subscribe, Unsubscribe
+from turnlog.actors.messages import PassivateIfIdle, Subscribe, Unsubscribe
 from turnlog.actors.passivation import KeptState
 from turnlog.actors.session_parts import SessionSettings
 from turnlog.actors.subscribers import Subscriber
@@ -83,6 +83,11 @@ class Activation:
         self._kept: KeptState | None = None
         self._closing = False
         self._subscribers: list[Subscriber] = []
+        # How many handles hold the session (see ``hold``). Its own lock, and
+        # never the activation's: a handle is let go of by the garbage
+        # collector, which may run on any thread at any allocation.
+        self._holders = 0
+        self._holders_lock = threading.RLock()
 
     # -- the host its actors see (actors.passivation.SessionHost) ----------------
 
@@ -115,6 +120,10 @@ class Activation:
             self._passive.notify_all()
             return True
 
+    def held(self) -> bool:
+        """Whether a handle holds the session (else it passivates sooner)."""
+        return self._holders > 0
+
     def tell(self, message: Any) -> None:
         """Delivers a message from another actor, reviving the session if needed.
 
@@ -137,6 +146,31 @@ class Activation:
             raise pykka.ActorDeadError(str(error)) from None
 
     # -- what handles use ---------------------------------------------------------
+
+    def hold(self) -> None:
+        """A handle of the session was made: it may call the session again.
+
+        Each ``hold`` needs one ``let_go``, when the handle is dropped.
+        """
+        with self._holders_lock:
+            self._holders += 1
+
+    def let_go(self) -> None:
+        """A handle of the session was dropped.
+
+        When the last one goes, nobody can call the session but the log's
+        other parties (an approval decision, say): an idle actor need not
+        wait for its ``idle_timeout``, and is reminded to look now (a
+        reminder needs no lock: one that finds the actor stopped is dropped).
+        """
+        with self._holders_lock:
+            self._holders -= 1
+            if self._holders > 0:
+                return
+        ref = self._ref
+        if ref is not None and self.settings.idle_timeout is not None:
+            with contextlib.suppress(pykka.ActorDeadError):
+                ref.tell(PassivateIfIdle())
 
     def start(self, starter: Starter) -> None:
         """Starts the session's first actor with ``starter``."""

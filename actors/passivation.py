@@ -63,6 +63,11 @@ class SessionHost(Protocol):
         """The session's subscribers; every actor of the session shares the list."""
         ...
 
+    def held(self) -> bool:
+        """Whether a handle holds the session (one nobody holds passivates
+        after ``UNHELD_GRACE``, not its ``idle_timeout``)."""
+        ...
+
     def take_kept(self) -> KeptState | None:
         """What the previous actor left, once; None for a session's first actor."""
         ...
@@ -94,19 +99,43 @@ def is_idle(session: Session, turn: Turn | None, run: RunState | None) -> bool:
     )
 
 
+UNHELD_GRACE = 1.0
+"""Seconds a session nobody holds stays active once idle.
+
+A handle that was dropped cannot call again, so waiting the whole
+``idle_timeout`` for it keeps a thread (and memory) for nothing; a short
+grace lets a caller that drops and reopens handles per request (the HTTP
+service does) find the actor still running.
+"""
+
+
 class IdleClock:
     """When a session actor last did anything, and the reminder to look again.
 
     One reminder at a time: a busy session pays a clock read per message,
-    not a timer per message.
+    not a timer per message. The timeout is the session's ``idle_timeout``
+    while a handle holds it (``held()``), at most ``UNHELD_GRACE`` otherwise.
     """
 
-    def __init__(self, timeout: float, io_loop: IoLoop, actor: Any) -> None:
-        self._timeout = timeout
+    def __init__(
+        self,
+        timeout: float,
+        io_loop: IoLoop,
+        actor: Any,
+        held: Callable[[], bool] = lambda: True,
+    ) -> None:
+        self._idle_timeout = timeout
+        self._held = held
         self._io_loop = io_loop
         self._actor = actor
         self._last = time.monotonic()
         self._reminding = False
+
+    @property
+    def _timeout(self) -> float:
+        if self._held():
+            return self._idle_timeout
+        return min(self._idle_timeout, UNHELD_GRACE)
 
     def _remind(self, delay: float) -> None:
         actor = self._actor

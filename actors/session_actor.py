@@ -140,7 +140,7 @@ class SessionActor(pykka.ThreadingActor):
             self._kept = host.take_kept()
             if settings.idle_timeout is not None:
                 self._idle_clock = IdleClock(
-                    settings.idle_timeout, services.io_loop, self.actor_ref
+                    settings.idle_timeout, services.io_loop, self.actor_ref, host.held
                 )
         self._turns = TurnDriver(
             self._state, self._slot, host if host is not None else self.actor_ref

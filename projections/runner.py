@@ -31,7 +31,13 @@ BATCH_SIZE = 1000
 CACHE_LIMIT = 20_000
 """Documents a runner keeps per view between batches; past it, only the
 documents the last batch wrote stay (a session's checkpoint, its running
-turn: the ones the next batch is likely to read again)."""
+turn: the ones the next batch is likely to read again). Rebuilds from
+empty use it; a runtime's live follower, which runs for as long as its
+process, keeps far fewer (LIVE_CACHE_LIMIT)."""
+LIVE_CACHE_LIMIT = 4096
+"""``cache_limit`` of a runtime's follower: its memory stays flat, however
+many sessions the process serves (a few documents a session, so the
+sessions of the last few minutes stay cached)."""
 FOLLOW_INTERVAL = 0.2
 """Seconds the live follower gathers new events before committing them."""
 
@@ -118,6 +124,8 @@ class ProjectionRunner:
         self._leader = ViewLeader(self, FOLLOW_INTERVAL)
         self.batch_size = BATCH_SIZE
         """Log entries folded per transaction."""
+        self.cache_limit = CACHE_LIMIT
+        """Documents kept per view between batches (see CACHE_LIMIT)."""
         self.failure: ReplayError | None = None
         self._complete: set[str] = set()
         for projection in self.projections:
@@ -309,7 +317,7 @@ class ProjectionRunner:
             self._folded.notify_all()
         for name in behind:
             cache = self._caches[name]
-            if len(cache) > CACHE_LIMIT:
+            if len(cache) > self.cache_limit:
                 hot = {key: cache[key] for key in units[name].dirty}
                 cache.clear()
                 cache.update(hot)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import logging
 import threading
+import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -55,7 +56,7 @@ from turnlog.projections.readers import (
     replay_session,
 )
 from turnlog.projections.rebuild import default_projections
-from turnlog.projections.runner import ProjectionRunner
+from turnlog.projections.runner import LIVE_CACHE_LIMIT, ProjectionRunner
 from turnlog.session import ASK_TIMEOUT, AgentHandle, AgentSession
 from turnlog.store.lineage import HistoryPoint, scan
 from turnlog.store.log import Store
@@ -86,9 +87,21 @@ class Runtime:
         # An Event, not a flag on self: session handles hold it, and must
         # not keep the runtime alive (the exit hook holds runtimes weakly).
         self._closed = threading.Event()
-        self._sessions: dict[str, Activation] = {}
-        self._agents: dict[int, Agent] = {}
+        # Held weakly: an activation lives while a handle of its session, its
+        # running actor, or a pending approval's broker holds it; a session
+        # nobody holds and that has passivated is let go (the next
+        # create_session opens it from the log). So is an agent whose
+        # sessions were all let go (a factory's, one per session).
+        self._sessions: weakref.WeakValueDictionary[str, Activation] = (
+            weakref.WeakValueDictionary()
+        )
+        self._agents: weakref.WeakValueDictionary[int, Agent] = (
+            weakref.WeakValueDictionary()
+        )
+        # Except agents with MCP servers: their processes are stopped at close.
+        self._agents_with_servers: dict[int, Agent] = {}
         self.projections = ProjectionRunner(store, default_projections())
+        self.projections.cache_limit = LIVE_CACHE_LIMIT
         guard = self._check_open
         self.transcript = Transcripts(self.projections, guard)
         self.checkpoints = Checkpoints(self.projections, self.transcript, guard)
@@ -329,6 +342,8 @@ class Runtime:
                 )
                 self._sessions[chosen] = activation
             self._agents[id(agent)] = agent
+            if agent.mcp_servers:
+                self._agents_with_servers[id(agent)] = agent
         if live is not None and closed.get(timeout=ASK_TIMEOUT):
             msg = f"session {chosen!r} was closed"
             raise SessionClosedError(msg)
@@ -653,7 +668,7 @@ class Runtime:
     def _close_mcp_servers(self) -> None:
         """Stops the MCP servers of the agents this runtime ran."""
         seen: set[int] = set()
-        for agent in self._agents.values():
+        for agent in self._agents_with_servers.values():
             for server in agent.mcp_servers:
                 if id(server) in seen:
                     continue

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
+import weakref
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any
 
@@ -144,6 +145,10 @@ class _ActorHandle:
         self._activation = activation
         self.runtime_closed = runtime_closed or threading.Event()
         self._stopped_by = stopped_by
+        # While a handle (or a subscription of it) lives, its session keeps
+        # its idle_timeout; once none does, it passivates soon after idling.
+        activation.hold()
+        weakref.finalize(self, activation.let_go).atexit = False
 
     def closed_error(self) -> TurnlogError:
         """What a call that finds the session gone raises: it says why.

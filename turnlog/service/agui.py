@@ -153,8 +153,7 @@ class AguiEndpoint:
         text: str,
         state: dict[str, Any] | None,
     ) -> Scope:
-        lock = self.context.prompt_locks.setdefault(session.session_id, asyncio.Lock())
-        async with lock:
+        async with self.context.prompt_lock(session.session_id):
             if await asyncio.to_thread(session.running):
                 raise SessionBusyError(f"session {session.session_id!r} is running")
             if state:

@@ -14,7 +14,8 @@ import collections
 import contextlib
 import logging
 import threading
-from collections.abc import Callable, Mapping
+import weakref
+from collections.abc import AsyncIterator, Callable, Mapping
 
 from starlette.requests import HTTPConnection
 
@@ -87,14 +88,21 @@ class ServiceContext:
         self.signal = signal or LocalCommitSignal(runtime.store)
         self.feeds = Feeds(runtime.transcript, self.signal)
         self._lock = threading.Lock()
-        self._handles: dict[str, AgentSession] = {}
+        # Handles are held by the requests (and delta pumps) using them, and
+        # only looked up here: a session no request holds is let go, so the
+        # runtime passivates it soon and forgets it (a service that runs for
+        # weeks holds memory for its live work only).
+        self._handles: weakref.WeakValueDictionary[str, AgentSession] = (
+            weakref.WeakValueDictionary()
+        )
         # Deltas are pumped only for sessions that open streams are reading:
         # a pump is a subscription and a thread woken for every event of
         # every run, which a session nobody watches should not pay for.
         self._delta_readers: collections.Counter[str] = collections.Counter()
-        self._pumps: dict[str, Subscription] = {}
+        self._pumps: dict[str, tuple[AgentSession, Subscription]] = {}
         self._starting: set[str] = set()
-        self.prompt_locks: dict[str, asyncio.Lock] = {}
+        # One lock a session while prompts wait on it (the loop's only).
+        self._prompt_locks: dict[str, tuple[asyncio.Lock, list[int]]] = {}
         self.running_tasks: set[asyncio.Task[object]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -176,12 +184,48 @@ class ServiceContext:
         """Remembers an opened session (and pumps its deltas if streams wait)."""
         with self._lock:
             self._handles[session.session_id] = session
-            # A pump of an earlier handle of the session reads a subscription
-            # that ended with it: the new handle needs its own.
-            stale = self._pumps.pop(session.session_id, None)
+            # A pump of an earlier handle of the session that ended reads a
+            # subscription that ended with it: the new handle needs its own.
+            # (A pump holds its handle: while it runs, the session is found
+            # here, and a new handle means that one ended.)
+            stale = self._pumps.get(session.session_id)
+            if stale is not None and stale[0] is not session:
+                del self._pumps[session.session_id]
+            else:
+                stale = None
         if stale is not None:
-            stale.close()
+            stale[1].close()
         self.pump_deltas(session.session_id)
+
+    @contextlib.asynccontextmanager
+    async def prompt_lock(self, session_id: str) -> AsyncIterator[None]:
+        """One prompt of the session at a time from here (on the loop only).
+
+        The lock lives while prompts hold it or wait for it, no longer.
+        """
+        entry = self._prompt_locks.get(session_id)
+        if entry is None:
+            entry = self._prompt_locks[session_id] = (asyncio.Lock(), [0])
+        lock, users = entry
+        users[0] += 1
+        try:
+            async with lock:
+                yield
+        finally:
+            users[0] -= 1
+            if not users[0]:
+                del self._prompt_locks[session_id]
+
+    def held_sessions(self) -> int:
+        """How much the service holds for sessions now: handles, delta pumps,
+        prompt locks, stream feeds and their wake-ups (one each a session).
+
+        Bounded by the work in flight (requests, open streams, background
+        runs), not by the sessions the service ever served.
+        """
+        with self._lock:
+            held = len(self._handles) + len(self._pumps) + len(self._prompt_locks)
+        return held + self.feeds.open_count() + self.signal.watched()
 
     def follow_deltas(self, session_id: str) -> None:
         """A stream of the session opened: it wants the session's deltas.
@@ -201,7 +245,7 @@ class ServiceContext:
             del self._delta_readers[session_id]
             pump = self._pumps.pop(session_id, None)
         if pump is not None:
-            pump.close()  # a tell to the actor: it never blocks
+            pump[1].close()  # a tell to the actor: it never blocks
 
     def pump_deltas(self, session_id: str) -> None:
         """Starts passing the session's deltas to the loop, if streams want
@@ -228,7 +272,7 @@ class ServiceContext:
                 self._starting.discard(session_id)
                 wanted = bool(self._delta_readers[session_id])
                 if subscription is not None and wanted:
-                    self._pumps[session_id] = subscription
+                    self._pumps[session_id] = (session, subscription)
         if subscription is None:
             return
         if not wanted:  # the last stream closed while this subscribed
@@ -258,7 +302,8 @@ class ServiceContext:
             logger.debug("deltas of %s ended with its session", session_id)
         finally:
             with self._lock:  # the session ended here: a reopened one pumps anew
-                if self._pumps.get(session_id) is subscription:
+                pump = self._pumps.get(session_id)
+                if pump is not None and pump[1] is subscription:
                     del self._pumps[session_id]
 
     def close(self) -> None:
@@ -266,7 +311,7 @@ class ServiceContext:
         self.feeds.stop_all()
         self.signal.close()
         with self._lock:
-            pumps = list(self._pumps.values())
+            pumps = [subscription for _, subscription in self._pumps.values()]
             self._pumps.clear()
             self._delta_readers.clear()
         for subscription in pumps:

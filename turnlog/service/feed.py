@@ -218,6 +218,13 @@ class Feeds:
         if not feed.listeners and self._feeds.get(feed.session_id) is feed:
             del self._feeds[feed.session_id]
             feed.stop()
+            # Else the signal keeps a wake-up for every session ever
+            # streamed, and every commit looks at all of them.
+            self.signal.forget(feed.session_id)
+
+    def open_count(self) -> int:
+        """How many sessions have a feed (an open stream) now."""
+        return len(self._feeds)
 
     def publish_delta(self, event: Event) -> None:
         """Passes a delta to the streams of its session, if any are open."""

@@ -39,6 +39,14 @@ class CommitSignal(Protocol):
         """
         ...
 
+    def forget(self, session_id: str) -> None:
+        """Stops watching the session: its last reader went away."""
+        ...
+
+    def watched(self) -> int:
+        """How many sessions it watches now."""
+        ...
+
     def close(self) -> None:
         """Stops watching; waiters return."""
         ...
@@ -93,6 +101,10 @@ class LocalCommitSignal:
     def forget(self, session_id: str) -> None:
         """Drops the wake-up of a session nobody reads any more."""
         self._wakes.pop(session_id, None)
+
+    def watched(self) -> int:
+        """How many sessions have a wake-up now."""
+        return len(self._wakes)
 
     def close(self) -> None:
         """Stops waking readers; waiters return."""

@@ -219,8 +219,8 @@ class SessionResources:
             session = await self.context.session_async(owned)
             return json_response(_run_json(await session.prompt_async(body.text)))
         session = await self.context.session_async(owned)
-        lock = self.context.prompt_locks.setdefault(owned.session_id, asyncio.Lock())
-        async with lock:  # one prompt at a time from here: its run is the next
+        # One prompt at a time from here: its run is the next.
+        async with self.context.prompt_lock(owned.session_id):
             if await asyncio.to_thread(session.running):
                 raise SessionBusyError(f"session {owned.session_id!r} is running")
             subscription = await asyncio.to_thread(session.subscribe)

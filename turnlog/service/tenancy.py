@@ -23,8 +23,9 @@ TABLE = OWNERS_TABLE
 """The table of session owners, in the log's database."""
 
 
-KNOWN_LIMIT = 100_000
-"""Owners remembered at most (about 100 bytes each)."""
+KNOWN_LIMIT = 10_000
+"""Owners remembered at most (a few hundred bytes each); one forgotten costs
+a query when its session is next used."""
 
 
 class SessionOwners:

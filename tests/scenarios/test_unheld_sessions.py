@@ -1,0 +1,95 @@
+"""Sessions nobody holds: they passivate once idle and the runtime lets go.
+
+A handle (or a subscription of it) holds its session: the session then
+keeps its ``idle_timeout``. Once every handle is dropped, nobody can call
+the session but the log's other parties, so it passivates soon after it
+idles, and the runtime keeps nothing of it: the next ``create_session``
+opens it from the log. The runtime's memory and threads follow the
+sessions in use, not the sessions ever opened. Counted, not timed: the
+default ``idle_timeout`` (a minute) is far above every wait here.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+import time
+from collections.abc import Callable
+
+from turnlog import Agent, Runtime, ScriptedModel
+from turnlog.actors.activation import Activation
+from turnlog.testing import HeldModel
+
+SESSIONS = 12
+WAIT = 20.0
+
+
+def eventually(predicate: Callable[[], bool], timeout: float = WAIT) -> bool:
+    """Whether ``predicate`` holds within ``timeout`` (looked at every 20 ms)."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        threading.Event().wait(0.02)
+    return True
+
+
+def activations() -> int:
+    """Sessions the runtimes of this process keep in memory."""
+    gc.collect()
+    return sum(1 for obj in gc.get_objects() if isinstance(obj, Activation))
+
+
+def agent(*answers: str) -> Agent:
+    return Agent("a", model=ScriptedModel(list(answers) or ["ok"] * 4))
+
+
+def test_sessions_nobody_holds_passivate_and_are_let_go(store_url: str) -> None:
+    with Runtime.open(store_url) as rt:
+        ids = []
+        for number in range(SESSIONS):
+            session = rt.create_session(agent())
+            session.prompt(f"hello {number}")
+            ids.append(session.session_id)
+            del session
+        assert eventually(lambda: rt.live_sessions() == 0)
+        assert activations() == 0
+        # Let go, not lost: it opens again from the log, and runs.
+        again = rt.create_session(agent("again"), session_id=ids[0])
+        assert again.prompt("once more").final_output == "again"
+        assert [m.content for m in again.messages() if m.role == "user"] == [
+            "hello 0",
+            "once more",
+        ]
+
+
+def test_a_held_session_keeps_its_idle_timeout(store_url: str) -> None:
+    with Runtime.open(store_url) as rt:
+        held = rt.create_session(agent())
+        held.prompt("kept")
+        dropped = rt.create_session(agent())
+        dropped.prompt("let go")
+        del dropped
+        assert eventually(lambda: rt.live_sessions() == 1)
+        assert not held.wait_passivated(0)  # its actor still runs
+        assert activations() == 1
+        assert held.prompt("still here").final_output == "ok"
+
+
+def test_a_run_nobody_waits_on_ends_before_its_session_passivates(
+    store_url: str,
+) -> None:
+    model = HeldModel(ScriptedModel(["finished"]))
+    with Runtime.open(store_url) as rt:
+        session = rt.create_session(Agent("a", model=model))
+        session_id = session.session_id
+        session.send_input("go")
+        assert model.entered.wait(WAIT)
+        del session
+        gc.collect()
+        assert rt.live_sessions() == 1  # the run holds its actor
+        model.release()
+        assert eventually(lambda: rt.live_sessions() == 0)
+        reopened = rt.create_session(Agent("a", model=model), session_id=session_id)
+        assert reopened.messages()[-1].content == "finished"  # the run ended whole
+        assert not reopened.running()
