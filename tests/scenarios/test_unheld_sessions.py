@@ -54,6 +54,8 @@ def test_sessions_nobody_holds_passivate_and_are_let_go(store_url: str) -> None:
             del session
         assert eventually(lambda: rt.live_sessions() == 0)
         assert activations() == 0
+        # The store keeps no chain head or fence of sessions it gave back.
+        assert rt.store.sessions_kept() == 0
         # Let go, not lost: it opens again from the log, and runs.
         again = rt.create_session(agent("again"), session_id=ids[0])
         assert again.prompt("once more").final_output == "again"

@@ -287,6 +287,21 @@ class Store:
         fence = self._fences.get(session_id)
         return lease_lost(fence) if fence and session_id in self._lost else None
 
+    def let_go(self, session_id: str) -> None:
+        """Keeps nothing of ``session_id`` (its lease was given back).
+
+        A later save needs the lease again, which fences it anew and reads
+        the chain head from the log: so a process that opened many sessions
+        holds state only for those it still leases.
+        """
+        self._heads.pop(session_id, None)
+        self._fences.pop(session_id, None)
+        self._lost.discard(session_id)
+
+    def sessions_kept(self) -> int:
+        """How many sessions the store keeps a chain head or a fence for."""
+        return len(self._heads.keys() | self._fences.keys())
+
     def lose_fence(self, session_id: str) -> None:
         """Refuses every later save of ``session_id`` here, at once.
 

@@ -206,6 +206,7 @@ class SessionOwnership:
             self.store.backend.tables.release_lease(
                 cursor, session_id, self.owner, epoch
             )
+        self.store.let_go(session_id)
 
     def release_all(self) -> None:
         """Gives up every lease of this runtime and stops renewing."""
