@@ -15,6 +15,7 @@ from typing import Any
 from msgspec import UNSET
 
 from turnlog.domain.answers import settle_answer
+from turnlog.domain.compaction import cancel_compaction, fail_compaction
 from turnlog.domain.errors import UsageError
 from turnlog.domain.protocol import Interrupt
 from turnlog.domain.run import RunStatus
@@ -53,10 +54,28 @@ def aborted(
     turn is recorded as aborted for ``reason``; ``error`` is the run's.
     """
     cancelled = reason if cancelled is None else cancelled
-    turn.close_open_work(cancelled, interrupted=cancelled == INTERRUPT_REASON)
+    close_open_work(turn, cancelled, interrupted=cancelled == INTERRUPT_REASON)
     session.abort_turn(turn.number, reason, failed=failed)
     status: RunStatus = "failed" if failed else "aborted"
     return EndTurn(status, None, reason if error is None else error)
+
+
+def close_open_work(turn: Turn, reason: str, *, interrupted: bool = False) -> None:
+    """Answers every open call of ``turn`` and settles every open approval,
+    the open compaction (cancelled if ``interrupted``, else failed) and the
+    open step, so the turn can end with nothing left hanging.
+    """
+    for request_id in list(turn.pending_approvals):
+        turn.decide_approval(request_id, "abort", "turnlog")
+    for call_id in list(turn.unanswered_calls()):
+        turn.finish_tool_call(call_id, f"cancelled: {reason}", is_error=True)
+    if turn.compaction_open is not None:
+        if interrupted:
+            cancel_compaction(turn, turn.compaction_open)
+        else:
+            fail_compaction(turn, turn.compaction_open, reason)
+    if turn.step_open:
+        turn.fail_step(turn.steps, "Cancelled", reason)
 
 
 def answered(

@@ -64,6 +64,7 @@ from collections.abc import Callable
 from typing import assert_never
 
 from turnlog.domain.approval import ApprovalRequest
+from turnlog.domain.compaction import start_compaction
 from turnlog.domain.hooks import UserPromptInfo
 from turnlog.domain.instructions import record_instructions
 from turnlog.domain.model import final_text
@@ -257,7 +258,7 @@ class TurnMachine:
         turn = self.running_turn(fact.turn)
         if turn is None:
             return IGNORED
-        turn.start_compaction(fact.compaction_id, fact.reason)
+        start_compaction(turn, fact.compaction_id, fact.reason)
         return Transition((turn,))
 
     def _on_step_prepared(self, fact: StepPrepared) -> Transition:

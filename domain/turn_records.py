@@ -17,6 +17,7 @@ from typing import Any
 import msgspec
 
 from turnlog.domain.approval import ApprovalRequest
+from turnlog.domain.compaction import finish_compaction
 from turnlog.domain.context import arguments_of
 from turnlog.domain.errors import UsageError
 from turnlog.domain.handoff import hand_off, handoff_output, not_taken_output
@@ -69,7 +70,7 @@ def record_preparation(session: Session, turn: Turn, fact: StepPrepared) -> None
     if fact.compaction is not None:
         compaction_id, items, usage = fact.compaction
         if fact.error is None:
-            turn.finish_compaction(compaction_id, items, usage)
+            finish_compaction(turn, compaction_id, items, usage)
             session.rewrite_context(turn.number, ["compaction"])
         session.record_usage(
             turn.number, turn.steps, session.model_route, usage, "compaction"

@@ -47,6 +47,7 @@ from typing import Any
 import msgspec
 
 from turnlog.domain import answers as a
+from turnlog.domain import compaction as c
 from turnlog.domain import session as s
 from turnlog.domain import turn as t
 from turnlog.domain.handoff import AgentHandedOff
@@ -125,10 +126,10 @@ class SpanFold:
             t.ChildSessionStarted: self._child_started,
             t.ApprovalRequested: self._approval_requested,
             t.ApprovalDecided: self._approval_decided,
-            t.CompactionStarted: self._compaction_started,
-            t.ContextCompacted: self._compaction_ended,
-            t.CompactionFailed: self._compaction_ended,
-            t.CompactionCancelled: self._compaction_ended,
+            c.CompactionStarted: self._compaction_started,
+            c.ContextCompacted: self._compaction_ended,
+            c.CompactionFailed: self._compaction_ended,
+            c.CompactionCancelled: self._compaction_ended,
             t.WarningRaised: self._warning,
             AgentHandedOff: self._handed_off,
         }
@@ -478,7 +479,7 @@ class SpanFold:
         )
 
     def _compaction_started(
-        self, event: t.CompactionStarted, at: int
+        self, event: c.CompactionStarted, at: int
     ) -> list[SpanRecord]:
         self._begin(
             f"compaction:{event.compaction_id}",
@@ -495,13 +496,13 @@ class SpanFold:
 
     def _compaction_ended(self, event: Any, at: int) -> list[SpanRecord]:
         key = f"compaction:{event.compaction_id}"
-        if isinstance(event, t.ContextCompacted):
+        if isinstance(event, c.ContextCompacted):
             attributes = {
                 "turnlog.compaction.outcome": "compacted",
                 **_usage_attributes(event.usage),
             }
             return self._end(key, at, attributes=attributes)
-        if isinstance(event, t.CompactionFailed):
+        if isinstance(event, c.CompactionFailed):
             attributes = {"turnlog.compaction.outcome": "failed"}
             return self._end(key, at, error=event.message, attributes=attributes)
         attributes = {"turnlog.compaction.outcome": "cancelled"}
