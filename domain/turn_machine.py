@@ -65,7 +65,6 @@ from typing import assert_never
 
 from turnlog.domain.approval import ApprovalRequest
 from turnlog.domain.compaction import start_compaction
-from turnlog.domain.hooks import UserPromptInfo
 from turnlog.domain.instructions import record_instructions
 from turnlog.domain.model import final_text
 from turnlog.domain.protocol import Interrupt
@@ -114,6 +113,7 @@ from turnlog.domain.turn_records import (
     open_calls,
     pending_requests,
     pending_turn,
+    prompt_info,
     record_decision,
     record_preparation,
     record_step,
@@ -223,13 +223,7 @@ class TurnMachine:
         if rules.reviews_input and fact.reviewed is None:
             # Recorded only once accepted: rejected input leaves no trace.
             self._under_review = (number, fact)
-            info = UserPromptInfo(
-                rules.session_id,
-                str(turn.id),
-                fact.text,
-                tuple(fact.attachments),
-                fact.kind,
-            )
+            info = prompt_info(rules.session_id, turn, fact)
             effects: Effects = (begin, ReviewPrompt(info))
         else:
             self._under_review = None

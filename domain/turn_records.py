@@ -21,6 +21,7 @@ from turnlog.domain.compaction import finish_compaction
 from turnlog.domain.context import arguments_of
 from turnlog.domain.errors import UsageError
 from turnlog.domain.handoff import hand_off, handoff_output, not_taken_output
+from turnlog.domain.hooks import UserPromptInfo
 from turnlog.domain.ids import child_session_id
 from turnlog.domain.model import Item, tool_calls_in
 from turnlog.domain.protocol import SessionFileReference
@@ -271,6 +272,13 @@ def pending_requests(
         )
         for request_id, call_id in turn.pending_approvals.items()
     ]
+
+
+def prompt_info(session_id: str, turn: Turn, fact: TurnInput) -> UserPromptInfo:
+    """The input ``fact`` of ``turn`` as the user_prompt hooks review it."""
+    return UserPromptInfo(
+        session_id, str(turn.id), fact.text, tuple(fact.attachments), fact.kind
+    )
 
 
 def take_steers(
