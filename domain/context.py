@@ -13,9 +13,9 @@ from typing import Any
 import msgspec
 
 from turnlog.domain.answers import AnswerRejected, answer_feedback
+from turnlog.domain.compaction import ContextCompacted
 from turnlog.domain.model import Item, function_call_output, user_message
 from turnlog.domain.turn import (
-    ContextCompacted,
     HookContextAdded,
     InputAccepted,
     ModelStepCompleted,

@@ -15,7 +15,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import msgspec
 
-from turnlog.domain.errors import ProviderError
+from turnlog.domain.errors import InvalidInputError, InvariantViolation, ProviderError
 from turnlog.domain.streaming import DeltaSink, discard_deltas
 from turnlog.domain.text import encodable_data
 
@@ -31,6 +31,25 @@ USAGE_FIELDS = (
     "total_tokens",
 )
 """Token counters that usage records may carry, all non-negative ints."""
+
+
+def check_usage(usage: object) -> dict[str, int] | None:
+    """Validates a usage record: known counters, non-negative ints."""
+    if usage is None:
+        return None
+    if not isinstance(usage, dict):
+        msg = f"usage must be a dict or None, not {type(usage).__name__}"
+        raise InvalidInputError(msg)
+    checked: dict[str, int] = {}
+    for key, value in usage.items():
+        if key not in USAGE_FIELDS:
+            msg = f"unknown usage counter {key!r}"
+            raise InvalidInputError(msg)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            msg = f"usage counter {key!r} must be a non-negative int"
+            raise InvariantViolation(msg)
+        checked[key] = value
+    return checked
 
 
 class ToolSpec(msgspec.Struct, frozen=True):

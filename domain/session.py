@@ -14,14 +14,11 @@ Invariants (a violation raises and records nothing):
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
-from typing import Any, ClassVar
+from typing import Any
 
-from eventsourcing.domain import Aggregate, Snapshot
-from eventsourcing.utils import get_topic, register_topic
+from eventsourcing.domain import Aggregate
 
 from turnlog.domain.errors import (
-    InvalidInputError,
     InvariantViolation,
     SessionBusyError,
     SessionClosedError,
@@ -31,7 +28,7 @@ from turnlog.domain.handoff import AgentHandedOff  # noqa: F401 - loads with it
 from turnlog.domain.ids import session_uuid, turn_uuid
 from turnlog.domain.inputs import check_input, check_json_data
 from turnlog.domain.lineage import SessionForked, TurnOwners
-from turnlog.domain.model import USAGE_FIELDS
+from turnlog.domain.model import check_usage
 
 
 class SessionCreated(TurnlogCreated):
@@ -231,25 +228,6 @@ class SessionClosed(TurnlogEvent):
 
     def apply(self, aggregate: Session) -> None:
         aggregate.closed = True
-
-
-def check_usage(usage: object) -> dict[str, int] | None:
-    """Validates a usage record: known counters, non-negative ints."""
-    if usage is None:
-        return None
-    if not isinstance(usage, dict):
-        msg = f"usage must be a dict or None, not {type(usage).__name__}"
-        raise InvalidInputError(msg)
-    checked: dict[str, int] = {}
-    for key, value in usage.items():
-        if key not in USAGE_FIELDS:
-            msg = f"unknown usage counter {key!r}"
-            raise InvalidInputError(msg)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            msg = f"usage counter {key!r} must be a non-negative int"
-            raise InvariantViolation(msg)
-        checked[key] = value
-    return checked
 
 
 class Session(Aggregate):
@@ -494,50 +472,3 @@ class Session(Aggregate):
 _MISSING = object()
 
 register_stable_topic(Session)
-
-
-class SessionSnapshot(Snapshot):
-    """A Session's whole state at a version, so loading it stays cheap.
-
-    The state is stored as plain JSON data: timestamps as ISO strings and
-    the allowed tools as a sorted list, turned back on loading.
-    """
-
-    TOPIC: ClassVar[str] = "turnlog:SessionSnapshot"
-
-    @classmethod
-    def take(cls, aggregate: Any) -> SessionSnapshot:
-        """A snapshot of ``aggregate`` as it is in memory."""
-        state = dict(vars(aggregate))
-        for key in ("_id", "_version", "_pending_events"):
-            state.pop(key, None)
-        state["_created_on"] = aggregate.created_on.isoformat()
-        state["_modified_on"] = aggregate.modified_on.isoformat()
-        state["allowed_tools"] = sorted(aggregate.allowed_tools)
-        return cls(
-            originator_id=aggregate.id,
-            originator_version=aggregate.version,
-            timestamp=cls.create_timestamp(),
-            topic=get_topic(type(aggregate)),
-            state=state,
-        )
-
-    def mutate(self, _: None) -> Any:
-        """The Session the snapshot holds."""
-        state = dict(self.state)
-        state["_created_on"] = datetime.fromisoformat(state["_created_on"])
-        state["_modified_on"] = datetime.fromisoformat(state["_modified_on"])
-        state["allowed_tools"] = frozenset(state["allowed_tools"])
-        state.setdefault("handed_to", "")  # snapshots from before handoffs
-        state.setdefault("turn_owners", [])  # snapshots from before forks
-        state.setdefault("set_aside", [])
-        state.setdefault("set_aside_positions", [])
-        state["_id"] = self.originator_id
-        state["_version"] = self.originator_version
-        state["_pending_events"] = []
-        session = object.__new__(Session)
-        object.__setattr__(session, "__dict__", state)
-        return session
-
-
-register_topic(SessionSnapshot.TOPIC, SessionSnapshot)

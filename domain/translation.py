@@ -12,7 +12,7 @@ from typing import Any
 
 import msgspec
 
-from turnlog.domain import answers
+from turnlog.domain import answers, compaction
 from turnlog.domain import session as s
 from turnlog.domain import turn as t
 from turnlog.domain.chain import event_seq
@@ -170,15 +170,15 @@ class EventTranslator:
                 return self._wrap(sequence, [ApprovalRequestedMsg(r, c, n, a)])
             case t.ApprovalDecided(request_id=r, call_id=c, decision=d, decided_by=b):
                 return self._wrap(sequence, [ApprovalDecidedMsg(r, c, d, b)])
-            case t.CompactionStarted(compaction_id=cid):
+            case compaction.CompactionStarted(compaction_id=cid):
                 return self._compaction(sequence, cid, "Context compacting", "pending")
-            case t.ContextCompacted(compaction_id=cid):
+            case compaction.ContextCompacted(compaction_id=cid):
                 return self._compaction(sequence, cid, "Context compacted", "complete")
-            case t.CompactionFailed(compaction_id=cid, message=message):
+            case compaction.CompactionFailed(compaction_id=cid, message=message):
                 return self._compaction(
                     sequence, cid, "Context compaction failed", "complete", message
                 )
-            case t.CompactionCancelled(compaction_id=cid):
+            case compaction.CompactionCancelled(compaction_id=cid):
                 return self._compaction(
                     sequence, cid, "Context compaction cancelled", "complete"
                 )

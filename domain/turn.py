@@ -169,46 +169,6 @@ class ApprovalDecided(TurnlogEvent):
         aggregate.pending_approvals = pending
 
 
-class CompactionStarted(TurnlogEvent):
-    """The context is being compacted (the notice is pending)."""
-
-    compaction_id: str
-    reason: str
-
-    def apply(self, aggregate: Turn) -> None:
-        aggregate.compaction_open = self.compaction_id
-
-
-class ContextCompacted(TurnlogEvent):
-    """The context was replaced by ``items`` (the compactor's output)."""
-
-    compaction_id: str
-    items: list[Item]
-    usage: dict[str, int] | None
-
-    def apply(self, aggregate: Turn) -> None:
-        aggregate.compaction_open = None
-
-
-class CompactionFailed(TurnlogEvent):
-    """Compaction failed; the context is unchanged."""
-
-    compaction_id: str
-    message: str
-
-    def apply(self, aggregate: Turn) -> None:
-        aggregate.compaction_open = None
-
-
-class CompactionCancelled(TurnlogEvent):
-    """Compaction was cancelled (the turn was interrupted); nothing changed."""
-
-    compaction_id: str
-
-    def apply(self, aggregate: Turn) -> None:
-        aggregate.compaction_open = None
-
-
 class HookContextAdded(TurnlogEvent):
     """A middleware hook added context for the model (``hook`` names it)."""
 
@@ -253,7 +213,7 @@ class Turn(Aggregate):
         self.finished_calls: frozenset[str] = frozenset()
         self.pending_approvals: dict[str, str] = {}
         self.requested_calls: dict[str, str] = {}
-        self.compaction_open: str | None = None
+        self.compaction_open: str | None = None  # (domain.compaction)
         self.answer_rejections = 0  # final answers refused (domain.answers)
 
     def unanswered_calls(self) -> dict[str, str]:
@@ -448,58 +408,6 @@ class Turn(Aggregate):
             decision=decision,
             decided_by=decided_by,
         )
-
-    def start_compaction(self, compaction_id: str, reason: str) -> None:
-        """Records that compaction began (one at a time)."""
-        if self.compaction_open is not None:
-            msg = f"compaction {self.compaction_open!r} is still open"
-            raise InvariantViolation(msg)
-        self.trigger_event(
-            CompactionStarted, compaction_id=compaction_id, reason=reason
-        )
-
-    def _check_compaction(self, compaction_id: str) -> None:
-        if self.compaction_open != compaction_id:
-            msg = f"compaction {compaction_id!r} is not open"
-            raise InvariantViolation(msg)
-
-    def finish_compaction(
-        self, compaction_id: str, items: list[Item], usage: dict[str, int] | None
-    ) -> None:
-        """Records the compacted context that replaces the old one."""
-        self._check_compaction(compaction_id)
-        self.trigger_event(
-            ContextCompacted, compaction_id=compaction_id, items=items, usage=usage
-        )
-
-    def fail_compaction(self, compaction_id: str, message: str) -> None:
-        """Records that compaction failed; the context stays as it was."""
-        self._check_compaction(compaction_id)
-        self.trigger_event(
-            CompactionFailed, compaction_id=compaction_id, message=message
-        )
-
-    def cancel_compaction(self, compaction_id: str) -> None:
-        """Records that compaction was cancelled; the context stays as it was."""
-        self._check_compaction(compaction_id)
-        self.trigger_event(CompactionCancelled, compaction_id=compaction_id)
-
-    def close_open_work(self, reason: str, *, interrupted: bool = False) -> None:
-        """Answers every open call and settles every open approval, the open
-        compaction (cancelled if ``interrupted``, else failed) and the open
-        step, so the turn can end with nothing left hanging.
-        """
-        for request_id in list(self.pending_approvals):
-            self.decide_approval(request_id, "abort", "turnlog")
-        for call_id in list(self.unanswered_calls()):
-            self.finish_tool_call(call_id, f"cancelled: {reason}", is_error=True)
-        if self.compaction_open is not None:
-            if interrupted:
-                self.cancel_compaction(self.compaction_open)
-            else:
-                self.fail_compaction(self.compaction_open, reason)
-        if self.step_open:
-            self.fail_step(self.steps, "Cancelled", reason)
 
     def add_hook_context(self, hook: str, text: str) -> None:
         """Records context a middleware hook added for the model."""

@@ -276,6 +276,23 @@ class TurnState(Protocol):
     """What user_prompt hooks answered for queued input, by submission id."""
 
 
+def phase_of(state: TurnState, reviewing: int | None) -> Phase:
+    """The state of ``state``'s running turn; ``reviewing`` is the number of
+    the turn whose input the hooks review, if any."""
+    turn = state.turn
+    if turn is None or not state.session.running:
+        return Phase.IDLE
+    if reviewing == turn.number:
+        return Phase.REVIEWING
+    if turn.step_open:
+        return Phase.MODEL_CALL
+    if turn.pending_approvals:
+        return Phase.APPROVAL
+    if turn.unanswered_calls():
+        return Phase.TOOLS
+    return Phase.PREPARING
+
+
 # --- effects ----------------------------------------------------------------------
 
 

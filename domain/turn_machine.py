@@ -49,8 +49,9 @@ effects that start the next step (or the next turn's, if this one ended).
 Where a turn goes once every call of a step is answered (or its input
 accepted) is one function, :meth:`TurnMachine._next_step`: start the next
 model step, have the hooks prepare it first, or stop at the step limit.
-Where a turn ends early, every open call, approval, compaction and step
-is settled first: :meth:`TurnMachine._abort`.
+How a turn ends (completed, with a checked answer, or cut short with
+everything open settled first) is :mod:`turnlog.domain.turn_endings`;
+what a fact records on the aggregates, :mod:`turnlog.domain.turn_records`.
 
 A fact about a turn that already ended (the TurnActor's answer crossed
 an interrupt) is no transition: :data:`~turnlog.domain.turn_facts.IGNORED`;
@@ -62,15 +63,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import assert_never
 
-from turnlog.domain.answers import settle_answer
 from turnlog.domain.approval import ApprovalRequest
-from turnlog.domain.errors import UsageError
-from turnlog.domain.hooks import UserPromptInfo
+from turnlog.domain.compaction import start_compaction
 from turnlog.domain.instructions import record_instructions
-from turnlog.domain.model import final_text, tool_calls_in
+from turnlog.domain.model import final_text
 from turnlog.domain.protocol import Interrupt
-from turnlog.domain.run import RunStatus
 from turnlog.domain.turn import Turn
+from turnlog.domain.turn_endings import (
+    APPROVAL_ABORT_REASON,
+    INTERRUPT_REASON,
+    aborted,
+    answered,
+    completed,
+    turn_to_interrupt,
+)
 from turnlog.domain.turn_facts import (
     IGNORED,
     AnswerChecked,
@@ -100,20 +106,22 @@ from turnlog.domain.turn_facts import (
     TurnInput,
     TurnRules,
     TurnState,
+    phase_of,
 )
 from turnlog.domain.turn_records import (
     oldest_queued,
     open_calls,
     pending_requests,
+    pending_turn,
+    prompt_info,
     record_decision,
+    record_preparation,
+    record_step,
+    running_turn,
     sort_calls,
-    step_diagnostics,
     take_handoffs,
     take_steers,
 )
-
-INTERRUPT_REASON = "interrupted"
-APPROVAL_ABORT_REASON = "aborted at approval"
 
 Effects = tuple[Effect, ...]
 
@@ -140,28 +148,13 @@ class TurnMachine:
 
     def phase(self) -> Phase:
         """The state of the running turn, read off the aggregates."""
-        turn = self._state.turn
-        if turn is None or not self._state.session.running:
-            return Phase.IDLE
-        if self._under_review is not None and self._under_review[0] == turn.number:
-            return Phase.REVIEWING
-        if turn.step_open:
-            return Phase.MODEL_CALL
-        if turn.pending_approvals:
-            return Phase.APPROVAL
-        if turn.unanswered_calls():
-            return Phase.TOOLS
-        return Phase.PREPARING
+        reviewing = self._under_review[0] if self._under_review else None
+        return phase_of(self._state, reviewing)
 
     def running_turn(self, number: int, step: int | None = None) -> Turn | None:
         """The running turn if it is turn ``number`` (running model step
         ``step``, if one is given); None for a stale fact."""
-        turn = self._state.turn
-        if turn is None or turn.number != number or not self._state.session.running:
-            return None
-        if step is not None and (not turn.step_open or turn.steps != step):
-            return None
-        return turn
+        return running_turn(self._state, number, step)
 
     def next_input(self) -> TurnInput | None:
         """The queued input the next turn takes (the oldest), if any may start."""
@@ -230,13 +223,7 @@ class TurnMachine:
         if rules.reviews_input and fact.reviewed is None:
             # Recorded only once accepted: rejected input leaves no trace.
             self._under_review = (number, fact)
-            info = UserPromptInfo(
-                rules.session_id,
-                str(turn.id),
-                fact.text,
-                tuple(fact.attachments),
-                fact.kind,
-            )
+            info = prompt_info(rules.session_id, turn, fact)
             effects: Effects = (begin, ReviewPrompt(info))
         else:
             self._under_review = None
@@ -265,7 +252,7 @@ class TurnMachine:
         turn = self.running_turn(fact.turn)
         if turn is None:
             return IGNORED
-        turn.start_compaction(fact.compaction_id, fact.reason)
+        start_compaction(turn, fact.compaction_id, fact.reason)
         return Transition((turn,))
 
     def _on_step_prepared(self, fact: StepPrepared) -> Transition:
@@ -274,16 +261,7 @@ class TurnMachine:
         if turn is None or turn.step_open:
             return IGNORED
         session = self._state.session
-        for kind, text in fact.contexts:
-            turn.add_hook_context(kind, text)
-        if fact.compaction is not None:
-            compaction_id, items, usage = fact.compaction
-            if fact.error is None:
-                turn.finish_compaction(compaction_id, items, usage)
-                session.rewrite_context(turn.number, ["compaction"])
-            session.record_usage(
-                turn.number, turn.steps, session.model_route, usage, "compaction"
-            )
+        record_preparation(session, turn, fact)
         if fact.error is not None:
             reason = f"turn failed: {fact.error}"
             effects = self._abort(turn, reason, failed=True, cancelled=fact.error)
@@ -302,21 +280,9 @@ class TurnMachine:
         turn = self.running_turn(fact.turn, fact.step)
         if turn is None:
             return IGNORED
-        session, usage = self._state.session, fact.response.usage
-        output = [dict(item) for item in fact.response.output]
-        calls = tool_calls_in(output)
-        for _call_id, text in fact.pre_tool:
-            turn.add_hook_context("pre_tool_hook", text)
-        diagnostics = step_diagnostics(session, self._last_step_epoch)
+        session = self._state.session
+        output, calls = record_step(session, turn, fact, self._last_step_epoch)
         self._last_step_epoch = session.context_epoch
-        model = fact.response.model or ""
-        turn.complete_step(fact.step, output, usage, diagnostics, model)
-        session.record_usage(turn.number, fact.step, session.model_route, usage)
-        if fact.stop is not None:
-            for call in calls:
-                not_run = "not run: a hook stopped the turn"
-                turn.finish_tool_call(call["call_id"], not_run, is_error=True)
-            turn.warn(fact.stop)
         if fact.stop is None and not calls and fact.answer is not None:
             effects = self._answer(turn, fact.step, final_text(output), fact.answer)
         elif fact.stop is not None or not calls:
@@ -364,18 +330,8 @@ class TurnMachine:
 
         Raises UsageError, triggering nothing, if the request is not pending.
         """
-        state = self._state
-        turn, session, request_id = state.turn, state.session, fact.request_id
-        if (
-            turn is None
-            or not session.running
-            or request_id not in turn.pending_approvals
-        ):
-            msg = (
-                f"approval request {request_id!r} is not pending in session "
-                f"{self._rules.session_id!r} (unknown, stale or already decided)"
-            )
-            raise UsageError(msg)
+        state, request_id = self._state, fact.request_id
+        session, turn = state.session, pending_turn(state, request_id)
         if fact.decision == "abort":
             turn.decide_approval(request_id, fact.decision, fact.decided_by)
             effects = self._abort(turn, APPROVAL_ABORT_REASON, failed=False)
@@ -394,13 +350,7 @@ class TurnMachine:
 
         Raises UsageError, triggering nothing, if that turn is not running.
         """
-        turn, session = self._state.turn, self._state.session
-        if turn is None or not session.running:
-            msg = f"session {self._rules.session_id!r} has no running turn to interrupt"
-            raise UsageError(msg)
-        if fact.turn_id is not None and fact.turn_id != str(turn.id):
-            msg = f"turn {fact.turn_id!r} is not the running turn"
-            raise UsageError(msg)
+        session, turn = self._state.session, turn_to_interrupt(self._state, fact)
         effects = self._abort(turn, INTERRUPT_REASON, failed=False)
         if fact.clear_queue:
             session.drop_queued(INTERRUPT_REASON)
@@ -484,18 +434,9 @@ class TurnMachine:
         self, turn: Turn, step: int, text: str | None, check: AnswerChecked
     ) -> Effects:
         """A checked final answer: delivered, sent back, or the turn ends."""
-        match settle_answer(turn, step, check, self._rules.output_retries):
-            case "deliver":
-                self._state.session.complete_turn(turn.number, text)
-                return self._ended(EndTurn("completed", text, None, True, check.output))
-            case "retry":
-                return self._next_step(turn)
-            case "stop":
-                return self._abort(turn, f"answer stopped: {check.stop}", failed=False)
-            case "fail":  # retries spent: the run's error names the field
-                reason = f"answer rejected: {check.rejection}"
-                error = f"OutputValidationError: {check.rejection}"
-                return self._abort(turn, reason, failed=True, error=error)
+        retries = self._rules.output_retries
+        end = answered(self._state.session, turn, step, text, check, retries=retries)
+        return self._next_step(turn) if end is None else self._ended(end)
 
     def _call_model(self, turn: Turn, instructions: str | None = None) -> Effects:
         route = self._state.session.model_route
@@ -506,8 +447,8 @@ class TurnMachine:
     def _complete(
         self, turn: Turn, final_output: str | None, *, settled: bool = False
     ) -> Effects:
-        self._state.session.complete_turn(turn.number, final_output)
-        return self._ended(EndTurn("completed", final_output, None, settled))
+        session = self._state.session
+        return self._ended(completed(session, turn, final_output, settled=settled))
 
     def _abort(
         self,
@@ -518,15 +459,13 @@ class TurnMachine:
         cancelled: str | None = None,
         error: str | None = None,
     ) -> Effects:
-        """Ends the turn early: every open call is answered, every open
-        approval, compaction and step settled (as ``cancelled``), then the
-        turn is recorded as aborted for ``reason``; ``error`` is the run's.
-        """
-        cancelled = reason if cancelled is None else cancelled
-        turn.close_open_work(cancelled, interrupted=cancelled == INTERRUPT_REASON)
-        self._state.session.abort_turn(turn.number, reason, failed=failed)
-        status: RunStatus = "failed" if failed else "aborted"
-        return self._ended(EndTurn(status, None, reason if error is None else error))
+        """Ends the turn early (see :func:`~turnlog.domain.turn_endings.aborted`)."""
+        session = self._state.session
+        return self._ended(
+            aborted(
+                session, turn, reason, failed=failed, cancelled=cancelled, error=error
+            )
+        )
 
     def _ended(self, end: EndTurn) -> Effects:
         self._under_review = None

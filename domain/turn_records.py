@@ -1,7 +1,8 @@
 """What the turn machine's handlers record, and read back, on the aggregates.
 
 Pure functions over the Session and Turn aggregates and the recorded
-model context: which of a step's calls start at once, which wait for a
+model context: what a model step's answer and the hooks' preparation of
+a step record; which of a step's calls start at once, which wait for a
 decision and which are answered on the spot; the steers a step takes in;
 a step's diagnostics; the queued input the next turn takes; calls and
 requests as the actors are handed them. What follows from them (the next
@@ -16,14 +17,65 @@ from typing import Any
 import msgspec
 
 from turnlog.domain.approval import ApprovalRequest
+from turnlog.domain.compaction import finish_compaction
 from turnlog.domain.context import arguments_of
+from turnlog.domain.errors import UsageError
 from turnlog.domain.handoff import hand_off, handoff_output, not_taken_output
+from turnlog.domain.hooks import UserPromptInfo
 from turnlog.domain.ids import child_session_id
-from turnlog.domain.model import Item
+from turnlog.domain.model import Item, tool_calls_in
 from turnlog.domain.protocol import SessionFileReference
 from turnlog.domain.session import Session
 from turnlog.domain.turn import Turn
-from turnlog.domain.turn_facts import Decide, Reviewed, TurnInput, TurnRules, TurnState
+from turnlog.domain.turn_facts import (
+    Decide,
+    Reviewed,
+    StepPrepared,
+    StepSucceeded,
+    TurnInput,
+    TurnRules,
+    TurnState,
+)
+
+
+def record_step(
+    session: Session, turn: Turn, fact: StepSucceeded, last_step_epoch: int
+) -> tuple[list[Item], list[Item]]:
+    """Records a model step's answer, its usage and its pre_tool hooks'
+    context; returns (its output, the calls it asked for).
+
+    A hook's stop answers every call unrun and is recorded as a warning.
+    """
+    usage = fact.response.usage
+    output = [dict(item) for item in fact.response.output]
+    calls = tool_calls_in(output)
+    for _call_id, text in fact.pre_tool:
+        turn.add_hook_context("pre_tool_hook", text)
+    diagnostics = step_diagnostics(session, last_step_epoch)
+    model = fact.response.model or ""
+    turn.complete_step(fact.step, output, usage, diagnostics, model)
+    session.record_usage(turn.number, fact.step, session.model_route, usage)
+    if fact.stop is not None:
+        for call in calls:
+            not_run = "not run: a hook stopped the turn"
+            turn.finish_tool_call(call["call_id"], not_run, is_error=True)
+        turn.warn(fact.stop)
+    return output, calls
+
+
+def record_preparation(session: Session, turn: Turn, fact: StepPrepared) -> None:
+    """Records what the hooks prepared a step with: their context, and the
+    compaction they ran (its usage, and the new context if it succeeded)."""
+    for kind, text in fact.contexts:
+        turn.add_hook_context(kind, text)
+    if fact.compaction is not None:
+        compaction_id, items, usage = fact.compaction
+        if fact.error is None:
+            finish_compaction(turn, compaction_id, items, usage)
+            session.rewrite_context(turn.number, ["compaction"])
+        session.record_usage(
+            turn.number, turn.steps, session.model_route, usage, "compaction"
+        )
 
 
 def sort_calls(
@@ -178,6 +230,33 @@ def open_calls(turn: Turn, context: Sequence[Item]) -> tuple[Item, ...]:
     )
 
 
+def running_turn(state: TurnState, number: int, step: int | None = None) -> Turn | None:
+    """The running turn if it is turn ``number`` (running model step
+    ``step``, if one is given); None for a stale fact."""
+    turn = state.turn
+    if turn is None or turn.number != number or not state.session.running:
+        return None
+    if step is not None and (not turn.step_open or turn.steps != step):
+        return None
+    return turn
+
+
+def pending_turn(state: TurnState, request_id: str) -> Turn:
+    """The running turn, in which approval request ``request_id`` is pending.
+
+    Raises:
+        UsageError: it is not (unknown, stale or already decided).
+    """
+    turn, session = state.turn, state.session
+    if turn is None or not session.running or request_id not in turn.pending_approvals:
+        msg = (
+            f"approval request {request_id!r} is not pending in session "
+            f"{session.session_id!r} (unknown, stale or already decided)"
+        )
+        raise UsageError(msg)
+    return turn
+
+
 def pending_requests(
     session_id: str, turn: Turn, context: Sequence[Item]
 ) -> list[ApprovalRequest]:
@@ -193,6 +272,13 @@ def pending_requests(
         )
         for request_id, call_id in turn.pending_approvals.items()
     ]
+
+
+def prompt_info(session_id: str, turn: Turn, fact: TurnInput) -> UserPromptInfo:
+    """The input ``fact`` of ``turn`` as the user_prompt hooks review it."""
+    return UserPromptInfo(
+        session_id, str(turn.id), fact.text, tuple(fact.attachments), fact.kind
+    )
 
 
 def take_steers(

@@ -36,7 +36,8 @@ own span is never so marked: a session stays open after its process exits
 cleanly (it can be taken up again), so an open session's span ends at its
 last event, with ``turnlog.session.closed = false``. Such spans end again,
 later, once the log ends them: that is why live export only ever sends
-spans the log has ended.
+spans the log has ended. The spans begun and not yet ended are kept,
+and ended, by :class:`~turnlog.projections.open_spans.OpenSpans`.
 """
 
 from __future__ import annotations
@@ -44,12 +45,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import msgspec
-
 from turnlog.domain import answers as a
+from turnlog.domain import compaction as c
 from turnlog.domain import session as s
 from turnlog.domain import turn as t
 from turnlog.domain.handoff import AgentHandedOff
+from turnlog.projections.open_spans import SESSION_KEY, UNFINISHED, OpenSpans
 from turnlog.projections.span_records import (
     Attribute,
     SpanEvent,
@@ -59,26 +60,6 @@ from turnlog.projections.span_records import (
     time_ns,
     trace_id_of,
 )
-
-UNFINISHED = "unfinished"
-"""Status message of a span the log never ended."""
-
-SESSION_KEY = "session"
-"""The key of the session's own span among the open ones."""
-
-
-class _Open(msgspec.Struct, gc=False):
-    """A span begun and not yet ended."""
-
-    span_id: str
-    parent_id: str | None
-    name: str
-    kind: str
-    start_ns: int
-    attributes: dict[str, Attribute]
-    events: list[SpanEvent] = msgspec.field(default_factory=list)
-    children: list[str] = msgspec.field(default_factory=list)
-    """Keys (in ``_open``) of spans that end, at the latest, with this one."""
 
 
 def _usage_attributes(usage: dict[str, int] | None) -> dict[str, Attribute]:
@@ -103,11 +84,10 @@ class SpanFold:
 
     def __init__(self, session_id: str) -> None:
         self.session_id = session_id
-        self.trace_id = trace_id_of(session_id)
         self.last_ns = 0
         self.agent_name = ""
-        self._open: dict[str, _Open] = {}
-        self._turn_key: str | None = None  # the running turn's key in _open
+        self._spans = OpenSpans(session_id, trace_id_of(session_id))
+        self._turn_key: str | None = None  # the running turn's key in _spans
         self._turn_usage: dict[str, int] = {}
         self._handlers: dict[type, Callable[[Any, int], list[SpanRecord]]] = {
             s.SessionCreated: self._session_created,
@@ -125,10 +105,10 @@ class SpanFold:
             t.ChildSessionStarted: self._child_started,
             t.ApprovalRequested: self._approval_requested,
             t.ApprovalDecided: self._approval_decided,
-            t.CompactionStarted: self._compaction_started,
-            t.ContextCompacted: self._compaction_ended,
-            t.CompactionFailed: self._compaction_ended,
-            t.CompactionCancelled: self._compaction_ended,
+            c.CompactionStarted: self._compaction_started,
+            c.ContextCompacted: self._compaction_ended,
+            c.CompactionFailed: self._compaction_ended,
+            c.CompactionCancelled: self._compaction_ended,
             t.WarningRaised: self._warning,
             AgentHandedOff: self._handed_off,
         }
@@ -146,85 +126,17 @@ class SpanFold:
         Work cut off is marked unfinished; the session's own span is not
         (an open session is not cut off work), it says it is still open.
         """
-        ended = []
-        for key in list(self._open):
-            if key in self._open and key != SESSION_KEY:
-                ended += self._end(key, self.last_ns, unfinished=True)
-        return ended + self._end(
-            SESSION_KEY, self.last_ns, attributes={"turnlog.session.closed": False}
-        )
+        return self._spans.end_all(self.last_ns)
 
-    # -- opening and ending -------------------------------------------------------
-
-    def _begin(
-        self,
-        key: str,
-        event: Any,
-        at: int,
-        name: str,
-        attributes: dict[str, Attribute],
-        *,
-        kind: str = "internal",
-        parent: str | None = None,
-    ) -> _Open:
-        parent_span = self._open.get(parent) if parent is not None else None
-        span = _Open(
-            span_id=span_id_of(event.originator_id, event.originator_version),
-            parent_id=parent_span.span_id if parent_span is not None else None,
-            name=name,
-            kind=kind,
-            start_ns=at,
-            attributes={"gen_ai.conversation.id": self.session_id, **attributes},
-        )
-        if parent_span is not None:
-            parent_span.children.append(key)
-        self._open[key] = span
-        return span
-
-    def _end(
-        self,
-        key: str,
-        at: int,
-        *,
-        error: str | None = None,
-        unfinished: bool = False,
-        attributes: dict[str, Attribute] | None = None,
-    ) -> list[SpanRecord]:
-        """Ends span ``key`` (and first any child still open) at ``at``."""
-        span = self._open.pop(key, None)
-        if span is None:
-            return []
-        ended: list[SpanRecord] = []
-        for child in span.children:
-            if child in self._open:
-                ended += self._end(child, at, unfinished=True)
-        attrs = dict(span.attributes)
-        attrs.update(attributes or {})
-        status, message = ("error", error) if error is not None else ("unset", "")
-        if unfinished:
-            attrs["turnlog.unfinished"] = True
-            status, message = "error", UNFINISHED
-        ended.append(
-            SpanRecord(
-                trace_id=self.trace_id,
-                span_id=span.span_id,
-                parent_id=span.parent_id,
-                name=span.name,
-                kind=span.kind,
-                start_ns=span.start_ns,
-                end_ns=at,
-                attributes=attrs,
-                status=status,
-                status_message=message,
-                events=tuple(span.events),
-            )
-        )
-        return ended
+    @property
+    def trace_id(self) -> str:
+        """The trace the session's spans belong to."""
+        return self._spans.trace_id
 
     def _under_turn(self) -> str:
         """The parent of a call: the running turn (the session if none runs)."""
         key = self._turn_key
-        return key if key is not None and key in self._open else SESSION_KEY
+        return key if key is not None and key in self._spans else SESSION_KEY
 
     # -- the session and its turns ------------------------------------------------
 
@@ -232,8 +144,9 @@ class SpanFold:
         self.agent_name = event.agent_name
         if event.parent_session:
             # A child session joins its root's trace, under the call that runs it.
-            self.trace_id = trace_id_of(event.root_session or event.parent_session)
-        span = self._begin(
+            root = event.root_session or event.parent_session
+            self._spans.trace_id = trace_id_of(root)
+        span = self._spans.begin(
             SESSION_KEY,
             event,
             at,
@@ -251,12 +164,13 @@ class SpanFold:
         return []
 
     def _session_closed(self, _event: s.SessionClosed, at: int) -> list[SpanRecord]:
-        return self._end(SESSION_KEY, at, attributes={"turnlog.session.closed": True})
+        closed: dict[str, Attribute] = {"turnlog.session.closed": True}
+        return self._spans.end(SESSION_KEY, at, attributes=closed)
 
     def _turn_started(self, event: s.TurnStarted, at: int) -> list[SpanRecord]:
         self._turn_key = f"turn:{event.turn_id}"
         self._turn_usage = {}
-        self._begin(
+        self._spans.begin(
             self._turn_key,
             event,
             at,
@@ -283,7 +197,8 @@ class SpanFold:
             attributes["turnlog.turn.reason"] = reason
         if error is not None:
             attributes["error.type"] = "turn_failed"
-        return self._end(f"turn:{turn_id}", at, error=error, attributes=attributes)
+        key = f"turn:{turn_id}"
+        return self._spans.end(key, at, error=error, attributes=attributes)
 
     def _turn_completed(self, event: s.TurnCompleted, at: int) -> list[SpanRecord]:
         return self._turn_ended(event.turn_id, at, "completed", None)
@@ -302,7 +217,7 @@ class SpanFold:
         return []
 
     def _warning(self, event: t.WarningRaised, at: int) -> list[SpanRecord]:
-        span = self._open.get(self._under_turn())
+        span = self._spans.get(self._under_turn())
         if span is not None:
             span.events.append(
                 SpanEvent("turnlog.warning", at, {"message": event.message})
@@ -312,7 +227,7 @@ class SpanFold:
     def _handed_off(self, event: AgentHandedOff, at: int) -> list[SpanRecord]:
         # An event on the turn; the turns after it are the new agent's.
         self.agent_name = event.to_agent
-        span = self._open.get(self._under_turn())
+        span = self._spans.get(self._under_turn())
         if span is not None:
             attributes: dict[str, Attribute] = {
                 "turnlog.handoff.from": event.from_agent,
@@ -324,7 +239,7 @@ class SpanFold:
         return []
 
     def _answer_rejected(self, event: a.AnswerRejected, at: int) -> list[SpanRecord]:
-        span = self._open.get(self._under_turn())
+        span = self._spans.get(self._under_turn())
         if span is not None:
             attributes: dict[str, Attribute] = {
                 "turnlog.answer.attempt": event.attempt,
@@ -345,7 +260,7 @@ class SpanFold:
             attributes["gen_ai.request.model"] = event.model
         attributes["turnlog.model.route"] = event.route
         attributes["turnlog.model.step"] = event.step
-        self._begin(
+        self._spans.begin(
             f"step:{event.originator_id}:{event.step}",
             event,
             at,
@@ -368,11 +283,11 @@ class SpanFold:
         if isinstance(route, str):
             attributes["turnlog.model.route"] = route
         key = f"step:{event.originator_id}:{event.step}"
-        return self._end(key, at, attributes=attributes)
+        return self._spans.end(key, at, attributes=attributes)
 
     def _step_failed(self, event: t.ModelStepFailed, at: int) -> list[SpanRecord]:
         key = f"step:{event.originator_id}:{event.step}"
-        span = self._open.get(key)
+        span = self._spans.get(key)
         if span is not None:
             span.events.append(
                 SpanEvent(
@@ -385,7 +300,7 @@ class SpanFold:
                 )
             )
         attributes: dict[str, Attribute] = {"error.type": event.error_type}
-        return self._end(key, at, error=event.message, attributes=attributes)
+        return self._spans.end(key, at, error=event.message, attributes=attributes)
 
     def _tool_attributes(self, name: str, call_id: str) -> dict[str, Attribute]:
         return {
@@ -402,7 +317,7 @@ class SpanFold:
             attributes["gen_ai.tool.type"] = event.tool_type
         if event.mcp_server:
             attributes["turnlog.mcp.server"] = event.mcp_server
-        self._begin(
+        self._spans.begin(
             f"tool:{event.originator_id}:{event.call_id}",
             event,
             at,
@@ -414,10 +329,10 @@ class SpanFold:
 
     def _tool_finished(self, event: t.ToolCallFinished, at: int) -> list[SpanRecord]:
         key = f"tool:{event.originator_id}:{event.call_id}"
-        if key not in self._open:
+        if key not in self._spans:
             # Answered without running (unknown tool, denied approval): a
             # span of no length, so every call the model made is seen.
-            self._begin(
+            self._spans.begin(
                 key,
                 event,
                 at,
@@ -435,15 +350,15 @@ class SpanFold:
             outcome["error.type"] = "tool_error"
             # Not the output itself: traces leave the process, tool outputs
             # may hold anything a tool read.
-            return self._end(key, at, error="tool error", attributes=outcome)
-        return self._end(key, at, attributes=outcome)
+            return self._spans.end(key, at, error="tool error", attributes=outcome)
+        return self._spans.end(key, at, attributes=outcome)
 
     def _child_started(
         self, event: t.ChildSessionStarted, _at: int
     ) -> list[SpanRecord]:
         # The call's span is still open (saved with its start): it takes the
         # id the child's fold gives its parent, so the child nests under it.
-        span = self._open.get(f"tool:{event.originator_id}:{event.call_id}")
+        span = self._spans.get(f"tool:{event.originator_id}:{event.call_id}")
         if span is not None:
             span.span_id = child_call_span_id(event.child_session)
             span.attributes["turnlog.child.session"] = event.child_session
@@ -453,7 +368,7 @@ class SpanFold:
     def _approval_requested(
         self, event: t.ApprovalRequested, at: int
     ) -> list[SpanRecord]:
-        self._begin(
+        self._spans.begin(
             f"approval:{event.request_id}",
             event,
             at,
@@ -468,7 +383,7 @@ class SpanFold:
         return []
 
     def _approval_decided(self, event: t.ApprovalDecided, at: int) -> list[SpanRecord]:
-        return self._end(
+        return self._spans.end(
             f"approval:{event.request_id}",
             at,
             attributes={
@@ -478,9 +393,9 @@ class SpanFold:
         )
 
     def _compaction_started(
-        self, event: t.CompactionStarted, at: int
+        self, event: c.CompactionStarted, at: int
     ) -> list[SpanRecord]:
-        self._begin(
+        self._spans.begin(
             f"compaction:{event.compaction_id}",
             event,
             at,
@@ -495,17 +410,17 @@ class SpanFold:
 
     def _compaction_ended(self, event: Any, at: int) -> list[SpanRecord]:
         key = f"compaction:{event.compaction_id}"
-        if isinstance(event, t.ContextCompacted):
+        if isinstance(event, c.ContextCompacted):
             attributes = {
                 "turnlog.compaction.outcome": "compacted",
                 **_usage_attributes(event.usage),
             }
-            return self._end(key, at, attributes=attributes)
-        if isinstance(event, t.CompactionFailed):
+            return self._spans.end(key, at, attributes=attributes)
+        if isinstance(event, c.CompactionFailed):
             attributes = {"turnlog.compaction.outcome": "failed"}
-            return self._end(key, at, error=event.message, attributes=attributes)
+            return self._spans.end(key, at, error=event.message, attributes=attributes)
         attributes = {"turnlog.compaction.outcome": "cancelled"}
-        return self._end(key, at, attributes=attributes)
+        return self._spans.end(key, at, attributes=attributes)
 
 
 def spans_of(session_id: str, events: Iterable[Any]) -> list[SpanRecord]:

@@ -24,6 +24,7 @@ from turnlog import (
     tool_call,
 )
 from turnlog.cli.timeline import Seen, format_duration, summarize
+from turnlog.domain import compaction as c
 from turnlog.domain import session as s
 from turnlog.domain import turn as t
 
@@ -178,20 +179,20 @@ def event(cls, *, seconds: float = 0, **fields):
             "model call, step 1, route default, usage unreported",
         ),
         (
-            event(t.CompactionStarted, compaction_id="c1", reason="context too long"),
+            event(c.CompactionStarted, compaction_id="c1", reason="context too long"),
             "compaction c1 started: context too long",
         ),
         (
-            event(t.CompactionFailed, compaction_id="c1", message="endpoint down"),
+            event(c.CompactionFailed, compaction_id="c1", message="endpoint down"),
             "compaction c1 failed, context unchanged: endpoint down",
         ),
         (
-            event(t.CompactionCancelled, compaction_id="c1"),
+            event(c.CompactionCancelled, compaction_id="c1"),
             "compaction c1 cancelled, context unchanged",
         ),
         (
             event(
-                t.ContextCompacted,
+                c.ContextCompacted,
                 compaction_id="c1",
                 items=[{"type": "compaction"}],
                 usage=None,

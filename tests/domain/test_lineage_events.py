@@ -16,7 +16,8 @@ from turnlog.domain.lineage import (
     set_aside_turns,
     turn_owner,
 )
-from turnlog.domain.session import Session, SessionSnapshot
+from turnlog.domain.session import Session
+from turnlog.domain.session_snapshot import SessionSnapshot
 
 REWIND_FIELDS = {
     "point_seq": 5,

@@ -27,7 +27,7 @@ from turn_machine_support import (
 from turnlog.domain.handoff import agent_in_charge
 from turnlog.domain.model import ModelResponse, function_call
 from turnlog.domain.protocol import Interrupt
-from turnlog.domain.session import SessionSnapshot
+from turnlog.domain.session_snapshot import SessionSnapshot
 from turnlog.domain.turn_facts import StepSucceeded, TurnInput
 
 

@@ -20,6 +20,12 @@ import msgspec
 
 from turnlog.domain.answers import AnswerAccepted, AnswerRejected
 from turnlog.domain.chain import SEQ_FIELD
+from turnlog.domain.compaction import (
+    CompactionCancelled,
+    CompactionFailed,
+    CompactionStarted,
+    ContextCompacted,
+)
 from turnlog.domain.events import event_name
 from turnlog.domain.handoff import AgentHandedOff
 from turnlog.domain.instructions import InstructionsEvaluated
@@ -44,10 +50,6 @@ from turnlog.domain.turn import (
     ApprovalDecided,
     ApprovalRequested,
     ChildSessionStarted,
-    CompactionCancelled,
-    CompactionFailed,
-    CompactionStarted,
-    ContextCompacted,
     HookContextAdded,
     InputAccepted,
     InputRejected,

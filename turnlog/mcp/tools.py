@@ -21,12 +21,18 @@ import threading
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
-from turnlog.domain.errors import InvalidInputError, McpServerError
+from turnlog.domain.errors import McpServerError
 from turnlog.domain.model import ToolSpec
 from turnlog.domain.tool_output import checked_limits
-from turnlog.mcp.targets import HttpTarget, StdioTarget, Target
+from turnlog.mcp.settings import (
+    ToolSelection,
+    check_server,
+    selected,
+    selection,
+    tool_prefix_for,
+)
+from turnlog.mcp.targets import Target, default_name, http_target, stdio_target
 from turnlog.tools import ToolResult
 
 if TYPE_CHECKING:
@@ -39,20 +45,6 @@ DEFAULT_TIMEOUT = 60.0
 
 LIST_TIMEOUT = 30.0
 """Seconds starting a server and reading its tool list may take."""
-
-ToolSelection = bool | Collection[str]
-"""True or False for every tool of a server, or the names (as the server
-calls them) of the tools it applies to."""
-
-NEEDS_APPROVAL_REMOVED = (
-    "needs_approval is no longer accepted: every MCP tool asks before it "
-    "runs unless named in run_unasked (e.g. run_unasked=['read_file']); "
-    "trust_read_only_hints=True also runs the tools the server marks read-only"
-)
-"""Why the old setting is refused: a list used to mean 'only these ask',
-so every tool it did not name (a server's edit and move tools) ran unasked."""
-
-_NAME = re.compile(r"[A-Za-z0-9_-]+")
 
 
 class McpServer:
@@ -87,30 +79,18 @@ class McpServer:
         needs_approval: None = None,
         max_output: int | Mapping[str, int] | None = None,
     ) -> None:
-        if needs_approval is not None:
-            raise InvalidInputError(NEEDS_APPROVAL_REMOVED)
-        if not isinstance(trust_read_only_hints, bool):
-            msg = "trust_read_only_hints must be True or False"
-            raise InvalidInputError(msg)
-        if not isinstance(name, str) or not _NAME.fullmatch(name):
-            msg = f"MCP server name {name!r} may hold only letters, digits, _ and -"
-            raise InvalidInputError(msg)
-        if timeout is not None and (
-            isinstance(timeout, bool)
-            or not isinstance(timeout, int | float)
-            or timeout <= 0
-        ):
-            msg = f"MCP timeout must be a positive number of seconds, not {timeout!r}"
-            raise InvalidInputError(msg)
-        prefix = f"{name}_" if tool_prefix is None else tool_prefix
-        if not isinstance(prefix, str) or (prefix and not _NAME.fullmatch(prefix)):
-            msg = f"tool_prefix {tool_prefix!r} may hold only letters, digits, _ and -"
-            raise InvalidInputError(msg)
+        check_server(
+            name,
+            trust_read_only_hints=trust_read_only_hints,
+            timeout=timeout,
+            needs_approval=needs_approval,
+        )
+        prefix = tool_prefix_for(name, tool_prefix)
         self._name = name
         self._target = target
-        self._unasked = _selection(run_unasked, "run_unasked")
+        self._unasked = selection(run_unasked, "run_unasked")
         self._trust_read_only = trust_read_only_hints
-        self._idempotent = _selection(idempotent, "idempotent")
+        self._idempotent = selection(idempotent, "idempotent")
         self._timeout = float(timeout) if timeout is not None else None
         self._prefix = prefix
         self._max_output = checked_limits(max_output, "max_output")
@@ -162,21 +142,9 @@ class McpServer:
                 every tool or per tool (by the server's tool name); default:
                 the agent's ``max_tool_output``.
         """
-        if not isinstance(command, str) or not command:
-            msg = "an MCP stdio server needs a command"
-            raise InvalidInputError(msg)
-        if isinstance(args, str) or not all(isinstance(a, str) for a in args):
-            msg = "MCP server args must be a sequence of str"
-            raise InvalidInputError(msg)
-        _check_strings(env, "env")
-        if stderr_log is not None and not isinstance(stderr_log, str | os.PathLike):
-            msg = f"stderr_log must be a path, not {stderr_log!r}"
-            raise InvalidInputError(msg)
-        default = re.sub(r"[^A-Za-z0-9_-]", "_", command.rsplit("/", 1)[-1])
-        log = Path(stderr_log) if stderr_log is not None else None
-        target = StdioTarget(command, tuple(args), env, cwd, log)
+        target = stdio_target(command, args, env, cwd, stderr_log)
         return cls(
-            name or default.removesuffix("_py") or "mcp",
+            name or default_name(target),
             target,
             run_unasked=run_unasked,
             trust_read_only_hints=trust_read_only_hints,
@@ -220,15 +188,10 @@ class McpServer:
                 every tool or per tool (by the server's tool name); default:
                 the agent's ``max_tool_output``.
         """
-        parts = urlsplit(url) if isinstance(url, str) else None
-        if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
-            msg = f"an MCP HTTP server needs an http(s) URL, not {url!r}"
-            raise InvalidInputError(msg)
-        _check_strings(headers, "headers")
-        default = re.sub(r"[^A-Za-z0-9_-]", "_", parts.hostname or "mcp")
+        target = http_target(url, headers)
         return cls(
-            name or default,
-            HttpTarget(url, dict(headers or {})),
+            name or default_name(target),
+            target,
             run_unasked=run_unasked,
             trust_read_only_hints=trust_read_only_hints,
             needs_approval=needs_approval,
@@ -333,11 +296,11 @@ class McpServer:
             spec,
             tool.name,
             asks_first=not self._runs_unasked(tool),
-            idempotent=_selected(self._idempotent, tool.name),
+            idempotent=selected(self._idempotent, tool.name),
         )
 
     def _runs_unasked(self, tool: Tool) -> bool:
-        if _selected(self._unasked, tool.name):
+        if selected(self._unasked, tool.name):
             return True
         hints = tool.annotations
         return self._trust_read_only and bool(hints and hints.read_only_hint)
@@ -445,29 +408,6 @@ class McpTool:
 
     def __repr__(self) -> str:
         return f"McpTool({self.name!r})"
-
-
-def _selection(value: ToolSelection, what: str) -> bool | frozenset[str]:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) or not all(isinstance(v, str) for v in value):
-        msg = f"{what} must be a bool or a collection of tool names"
-        raise InvalidInputError(msg)
-    return frozenset(value)
-
-
-def _selected(selection: bool | frozenset[str], name: str) -> bool:
-    return selection if isinstance(selection, bool) else name in selection
-
-
-def _check_strings(mapping: Mapping[str, str] | None, what: str) -> None:
-    if mapping is None:
-        return
-    if not isinstance(mapping, Mapping) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in mapping.items()
-    ):
-        msg = f"MCP server {what} must map str to str"
-        raise InvalidInputError(msg)
 
 
 def _check_unique(tools: Sequence[McpTool], server: str) -> None:

@@ -54,7 +54,8 @@ from turnlog.domain.errors import (
 )
 from turnlog.domain.events import in_decision_order
 from turnlog.domain.ids import session_uuid, turn_uuid
-from turnlog.domain.session import Session, SessionSnapshot
+from turnlog.domain.session import Session
+from turnlog.domain.session_snapshot import SessionSnapshot
 from turnlog.store.application import RECORDERS, TurnlogApplication
 from turnlog.store.backend import META_TABLE, LogBackend
 from turnlog.store.chaining import creates_session, first_head, stamp
