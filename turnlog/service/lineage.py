@@ -29,7 +29,7 @@ from starlette.routing import Route
 
 from turnlog.domain.errors import InvalidInputError, SessionBusyError, UsageError
 from turnlog.domain.ids import check_session_id, new_submission_id
-from turnlog.domain.lineage import SessionRewound
+from turnlog.domain.lineage import SessionForked, SessionRewound
 from turnlog.forking import check_point_args, record_fork
 from turnlog.service.context import ServiceContext
 from turnlog.service.problems import Problem
@@ -201,7 +201,12 @@ class LineageResources:
             ]
 
         rewinds = []
+        spans: list[list[int]] = []  # positions strictly between, set aside
         for item in runtime.transcript.all(session_id):
+            if item.name == "SessionForked":  # what its source had set aside
+                forked = item.event()
+                assert isinstance(forked, SessionForked)
+                spans.extend(list(span) for span in forked.set_aside_positions)
             if item.name == "SessionRewound":
                 event = item.event()
                 assert isinstance(event, SessionRewound)
@@ -210,8 +215,12 @@ class LineageResources:
                         "position": item.position,
                         "to_turn": event.to_turn,
                         "set_aside": list(event.rewound_turns),
+                        # the events set aside: after ``after``, up to ``until``
+                        "after": event.point_position,
+                        "until": event.last_position,
                     }
                 )
+                spans.append([event.point_position, event.last_position + 1])
         return {
             "session_id": session_id,
             "forked_from": checkpoint.forked_from,
@@ -219,6 +228,7 @@ class LineageResources:
             "forks": tree(session_id, 0),
             "rewound_turns": checkpoint.rewound_turns,
             "rewinds": rewinds,
+            "set_aside_positions": spans,
         }
 
 
