@@ -131,6 +131,17 @@ def test_edit_and_resend_is_a_rewind_then_a_prompt(served) -> None:
         # The turns set aside are still in the audit.
         timeline = client.get(f"{base}/audit").json()["timeline"]
         assert sum(r["event"] == "TurnCompleted" for r in timeline) == 4
+        set_aside = client.get(f"{base}/lineage").json()["set_aside_positions"]
+        completed = [r["position"] for r in timeline if r["event"] == "TurnCompleted"]
+        assert [
+            any(after < p < before for after, before in set_aside) for p in completed
+        ] == [False, True, True, False]
+        # A fork after the edit carries what was set aside, still set aside.
+        fork = client.post(f"{base}/fork", json={}).json()["session_id"]
+        assert contents(client, fork) == contents(client, session_id)
+        assert client.get(f"/sessions/{fork}/lineage").json()[
+            "set_aside_positions"
+        ] == [set_aside[0]]
 
 
 def test_a_rewind_while_a_turn_runs_is_409_until_interrupted(served) -> None:
@@ -144,6 +155,15 @@ def test_a_rewind_while_a_turn_runs_is_409_until_interrupted(served) -> None:
         busy = client.post(f"{base}/rewind", json={"after_turn": 0})
         assert busy.status_code == 409
         assert "interrupt it first" in busy.json()["detail"]
+        # A fork of the running session starts quiet, at its last quiet point.
+        running = client.post(f"{base}/fork", json={"after_turn": 1})
+        assert running.status_code == 422
+        assert "still running" in running.json()["detail"]
+        quiet = client.post(f"{base}/fork", json={})
+        assert quiet.status_code == 201, quiet.text
+        fork = quiet.json()["session_id"]
+        assert client.get(f"/sessions/{fork}/approvals").json()["approvals"] == []
+        assert not client.get(f"/sessions/{fork}").json()["running_turn"]
         client.post(f"{base}/interrupt", json={})
         await_event(client, session_id, "turn_aborted", after=asked)
         done = client.post(f"{base}/rewind", json={"after_turn": 0})

@@ -228,7 +228,10 @@ class LineageResources:
             "forks": tree(session_id, 0),
             "rewound_turns": checkpoint.rewound_turns,
             "rewinds": rewinds,
-            "set_aside_positions": spans,
+            # a fork's history holds its source's rewinds too: each span once
+            "set_aside_positions": [
+                span for i, span in enumerate(spans) if span not in spans[:i]
+            ],
         }
 
 
