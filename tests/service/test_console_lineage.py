@@ -4,12 +4,16 @@ opens the fork, and the fork tree links the source and its forks."""
 
 from __future__ import annotations
 
+import os
+
 from console_support import new_session, page, send, sign_in
 from playwright.sync_api import Page, expect
 
 from turnlog.service import demo_agent
 
 __all__ = ["page"]  # the fixture, used by name
+
+SCREENSHOT = os.environ.get("TURNLOG_CONSOLE_LINEAGE_SCREENSHOT")
 
 
 def test_edit_and_resend_then_fork_from_here(serve, page: Page) -> None:
@@ -69,5 +73,7 @@ def test_edit_and_resend_then_fork_from_here(serve, page: Page) -> None:
     expect(current).to_have_attribute("data-session-id", source)
     listed = page.locator(f'#lineage li[data-session-id="{fork}"]')
     expect(listed).to_contain_text("fork at position")
+    if SCREENSHOT:
+        page.screenshot(path=SCREENSHOT, full_page=True)
     listed.locator(".sid").click()
     expect(current).to_have_attribute("data-session-id", fork)
