@@ -85,6 +85,11 @@ def test_a_fork_from_before_an_input_has_the_history_up_to_it(served) -> None:
         ]
         assert len(contents(client, source)) == 4  # the source is untouched
 
+        # The fork counts the inputs of the history it shares with its source.
+        again = client.post("/sessions/the-fork/fork", json={"before_input": 2})
+        assert (
+            contents(client, again.json()["session_id"]) == contents(client, source)[:2]
+        )
         # A fork of the fork, at its latest point (neither point named).
         grand = client.post("/sessions/the-fork/fork", json={}).json()["session_id"]
         assert contents(client, grand) == contents(client, "the-fork")
@@ -98,7 +103,10 @@ def test_a_fork_from_before_an_input_has_the_history_up_to_it(served) -> None:
             "the-fork",
             points[1]["position"],
         )
-        assert [f["session_id"] for f in fork["forks"]] == [grand]
+        assert {f["session_id"] for f in fork["forks"]} == {
+            again.json()["session_id"],
+            grand,
+        }
         above = client.get(f"/sessions/{grand}/lineage").json()["sources"]
         assert [(s["session_id"], s["fork"]) for s in above] == [
             ("the-fork", grand),
