@@ -220,6 +220,13 @@ FIELDS = {
     "/sessions/{session_id}/steer": ["text"],
     "/sessions/{session_id}/interrupt": ["clear_queue"],
     "/sessions/{session_id}/approvals/{request_id}": ["decision"],
+    "/sessions/{session_id}/fork": [
+        "before_input",
+        "after_turn",
+        "session_id",
+        "keep_allowances",
+    ],
+    "/sessions/{session_id}/rewind": ["before_input", "after_turn"],
     "/agui": ["state", "forwardedProps", "threadId", "runId", "messages", "resume"],
 }
 """The fields each route's body has (the fuzzer sends others too)."""
@@ -240,6 +247,9 @@ def valid_body(draw: st.DrawFn, template: str, session_ids: list[str]) -> Any:
             return {"clear_queue": draw(st.booleans())}
         case "/sessions/{session_id}/approvals/{request_id}":
             return {"decision": draw(st.sampled_from(WORDS[:3]))}
+        case "/sessions/{session_id}/fork" | "/sessions/{session_id}/rewind":
+            name = draw(st.sampled_from(["before_input", "after_turn"]))
+            return {name: draw(st.integers(-1, 4))}
         case "/agui":
             return {
                 "threadId": draw(st.sampled_from([*session_ids, "thread-1", "bad id"])),
@@ -397,6 +407,8 @@ POST_ROUTES = [
     "/sessions/{session_id}/steer",
     "/sessions/{session_id}/interrupt",
     "/sessions/{session_id}/approvals/{request_id}",
+    "/sessions/{session_id}/fork",
+    "/sessions/{session_id}/rewind",
     "/agui",
 ]
 

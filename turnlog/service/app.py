@@ -33,6 +33,7 @@ from turnlog.service.auth import ServiceTokens
 from turnlog.service.console import Console
 from turnlog.service.context import AgentSource, ServiceContext
 from turnlog.service.limits import MAX_BODY, BodyLimit
+from turnlog.service.lineage import LineageResources
 from turnlog.service.log_tail import CommitSignal
 from turnlog.service.openapi import openapi_document
 from turnlog.service.overview import Overview
@@ -84,10 +85,12 @@ def create_app(
     async def health(_: Request) -> Response:
         return json_response({"ok": True})
 
+    resources = SessionResources(context)
     routes: list[BaseRoute] = [
         Route(OPENAPI_PATH, openapi, methods=["GET"]),
         Route("/healthz", health, methods=["GET"]),
-        *SessionResources(context).routes(),
+        *resources.routes(),
+        *LineageResources(context, resources).routes(),
         *EventStream(context).routes(),
         *AguiEndpoint(context).routes(),
         *Overview(context).routes(),

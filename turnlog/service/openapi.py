@@ -122,6 +122,7 @@ def openapi_document() -> dict[str, Any]:
                 "responses": _ok("the children"),
             }
         },
+        **_lineage_paths(),
         "/sessions/{session_id}/approvals": {
             "get": {
                 "summary": "Pending approval requests (a child session's name it)",
@@ -274,6 +275,85 @@ def openapi_document() -> dict[str, Any]:
                     },
                 }
             },
+        },
+    }
+
+
+def _point_schema(extra: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "content": {
+            "application/json": {
+                "schema": {
+                    "type": "object",
+                    "properties": {
+                        "before_input": {
+                            "type": "integer",
+                            "minimum": 1,
+                            "description": "before user input N (from 1)",
+                        },
+                        "after_turn": {
+                            "type": "integer",
+                            "minimum": 0,
+                            "description": "after turn N (0: before the first)",
+                        },
+                        **extra,
+                    },
+                    "additionalProperties": False,
+                }
+            }
+        }
+    }
+
+
+def _lineage_paths() -> dict[str, Any]:
+    """Forks, rewinds, the quiet points and the fork tree."""
+    return {
+        "/sessions/{session_id}/fork": {
+            "post": {
+                "summary": "Fork the session at a quiet point (one of before_input "
+                "and after_turn; neither: the latest) into a new session of "
+                "the tenant; pending approvals and queued input are not "
+                "carried, session allowances only with keep_allowances",
+                "parameters": [_SESSION],
+                "requestBody": _point_schema(
+                    {
+                        "session_id": {"type": "string"},
+                        "keep_allowances": {"type": "boolean", "default": False},
+                    }
+                ),
+                "responses": {
+                    **_ok("the fork's checkpoint (with forked_from)", "201"),
+                    "409": _PROBLEM,
+                },
+            }
+        },
+        "/sessions/{session_id}/rewind": {
+            "post": {
+                "summary": "Set the turns after a quiet point aside, in place "
+                "(one of before_input and after_turn); 409 while a turn runs",
+                "parameters": [_SESSION],
+                "requestBody": {"required": True, **_point_schema({})},
+                "responses": {
+                    **_ok("the turns set aside (set_aside)"),
+                    "409": _PROBLEM,
+                },
+            }
+        },
+        "/sessions/{session_id}/history": {
+            "get": {
+                "summary": "The quiet points a fork or rewind may name (after_turn, "
+                "input, position, preview, rewound)",
+                "parameters": [_SESSION],
+                "responses": _ok("the points, in order"),
+            }
+        },
+        "/sessions/{session_id}/lineage": {
+            "get": {
+                "summary": "Where the session was forked from (sources, nearest "
+                "first), the tenant's forks of it as a tree, and its rewinds",
+                "parameters": [_SESSION],
+                "responses": _ok("the lineage"),
+            }
         },
     }
 
