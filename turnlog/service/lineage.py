@@ -126,8 +126,8 @@ class LineageResources:
             raise Problem(422, "name the point: before_input or after_turn")
         _check_point(body.before_input, body.after_turn)
         session = await self.context.session_async(owned)
-        lock = self.context.prompt_locks.setdefault(owned.session_id, asyncio.Lock())
-        async with lock:  # not between a prompt and the start of its run
+        # Not between a prompt and the start of its run.
+        async with self.context.prompt_lock(owned.session_id):
             try:
                 turns = await asyncio.to_thread(
                     lambda: session.rewind(
