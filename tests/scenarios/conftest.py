@@ -4,9 +4,6 @@ turnlog processes to kill. This folder goes on ``sys.path`` for
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -16,6 +13,8 @@ import pytest
 from turnlog import Runtime
 
 sys.path.insert(0, str(Path(__file__).parent))
+
+from kill_support import kill_when
 
 CHILD = Path(__file__).with_name("crash_child.py")
 
@@ -36,22 +35,4 @@ def kill_child_at() -> Callable[[str, str, str, str], None]:
 
 def run_child_until(url: str, session_id: str, mode: str, marker: str) -> None:
     """Starts the child, waits for ``marker`` on its stdout, then SIGKILLs it."""
-    with subprocess.Popen(
-        [sys.executable, str(CHILD), url, session_id, mode],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    ) as proc:
-        assert proc.stdout is not None
-        assert proc.stderr is not None
-        try:
-            for line in proc.stdout:
-                if line.startswith(marker):
-                    break
-            else:
-                pytest.fail(f"child exited early ({proc.wait()}): {proc.stderr.read()}")
-            os.kill(proc.pid, signal.SIGKILL)
-        finally:
-            proc.kill()
-            proc.wait(timeout=30)
-    assert proc.returncode == -signal.SIGKILL
+    kill_when(CHILD, marker, url, session_id, mode)

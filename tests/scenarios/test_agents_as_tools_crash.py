@@ -6,15 +6,12 @@ yet recorded; on SQLite and on PostgreSQL."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from agents_crash_child import CHILD, PARENT, agents, ask_child  # scenarios/conftest
+from kill_support import kill_when  # scenarios/conftest puts this folder on sys.path
 
 from turnlog import ApprovalDecision, ApprovalRequest, RunConfig, RunFinished, Runtime
 from turnlog.domain import protocol as p
@@ -26,25 +23,7 @@ pytestmark = pytest.mark.subprocess
 
 
 def _kill_at(url: str, mode: str, marker: str) -> None:
-    with subprocess.Popen(
-        [sys.executable, str(SCRIPT), url, mode],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    ) as proc:
-        assert proc.stdout is not None
-        assert proc.stderr is not None
-        try:
-            for line in proc.stdout:
-                if line.startswith(marker):
-                    break
-            else:
-                pytest.fail(f"child exited early ({proc.wait()}): {proc.stderr.read()}")
-            os.kill(proc.pid, signal.SIGKILL)
-        finally:
-            proc.kill()
-            proc.wait(timeout=30)
-    assert proc.returncode == -signal.SIGKILL
+    kill_when(SCRIPT, marker, url, mode)
 
 
 def _revive(

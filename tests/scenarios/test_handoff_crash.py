@@ -7,13 +7,9 @@ with, goes on with billing, on SQLite and PostgreSQL.
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
-import pytest
+from kill_support import kill_when  # scenarios/conftest puts this folder on sys.path
 
 from turnlog import (
     Agent,
@@ -31,25 +27,7 @@ CHILD = Path(__file__).with_name("handoff_child.py")
 
 def kill_child_at(url: str, session_id: str, mode: str, marker: str) -> None:
     """Runs handoff_child.py until it prints ``marker``, then SIGKILLs it."""
-    with subprocess.Popen(
-        [sys.executable, str(CHILD), url, session_id, mode],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    ) as proc:
-        assert proc.stdout is not None
-        assert proc.stderr is not None
-        try:
-            for line in proc.stdout:
-                if line.startswith(marker):
-                    break
-            else:
-                pytest.fail(f"child exited early ({proc.wait()}): {proc.stderr.read()}")
-            os.kill(proc.pid, signal.SIGKILL)
-        finally:
-            proc.kill()
-            proc.wait(timeout=30)
-    assert proc.returncode == -signal.SIGKILL
+    kill_when(CHILD, marker, url, session_id, mode)
 
 
 @function_tool(needs_approval=True)

@@ -7,13 +7,10 @@ closed as interrupted after it.
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from kill_support import kill_when  # scenarios/conftest puts this folder on sys.path
 
 from turnlog import Agent, Runtime, ScriptedModel
 
@@ -23,25 +20,7 @@ CHILD = Path(__file__).with_name("context_child.py")
 
 
 def kill_after_update(url: str, session_id: str, mode: str) -> None:
-    with subprocess.Popen(
-        [sys.executable, str(CHILD), url, session_id, mode],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    ) as proc:
-        assert proc.stdout is not None
-        assert proc.stderr is not None
-        try:
-            for line in proc.stdout:
-                if line.startswith("UPDATED"):
-                    break
-            else:
-                pytest.fail(f"child exited early ({proc.wait()}): {proc.stderr.read()}")
-            os.kill(proc.pid, signal.SIGKILL)
-        finally:
-            proc.kill()
-            proc.wait(timeout=30)
-    assert proc.returncode == -signal.SIGKILL
+    kill_when(CHILD, "UPDATED", url, session_id, mode)
 
 
 @pytest.mark.parametrize("mode", ["sync-update", "async-update"])

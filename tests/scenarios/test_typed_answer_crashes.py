@@ -8,14 +8,11 @@ the next turn typed as ever.
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pydantic
 import pytest
+from kill_support import kill_when  # scenarios/conftest puts this folder on sys.path
 
 from turnlog import Agent, Runtime, ScriptedModel
 from turnlog.events import AnswerRejectedMsg, TurnAbortedMsg
@@ -32,25 +29,7 @@ class Forecast(pydantic.BaseModel):  # the child's type, declared again here
 
 
 def kill_child_at(url: str, session_id: str, mode: str, marker: str) -> None:
-    with subprocess.Popen(
-        [sys.executable, str(CHILD), url, session_id, mode],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    ) as proc:
-        assert proc.stdout is not None
-        assert proc.stderr is not None
-        try:
-            for line in proc.stdout:
-                if line.startswith(marker):
-                    break
-            else:
-                pytest.fail(f"child exited early ({proc.wait()}): {proc.stderr.read()}")
-            os.kill(proc.pid, signal.SIGKILL)
-        finally:
-            proc.kill()
-            proc.wait(timeout=30)
-    assert proc.returncode == -signal.SIGKILL
+    kill_when(CHILD, marker, url, session_id, mode)
 
 
 def test_another_process_reopens_the_same_typed_answer(store_url: str) -> None:

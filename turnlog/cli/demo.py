@@ -32,7 +32,7 @@ from turnlog.domain.protocol import (
 from turnlog.domain.run import EventsMissed, RunEvent, RunResult
 from turnlog.runtime import Runtime
 from turnlog.scripted import ScriptedModel, calls, reply, tool_call
-from turnlog.session import Subscription
+from turnlog.session import AgentSession, Subscription
 from turnlog.tools import function_tool
 
 QUESTION = "Which day of the week is 100 days after 2024-02-10?"
@@ -207,16 +207,22 @@ def run_demo(runtime: Runtime, session_id: str) -> RunResult:
     """
     check_can_continue(runtime, session_id)
     session = runtime.create_session(demo_agent(), session_id=session_id)
-    subscription = session.subscribe()
-    print(
+    intro = (
         "turnlog demo: a scripted model (offline, no API key) answers one "
-        "question with one tool call.\n",
-        flush=True,
+        "question with one tool call.\n"
     )
+    return prompt_printed(session, QUESTION, intro)
+
+
+def prompt_printed(session: AgentSession, text: str, intro: str) -> RunResult:
+    """Prints ``intro``, then prompts ``session`` with ``text`` while its
+    conversation is printed from its event stream as it happens."""
+    subscription = session.subscribe()
+    print(intro, flush=True)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="demo") as pool:
         printing = pool.submit(print_conversation, subscription)
         try:
-            result = session.prompt(QUESTION, timeout=RUN_TIMEOUT)
+            result = session.prompt(text, timeout=RUN_TIMEOUT)
         finally:
             subscription.close()
             printing.result(timeout=RUN_TIMEOUT)

@@ -12,18 +12,16 @@ from __future__ import annotations
 
 import re
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 
 import pydantic
 
 from turnlog.agent import Agent
 from turnlog.cli.demo import (
     QUESTION,
-    RUN_TIMEOUT,
     check_can_continue,
     demo_agent,
     describe_msg,
-    print_conversation,
+    prompt_printed,
 )
 from turnlog.domain.model import ModelRequest, ModelResponse
 from turnlog.domain.run import RunResult
@@ -97,19 +95,11 @@ def run_agents_demo(runtime: Runtime, session_id: str) -> RunResult:
     its child session's, and the typed answer."""
     check_can_continue(runtime, session_id, PLANNER_NAME)
     session = runtime.create_session(planner_agent(), session_id=session_id)
-    subscription = session.subscribe()
-    print(
+    intro = (
         "turnlog demo --agents: a scripted planner (offline, no API key) asks "
-        "the date helper, a child session of its own, and answers typed.\n",
-        flush=True,
+        "the date helper, a child session of its own, and answers typed.\n"
     )
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="demo") as pool:
-        printing = pool.submit(print_conversation, subscription)
-        try:
-            result = session.prompt(QUESTION, timeout=RUN_TIMEOUT)
-        finally:
-            subscription.close()
-            printing.result(timeout=RUN_TIMEOUT)
+    result = prompt_printed(session, QUESTION, intro)
     for child in runtime.children(session_id):
         print(f"\n  child session {child.session_id} (agent {child.agent}):")
         for event in runtime.replay_events(child.session_id):
