@@ -94,6 +94,15 @@ def test_project_needs_a_log(turnlog, tmp_path: Path) -> None:
     assert "'0' is not a number of seconds above 0" in bad.err
 
 
+# Ctrl-C as a terminal sends it: a test run started in the background by a
+# script ignores SIGINT, and a child inherits that (exec keeps an ignored
+# signal ignored), so the follower is started with SIGINT's default again.
+WITH_DEFAULT_SIGINT = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "os.execv(sys.argv[1], sys.argv[1:])"
+)
+
+
 class Follower:
     """A ``turnlog project --follow`` process and the lines it prints."""
 
@@ -101,7 +110,18 @@ class Follower:
         script = Path(sys.executable).parent / "turnlog"
         assert script.exists(), "install the package: pip install -e ."
         self.process = subprocess.Popen(
-            [script, "--store", url, "project", "--follow", "--interval", "0.05"],
+            [
+                sys.executable,
+                "-c",
+                WITH_DEFAULT_SIGINT,
+                script,
+                "--store",
+                url,
+                "project",
+                "--follow",
+                "--interval",
+                "0.05",
+            ],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
