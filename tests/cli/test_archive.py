@@ -189,6 +189,8 @@ def test_a_session_with_a_turn_in_progress_is_not_archived(
     import threading
 
     from turnlog import ApprovalDecision, calls, function_tool, tool_call
+    from turnlog.events import ApprovalRequestedMsg
+    from turnlog.testing import wait_for
 
     @function_tool(needs_approval=True)
     def deploy() -> str:
@@ -204,12 +206,12 @@ def test_a_session_with_a_turn_in_progress_is_not_archived(
             Agent("a", model=ScriptedModel(["ok"])), session_id="open"
         )
         idle.prompt("hi", timeout=30)  # finished, but open here (a live lease)
+        asked = session.subscribe()
         prompting = threading.Thread(target=lambda: session.prompt("go", timeout=60))
         prompting.start()
-        deadline = time.monotonic() + 30
-        while not session.pending_approvals():
-            assert time.monotonic() < deadline, "the turn did not ask"
-            time.sleep(0.01)
+        wait_for(asked, lambda m: isinstance(m, ApprovalRequestedMsg), timeout=30)
+        asked.close()
+        assert session.pending_approvals()
         out = tmp_path / "a.jsonl"
         busy = ["--store", sqlite_url, "archive", "--session", "busy", "-o", str(out)]
         assert main(busy) == 2
