@@ -5,7 +5,12 @@ every chain) while two writers run sessions. Such readers keep SQLite's
 own checkpoints from ever starting the WAL over, so without a bound the
 WAL grows with the log (here it reached about twice the log's size).
 The test runs until the log has grown to four times the bound (a ratio,
-not a time) and holds the WAL's largest size to twice the bound.
+not a time) and holds the WAL's largest size to three times the bound:
+the writer's checkpoint waits ``WAL_CHECKPOINT_WAIT`` for readers of
+older snapshots, and on a loaded machine a reader may still be inside
+its chunk when that wait ends; the next try then comes one bound later
+(so the WAL may pass twice the bound once), where an unbounded WAL
+would reach about eight.
 """
 
 from __future__ import annotations
@@ -88,7 +93,7 @@ def test_the_wal_stays_bounded_beside_overlapping_readers(
                 thread.join(120)
             reader.close()
     assert not errors, errors
-    assert largest <= 2 * BOUND, f"WAL reached {largest:,} bytes (bound {BOUND:,})"
+    assert largest <= 3 * BOUND, f"WAL reached {largest:,} bytes (bound {BOUND:,})"
 
 
 def test_a_reader_that_never_lets_go_does_not_stall_every_commit(
