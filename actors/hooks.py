@@ -16,6 +16,10 @@ from typing import Any
 
 import msgspec
 
+from turnlog.domain.compacted_history import (
+    DEFAULT_KEEP_USER_TOKENS,
+    compacted_history,
+)
 from turnlog.domain.errors import ProviderError, TurnlogError
 from turnlog.domain.hooks import (
     CompactionInfo,
@@ -140,6 +144,7 @@ async def prepare_step(
     for layer in layers:
         if _compaction_due(layer, items):
             stop = await _compact(
+                layer=layer,
                 layers=layers,
                 provider=provider,
                 instructions=instructions,
@@ -178,6 +183,7 @@ async def _hook_stops(
 
 async def _compact(
     *,
+    layer: Any,
     layers: Sequence[Any],
     provider: Any,
     instructions: str,
@@ -202,7 +208,10 @@ async def _compact(
     compaction_began(
         compaction_id, f"context over threshold ({about.estimated_tokens} tokens)"
     )
-    replacement, usage = await compact_items(provider, instructions, info, items)
+    keep = getattr(layer, "compaction_keep_user_tokens", DEFAULT_KEEP_USER_TOKENS)
+    replacement, usage = await compact_items(
+        provider, instructions, info, items, keep_user_tokens=keep
+    )
     prepared.compaction = (compaction_id, replacement, usage)
     items[:] = replacement
     for layer in layers:
@@ -223,13 +232,20 @@ async def _compact(
 
 
 async def compact_items(
-    provider: Any, instructions: str, info: StepInfo, items: list[Item]
+    provider: Any,
+    instructions: str,
+    info: StepInfo,
+    items: list[Item],
+    *,
+    keep_user_tokens: int = DEFAULT_KEEP_USER_TOKENS,
 ) -> tuple[list[Item], dict[str, int] | None]:
     """The compacted replacement for ``items``, and the usage it cost.
 
     A provider with ``async compact(request)`` compacts natively; any other
-    is asked for a summary, which replaces the conversation, followed by the
-    latest user message so the turn's question stays verbatim.
+    is asked for a summary. The summary (an item of its own kind, never a
+    user message) then replaces the conversation, after the user's own most
+    recent messages, kept verbatim up to ``keep_user_tokens``
+    (domain.compacted_history).
     """
     request = ModelRequest(
         instructions=instructions,
@@ -258,17 +274,7 @@ async def compact_items(
     if not texts or not isinstance(texts[-1], str) or not texts[-1].strip():
         msg = "the summarising call returned no summary text"
         raise ProviderError(msg)
-    replacement = [user_message(f"Summary of the conversation so far:\n{texts[-1]}")]
-    last_user = next(
-        (
-            i
-            for i in reversed(items)
-            if i.get("type") == "message" and i.get("role") == "user"
-        ),
-        None,
-    )
-    if last_user is not None:
-        replacement.append(dict(last_user))
+    replacement = compacted_history(items, texts[-1], keep_user_tokens)
     return replacement, _usage_of(response)
 
 

@@ -15,7 +15,7 @@ import msgspec
 
 from turnlog.domain.approval import ApprovalRequest
 from turnlog.domain.context import Message
-from turnlog.domain.model import ModelRequest
+from turnlog.domain.model import Item, ModelRequest
 from turnlog.domain.protocol import Op
 from turnlog.domain.run import QueuedInput, RunResult
 
@@ -61,7 +61,11 @@ class PendingApprovalsQuery(SessionQuery[list[ApprovalRequest]], frozen=True):
 
 
 class MessagesQuery(SessionQuery[list[Message]], frozen=True):
-    """The conversation's user and assistant messages."""
+    """The conversation's user and assistant messages, as it happened."""
+
+
+class ContextQuery(SessionQuery[list[Item]], frozen=True):
+    """The model context: what the next model step is sent."""
 
 
 class SharedStateQuery(SessionQuery[dict[str, Any]], frozen=True):

@@ -139,6 +139,25 @@ def messages_of(items: Sequence[Item]) -> list[Message]:
     return messages
 
 
+def conversation_messages(event: object) -> list[Message]:
+    """The messages one Turn event adds to the conversation as it happened.
+
+    A compaction adds none and takes none away: it changes what the model
+    is sent, not what was said.
+    """
+    return messages_of(context_items(event))
+
+
+def fold_conversation(events: Iterable[object]) -> list[Message]:
+    """The conversation's user and assistant messages among ``events``."""
+    return [message for event in events for message in conversation_messages(event)]
+
+
+def is_compacted(items: Sequence[Item]) -> bool:
+    """Whether the context ``items`` starts with a compaction's output."""
+    return any(item.get("turnlog_kind") == "compaction_marker" for item in items)
+
+
 def arguments_of(items: Sequence[Item], call_id: str) -> str:
     """The arguments the model gave call ``call_id`` (from the context)."""
     for item in reversed(items):

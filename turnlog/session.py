@@ -26,6 +26,7 @@ from turnlog.actors.messages import (
     ChangeRoute,
     FollowUp,
     LatestRunQuery,
+    ContextQuery,
     MessagesQuery,
     PendingApprovalsQuery,
     QueuedQuery,
@@ -41,6 +42,7 @@ from turnlog.actors.messages import (
 from turnlog.actors.subscribers import Subscriber, SubscriptionClosed
 from turnlog.domain.approval import ApprovalDecision, ApprovalRequest, check_decision
 from turnlog.domain.context import Message
+from turnlog.domain.model import Item
 from turnlog.domain.errors import (
     InvalidInputError,
     RuntimeClosedError,
@@ -437,8 +439,23 @@ class AgentSession:
         return Subscription(self._actor, subscriber)
 
     def messages(self) -> list[Message]:
-        """The conversation's user and assistant messages, oldest first."""
+        """The conversation's user and assistant messages, oldest first.
+
+        The conversation as it happened: compaction changes what the model
+        is sent (:meth:`context`), never this. Turns a rewind set aside are
+        not in it.
+        """
         return self._actor.query(MessagesQuery())
+
+    def context(self) -> list[Item]:
+        """The model context: the items the next model step is sent.
+
+        After a compaction it is the compacted context: the user's most
+        recent messages and the summary (an item whose ``turnlog_kind`` is
+        ``compaction_summary``), or a native compaction's items, then
+        everything since. Copies: changing them changes nothing.
+        """
+        return self._actor.query(ContextQuery())
 
     def shared_state(self) -> dict[str, Any]:
         """The session's shared state (a copy)."""
