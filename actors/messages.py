@@ -17,6 +17,7 @@ from turnlog.domain.approval import ApprovalRequest
 from turnlog.domain.context import Message
 from turnlog.domain.model import Item, ModelRequest
 from turnlog.domain.protocol import Op
+from turnlog.domain.rewrites import InputRewrite
 from turnlog.domain.run import QueuedInput, RunResult
 
 Reply = TypeVar("Reply")
@@ -150,6 +151,7 @@ class QueuedInputReviewed(msgspec.Struct, frozen=True):
     contexts: tuple[tuple[str, str], ...]
     stop: str | None
     error: str | None
+    rewrite: InputRewrite | None = None
 
 
 # --- orders to the TurnActor --------------------------------------------------

@@ -33,10 +33,10 @@ from turnlog.actors.messages import (
     ActiveRunQuery,
     ChangeRoute,
     ClosedQuery,
+    ContextQuery,
     FollowUp,
     LatestRunQuery,
     LeaseLost,
-    ContextQuery,
     MessagesQuery,
     PassivateIfIdle,
     PendingApprovalsQuery,
@@ -83,6 +83,7 @@ from turnlog.domain.protocol import (
     Steer,
     UserInput,
 )
+from turnlog.domain.rewrites import InputRewrite
 from turnlog.domain.run import QueuedInput, RunResult
 from turnlog.domain.session import Session
 from turnlog.domain.text import check_encodable, encodable_text
@@ -370,12 +371,27 @@ class SessionActor(pykka.ThreadingActor):
         return submission_id
 
     def _record_queued(
-        self, submission_id: str, kind: str, text: str, refs: list[dict[str, Any]]
+        self,
+        submission_id: str,
+        kind: str,
+        text: str,
+        refs: list[dict[str, Any]],
+        rewrite: InputRewrite | None = None,
     ) -> None:
         session = self._state.session
 
         def decide() -> list[Any]:
-            session.queue_input(submission_id, kind, text, refs)
+            if rewrite is None:
+                session.queue_input(submission_id, kind, text, refs)
+            else:  # as the hooks rewrote it: a redacted original is stored nowhere
+                session.queue_input(
+                    submission_id,
+                    kind,
+                    rewrite.text,
+                    refs,
+                    rewritten_by=rewrite.hooks,
+                    original_text=rewrite.original,
+                )
             return [session]
 
         self._state.record(decide)
@@ -394,7 +410,11 @@ class SessionActor(pykka.ThreadingActor):
         try:
             self._state.check_open()
             self._record_queued(
-                pending.submission_id, pending.kind, pending.text, pending.attachments
+                pending.submission_id,
+                pending.kind,
+                pending.text,
+                pending.attachments,
+                fact.rewrite,
             )
         except TurnlogError as error:
             accepted.set_exception(error)

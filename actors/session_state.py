@@ -29,7 +29,7 @@ from turnlog.domain.context import (
     Message,
     apply_to_context,
     conversation_messages,
-    is_compacted,
+    holds_whole_conversation,
     messages_of,
 )
 from turnlog.domain.errors import LeaseLostError, SessionClosedError
@@ -163,10 +163,11 @@ class SessionState:
     def messages(self) -> list[Message]:
         """The conversation's user and assistant messages, as it happened.
 
-        Until a compaction the model context holds them all; after one,
-        they are read from the log once and kept up to date here.
+        Until a compaction the model context holds them all; after one
+        (or once a hook rewrote input, whose original the context does not
+        hold), they are read from the log once and kept up to date here.
         """
-        if not is_compacted(self.context):
+        if holds_whole_conversation(self.context):
             return messages_of(self.context)
         if self.conversation is None:
             self.conversation = load_conversation(self.store, self.session)

@@ -14,6 +14,8 @@ Invariants (a violation raises and records nothing):
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
+from dataclasses import field
 from typing import Any
 
 from eventsourcing.domain import Aggregate
@@ -65,24 +67,29 @@ class InputQueued(TurnlogEvent):
     """Input was accepted to run after the current turn (a follow-up).
 
     Stored so that queued input survives a crash; its turn's
-    ``InputAccepted`` records it again when the turn takes it.
+    ``InputAccepted`` records it again when the turn takes it. Its text is
+    as the user_prompt hooks left it (``rewritten_by``, ``original_text``:
+    as on InputAccepted).
     """
 
     submission_id: str
     kind: str
     text: str
     attachments: list[dict[str, Any]]
+    rewritten_by: Sequence[str] = field(default=(), kw_only=True)
+    original_text: str | None = field(default=None, kw_only=True)
 
     def apply(self, aggregate: Session) -> None:
-        aggregate.queued = [
-            *aggregate.queued,
-            {
-                "submission_id": self.submission_id,
-                "kind": self.kind,
-                "text": self.text,
-                "attachments": list(self.attachments),
-            },
-        ]
+        queued: dict[str, Any] = {
+            "submission_id": self.submission_id,
+            "kind": self.kind,
+            "text": self.text,
+            "attachments": list(self.attachments),
+        }
+        if self.rewritten_by:
+            queued["rewritten_by"] = list(self.rewritten_by)
+            queued["original_text"] = self.original_text
+        aggregate.queued = [*aggregate.queued, queued]
 
 
 class QueuedInputTaken(TurnlogEvent):
@@ -331,6 +338,9 @@ class Session(Aggregate):
         kind: str,
         text: str,
         attachments: list[dict[str, Any]],
+        *,
+        rewritten_by: Sequence[str] = (),
+        original_text: str | None = None,
     ) -> None:
         """Queues input to run after the current (or next) turn, in order."""
         self._check_open()
@@ -341,6 +351,8 @@ class Session(Aggregate):
             kind=kind,
             text=text,
             attachments=list(attachments),
+            rewritten_by=list(rewritten_by),
+            original_text=original_text,
         )
 
     def take_queued(self, submission_id: str, turn_number: int) -> dict[str, Any]:

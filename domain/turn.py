@@ -41,12 +41,20 @@ class TurnOpened(TurnlogCreated):
 
 
 class InputAccepted(TurnlogEvent):
-    """Input entered the turn: the prompt that opened it, or a steer."""
+    """Input entered the turn: the prompt that opened it, or a steer.
+
+    ``text`` is what the model is given. If user_prompt hooks rewrote it,
+    ``rewritten_by`` names them and ``original_text`` holds the user's
+    text, unless a hook said it must not be kept (then it is None and the
+    original is in no event).
+    """
 
     submission_id: str
     kind: str
     text: str
     attachments: list[dict[str, Any]]
+    rewritten_by: Sequence[str] = field(default=(), kw_only=True)
+    original_text: str | None = field(default=None, kw_only=True)
 
 
 class InputRejected(TurnlogEvent):
@@ -241,8 +249,11 @@ class Turn(Aggregate):
         kind: str,
         text: str,
         attachments: list[dict[str, Any]] | None = None,
+        *,
+        rewritten_by: Sequence[str] = (),
+        original_text: str | None = None,
     ) -> None:
-        """Records input that enters this turn."""
+        """Records input that enters this turn (as hooks rewrote it, if they did)."""
         check_input(kind, text)
         self.trigger_event(
             InputAccepted,
@@ -250,6 +261,8 @@ class Turn(Aggregate):
             kind=kind,
             text=text,
             attachments=list(attachments or []),
+            rewritten_by=list(rewritten_by),
+            original_text=original_text,
         )
 
     def reject_input(self, submission_id: str, reason: str) -> None:

@@ -26,6 +26,7 @@ from turnlog.domain.handoff import HandoffTool
 from turnlog.domain.hooks import UserPromptInfo
 from turnlog.domain.model import Item, ModelResponse
 from turnlog.domain.protocol import Interrupt
+from turnlog.domain.rewrites import InputRewrite
 from turnlog.domain.run import RunStatus
 from turnlog.domain.session import Session
 from turnlog.domain.turn import Turn
@@ -67,6 +68,11 @@ class TurnInput(msgspec.Struct, frozen=True):
     text: str
     attachments: list[dict[str, Any]]
     reviewed: Reviewed | None = None
+    rewritten_by: tuple[str, ...] = ()
+    """The hooks that rewrote queued input when it was queued (its text is
+    theirs)."""
+    original_text: str | None = None
+    """The user's text of queued input a hook rewrote, if it was kept."""
 
 
 class InputReviewed(msgspec.Struct, frozen=True):
@@ -77,6 +83,8 @@ class InputReviewed(msgspec.Struct, frozen=True):
     contexts: tuple[tuple[str, str], ...]
     stop: str | None
     error: str | None
+    rewrite: InputRewrite | None = None
+    """What the hooks rewrote the input to (None: its text as given)."""
 
 
 class CompactionBegan(msgspec.Struct, frozen=True):

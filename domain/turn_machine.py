@@ -68,6 +68,7 @@ from turnlog.domain.compaction import start_compaction
 from turnlog.domain.instructions import record_instructions
 from turnlog.domain.model import final_text
 from turnlog.domain.protocol import Interrupt
+from turnlog.domain.rewrites import InputRewrite, rewritten_again
 from turnlog.domain.turn import Turn
 from turnlog.domain.turn_endings import (
     APPROVAL_ABORT_REASON,
@@ -244,7 +245,9 @@ class TurnMachine:
             turn.reject_input(turn.submission_id, fact.rejection)
             effects = self._abort(turn, fact.rejection, failed=False)
         else:
-            effects = self._accept(turn, under_review[1], fact.contexts, fact.stop)
+            effects = self._accept(
+                turn, under_review[1], fact.contexts, fact.stop, fact.rewrite
+            )
         return Transition((self._state.session, turn), effects)
 
     def _on_compaction_began(self, fact: CompactionBegan) -> Transition:
@@ -393,9 +396,30 @@ class TurnMachine:
         fact: TurnInput,
         contexts: tuple[tuple[str, str], ...],
         stop: str | None,
+        rewrite: InputRewrite | None = None,
     ) -> Effects:
-        """Records input entering its turn; a hook's stop ends the turn there."""
-        turn.accept_input(turn.submission_id, fact.kind, fact.text, fact.attachments)
+        """Records input entering its turn (as its hooks rewrote it); a
+        hook's stop ends the turn there."""
+        recorded = (fact.rewritten_by, fact.original_text)
+        rewrite = rewritten_again(recorded, rewrite)
+        if rewrite is not None:
+            turn.accept_input(
+                turn.submission_id,
+                fact.kind,
+                rewrite.text,
+                fact.attachments,
+                rewritten_by=rewrite.hooks,
+                original_text=rewrite.original,
+            )
+        else:
+            turn.accept_input(
+                turn.submission_id,
+                fact.kind,
+                fact.text,
+                fact.attachments,
+                rewritten_by=fact.rewritten_by,
+                original_text=fact.original_text,
+            )
         for kind, text in contexts:
             turn.add_hook_context(kind, text)
         if stop is not None:

@@ -295,7 +295,12 @@ def take_steers(
             submission_id = queued["submission_id"]
             session.take_queued(submission_id, turn.number)
             turn.accept_input(
-                submission_id, "steer", queued["text"], queued["attachments"]
+                submission_id,
+                "steer",
+                queued["text"],
+                queued["attachments"],
+                rewritten_by=queued.get("rewritten_by", ()),
+                original_text=queued.get("original_text"),
             )
             contexts, asked = reviewed.pop(submission_id, ((), None))
             for kind, text in contexts:
@@ -331,4 +336,6 @@ def oldest_queued(session: Session, reviewed: dict[str, Reviewed]) -> TurnInput:
         queued["text"],
         attachments,
         reviewed.pop(queued["submission_id"], None),
+        tuple(queued.get("rewritten_by", ())),
+        queued.get("original_text"),
     )

@@ -1,8 +1,9 @@
 """``rt.checkpoints``: each session's state now, or as it was at a moment.
 
 The current checkpoint is the checkpoint view's document with the model
-context read from the transcript (without turns a rewind set aside); a
-checkpoint as it was is folded from the log by the same fold, in memory.
+context and the conversation read from the transcript (without turns a
+rewind set aside); a checkpoint as it was is folded from the log by the
+same fold, in memory.
 """
 
 from __future__ import annotations
