@@ -94,6 +94,24 @@ def test_compaction_keeps_the_conversation_and_shows_the_context_apart(
         assert rt.checkpoints.load("s").messages() == CONVERSATION
 
 
+def test_after_a_default_compaction_messages_are_not_the_summary(
+    store_url: str,
+) -> None:
+    # Only what main had: Compaction(threshold), messages(), the checkpoint.
+    model = ScriptedModel(["one", "two", "SUMMARY of a and b", "three"])
+    with Runtime.open(store_url) as rt:
+        session = rt.create_session(
+            Agent("a", model=model, middleware=[Compaction(150)]), session_id="s"
+        )
+        for text in (FIRST, SECOND, THIRD):
+            session.prompt(text, timeout=10)
+        assert session.messages() == CONVERSATION
+        assert rt.checkpoints.load("s").messages() == CONVERSATION
+        sent_by_user = user_texts(model.requests[-1].items)
+        assert not any("SUMMARY" in text for text in sent_by_user)
+        assert sent_by_user[-1] == THIRD
+
+
 def test_the_conversation_grows_past_a_compaction_in_a_live_session(
     store_url: str,
 ) -> None:
