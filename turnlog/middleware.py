@@ -12,7 +12,8 @@ hook               when, and what it may do
 ``session_start``  first turn of the session in this process (``startup``:
                    context only, a stop is ignored so the prompt still runs),
                    and after each compaction (``compact``: may stop)
-``user_prompt``    before any input is recorded: context, stop, or reject
+``user_prompt``    before any input is recorded: context, stop, reject, or
+                   rewrite (``HookResult.rewrite_prompt``)
 ``pre_model``      before each model step: context or stop
 ``model_request``  after every ``pre_model`` hook: context or stop
 ``pre_tool``       for each call of a known tool: context, recorded before
@@ -36,6 +37,9 @@ hook (and without an ``output_type``) has no answer check at all.
 
 ``user_prompt`` sees every input (``info.kind``: ``prompt``, ``follow_up``,
 ``steer``, ``peer``, ``system``), and a rejected one is stored nowhere.
+A rewritten one goes on as the hook's text (hooks after it see that); the
+log names the hook and keeps the original too, unless the hook said not
+to (``keep_original=False``: the original is then stored nowhere).
 A prompt is reviewed as its turn starts. Input that is queued (a
 follow-up, a steer, input sent while a turn runs) is reviewed when it is
 submitted, before it is recorded, so that rejected text never reaches the
