@@ -14,7 +14,13 @@ from typing import Any
 import msgspec
 
 from turnlog.domain import session as s
-from turnlog.domain.context import Message, fold_context, fold_conversation
+from turnlog.domain.context import (
+    Message,
+    fold_context,
+    fold_conversation,
+    holds_whole_conversation,
+    messages_of,
+)
 from turnlog.domain.errors import InvalidInputError
 from turnlog.domain.ids import check_session_id
 from turnlog.domain.model import Item
@@ -81,8 +87,12 @@ def _checkpoint(state: CheckpointState, items: list[TranscriptItem]) -> Checkpoi
     """The Checkpoint of a stored state, its context and conversation
     folded from ``items`` (the kept items from the conversation's start)."""
     events = [(item.position, item.event()) for item in items]
-    rebuilt = fold_context(e for at, e in events if at >= state.context_start)
-    conversation = fold_conversation(event for _, event in events)
+    in_context = [e for at, e in events if at >= state.context_start]
+    rebuilt = fold_context(in_context)
+    if len(in_context) == len(events) and holds_whole_conversation(rebuilt):
+        conversation = messages_of(rebuilt)  # the common case: no second fold
+    else:
+        conversation = fold_conversation(event for _, event in events)
     fields = msgspec.structs.asdict(state)
     del fields["context_start"]
     del fields["running_turn_start"]

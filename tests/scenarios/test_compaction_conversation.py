@@ -11,7 +11,14 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from turnlog import Agent, Compaction, InvalidInputError, Message, Runtime, ScriptedModel
+from turnlog import (
+    Agent,
+    Compaction,
+    InvalidInputError,
+    Message,
+    Runtime,
+    ScriptedModel,
+)
 
 # Each prompt is 50 tokens by the estimate (200 bytes, four a token): the
 # context passes the threshold with the third, and a budget of 100 tokens
@@ -28,9 +35,7 @@ CONVERSATION = [
 
 
 def agent(model: ScriptedModel) -> Agent:
-    return Agent(
-        "a", model=model, middleware=[Compaction(150, keep_user_tokens=100)]
-    )
+    return Agent("a", model=model, middleware=[Compaction(150, keep_user_tokens=100)])
 
 
 def run_three_turns(rt: Runtime, model: ScriptedModel) -> None:
@@ -70,7 +75,11 @@ def test_compaction_keeps_the_conversation_and_shows_the_context_apart(
         assert summary["content"].endswith("\nSUMMARY of a and b")
         assert "not the user's words" in summary["content"]
         assert not any("SUMMARY" in text for text in user_texts(context))
-        assert context[-1] == {"type": "message", "role": "assistant", "content": "three"}
+        assert context[-1] == {
+            "type": "message",
+            "role": "assistant",
+            "content": "three",
+        }
 
         checkpoint = rt.checkpoints.load("s")
         assert checkpoint is not None
@@ -177,3 +186,26 @@ def test_the_checkpoint_encodes_its_conversation(store_url: str) -> None:
         assert [m["content"] for m in doc["conversation"]] == [
             m.content for m in CONVERSATION
         ]
+
+
+def test_a_rewind_past_a_compaction_leaves_the_conversation_before_it(
+    store_url: str,
+) -> None:
+    model = ScriptedModel(["one", "two", "SUMMARY", "three", "SUMMARY 2", "again"])
+    with Runtime.open(store_url) as rt:
+        run_three_turns(rt, model)
+        session = rt.create_session(agent(model), session_id="s")
+        assert session.rewind(after_turn=2) == [3]
+        assert session.messages() == CONVERSATION[:4]
+        assert summaries(session.context()) == []  # the compaction was in turn 3
+        # Compacts again (the context is back over the threshold), then answers.
+        assert session.prompt("d" * 200, timeout=10).final_output == "again"
+        expected = [
+            *CONVERSATION[:4],
+            Message.user("d" * 200),
+            Message.assistant("again"),
+        ]
+        assert session.messages() == expected
+        assert rt.checkpoints.load("s").messages() == expected
+        fork = rt.fork_session("s", session_id="f", agent=agent(model))
+        assert fork.messages() == expected
