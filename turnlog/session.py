@@ -24,9 +24,9 @@ from turnlog.actors.activation import Activation
 from turnlog.actors.messages import (
     ActiveRunQuery,
     ChangeRoute,
+    ContextQuery,
     FollowUp,
     LatestRunQuery,
-    ContextQuery,
     MessagesQuery,
     PendingApprovalsQuery,
     QueuedQuery,
@@ -42,7 +42,6 @@ from turnlog.actors.messages import (
 from turnlog.actors.subscribers import Subscriber, SubscriptionClosed
 from turnlog.domain.approval import ApprovalDecision, ApprovalRequest, check_decision
 from turnlog.domain.context import Message
-from turnlog.domain.model import Item
 from turnlog.domain.errors import (
     InvalidInputError,
     RuntimeClosedError,
@@ -50,6 +49,7 @@ from turnlog.domain.errors import (
     TurnlogError,
 )
 from turnlog.domain.inputs import check_attachments, check_input
+from turnlog.domain.model import Item
 from turnlog.domain.protocol import (
     ApprovalResponse,
     Event,

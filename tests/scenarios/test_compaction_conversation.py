@@ -86,9 +86,11 @@ def test_compaction_keeps_the_conversation_and_shows_the_context_apart(
         assert checkpoint.messages() == CONVERSATION
         assert list(checkpoint.context) == context
         at_three = rt.checkpoints.at("s", turn=3)
-        assert at_three is not None and at_three.messages() == CONVERSATION
+        assert at_three is not None
+        assert at_three.messages() == CONVERSATION
         at_two = rt.checkpoints.at("s", turn=2)
-        assert at_two is not None and at_two.messages() == CONVERSATION[:4]
+        assert at_two is not None
+        assert at_two.messages() == CONVERSATION[:4]
 
         # The model's request after compaction: the kept user messages, and
         # the summary, not as something the user said.
@@ -138,7 +140,8 @@ def test_the_conversation_grows_past_a_compaction_in_a_live_session(
         # cut short at the budget), never the first summary.
         kept = user_texts(session.context())
         assert kept[1:] == [THIRD, "d"]
-        assert kept[0].startswith("b" * 196) and kept[0].endswith("by compaction]")
+        assert kept[0].startswith("b" * 196)
+        assert kept[0].endswith("by compaction]")
         assert len(summaries(session.context())) == 1
 
 
@@ -167,7 +170,8 @@ def test_the_message_that_crosses_the_budget_is_cut_short(store_url: str) -> Non
             session.prompt(text, timeout=10)
         kept = user_texts(session.context())
         assert kept[1] == THIRD
-        assert kept[0].startswith("b" * 80) and not kept[0].startswith("b" * 81)
+        assert kept[0].startswith("b" * 80)
+        assert not kept[0].startswith("b" * 81)
         assert "left out by compaction" in kept[0]
         assert session.messages() == CONVERSATION
 

@@ -27,7 +27,7 @@ import msgspec
 from turnlog.domain.context import PROMPT_CACHE_BREAKPOINT_FIELD
 from turnlog.domain.errors import ProviderError
 from turnlog.domain.model import Item
-from turnlog.providers.chat_messages import developer_label, MISSING_OUTPUT
+from turnlog.providers.chat_messages import MISSING_OUTPUT, developer_label
 from turnlog.providers.tool_media import media_parts, with_dropped_note
 from turnlog.providers.wire import attachment_note, put_count
 
