@@ -353,8 +353,9 @@ class Event(msgspec.Struct, frozen=True):
     timestamp: datetime | None = None
     """When the fact was recorded: the stored event's timestamp (UTC,
     microseconds), shared by the messages of one stored event and never
-    decreasing along a session. For a transient message, when it was
-    streamed. None only in an Event made by hand."""
+    decreasing while one process writes the session (the log's order is
+    ``sequence``). For a transient message, when it was streamed. None in
+    an Event made by hand or decoded from JSON written before it existed."""
     trace_id: str = ""
     """The OpenTelemetry trace of the session's runs, as ``turnlog traces``
     and the live export name it (32 hex digits; a child session's is its
