@@ -14,15 +14,16 @@ so the result always finds the actor that started the job.
 A job's work cannot be stopped once it runs. If its session is closed
 first, the close records it as interrupted and its result is dropped; if
 the runtime closes (or the process dies) first, the log shows it started
-and not finished, and the session's next actor settles it
-(:func:`settle_leftover_jobs`): recorded as interrupted, or, for a job
-declared idempotent, run again.
+and not finished, and opening the session again settles it
+(:func:`recover_jobs`): recorded as interrupted, or, for a job declared
+idempotent, run again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import inspect
 import logging
 import threading
@@ -34,6 +35,7 @@ import msgspec
 import pykka
 
 from turnlog.actors.io_loop import IoLoop
+from turnlog.actors.session_parts import CanRecordSessions
 from turnlog.actors.session_state import SessionState
 from turnlog.domain.errors import SessionClosedError, TurnlogError, UsageError
 from turnlog.domain.inputs import check_json_data
@@ -43,6 +45,7 @@ from turnlog.domain.jobs import (
     finish_job,
     start_job,
 )
+from turnlog.domain.session import Session
 from turnlog.domain.tool_output import limit_output
 
 logger = logging.getLogger(__name__)
@@ -81,6 +84,7 @@ class JobStarter:
         self,
         session: pykka.ActorRef[Any],
         session_id: str,
+        *,
         call: tuple[str, str],
         tool: str,
         declared: Mapping[str, Callable[..., Any]],
@@ -218,59 +222,72 @@ def record_job_done(state: SessionState, done: JobDone) -> None:
         )
 
 
-def settle_leftover_jobs(state: SessionState) -> None:
-    """Settles the jobs the log shows running when an actor starts.
+def recover_jobs(
+    store: CanRecordSessions, session: Session, tools: Mapping[str, Any]
+) -> None:
+    """Settles the jobs a stopped process left running, before the actor starts.
+
+    Runs with crash recovery (``revive.recover_turn``), on the opener's
+    thread: a job the log shows running was cut off, since its process
+    stopped. One declared idempotent, whose tool still declares it, runs
+    again (``JobRestarted``; the actor starts it, see
+    :func:`start_restarted_jobs`); every other one is recorded as
+    interrupted, its outcome unknown, and never runs again.
+    """
+    if session.closed:
+        return
+    for job_id, job in list(session.running_jobs.items()):
+        if _rerunnable(tools, job) is None:
+            finish_job(
+                session, job_id, INTERRUPTED_JOB_OUTPUT, is_error=True, interrupted=True
+            )
+        else:
+            session.trigger_event(JobRestarted, job_id=job_id, reason=RESTART_REASON)
+    if session.pending_events:
+        store.save(session)
+
+
+def start_restarted_jobs(state: SessionState) -> None:
+    """Runs the jobs the log shows running as a new actor starts.
 
     A new actor runs no job yet (a session with a running job never
-    passivates), so each one was cut off: its process stopped. A job
-    declared idempotent whose tool still declares it runs again; every
-    other one is recorded as interrupted, its outcome unknown.
+    passivates), so these are the ones :func:`recover_jobs` restarted. One
+    that cannot run here (its tool no longer declares it) is recorded as
+    interrupted instead.
     """
     session = state.session
-    leftovers = dict(session.running_jobs)
-    if not leftovers or session.closed:
+    if not session.running_jobs or session.closed:
         return
-    reruns: list[tuple[str, Callable[..., Any], tuple[Any, ...], int]] = []
+    agent = state.agent
+    for job_id, job in dict(session.running_jobs).items():
+        rerun = _rerunnable(agent.tools_by_name, job)
+        if rerun is not None:
+            work, tool = rerun
+            limit = (
+                agent.max_tool_output if tool.max_output is None else tool.max_output
+            )
+            _launch(state, job_id, work, tuple(job["arguments"]), limit)
+            continue
+        try:
+            state.record(functools.partial(_interrupted, session, job_id))
+        except TurnlogError as error:  # left running: the next opening settles it
+            logger.warning("session %s: job %s: %s", state.session_id, job_id, error)
 
-    def decide() -> list[Any]:
-        for job_id, job in leftovers.items():
-            rerun = _rerunnable(state, job)
-            if rerun is None:
-                finish_job(
-                    session,
-                    job_id,
-                    INTERRUPTED_JOB_OUTPUT,
-                    is_error=True,
-                    interrupted=True,
-                )
-            else:
-                session.trigger_event(
-                    JobRestarted, job_id=job_id, reason=RESTART_REASON
-                )
-                reruns.append((job_id, rerun[0], tuple(job["arguments"]), rerun[1]))
-        return [session]
 
-    try:
-        state.record(decide)
-    except TurnlogError as error:  # left as it is: the next actor tries again
-        logger.warning("session %s: leftover jobs: %s", state.session_id, error)
-        return
-    for job_id, work, arguments, limit in reruns:
-        _launch(state, job_id, work, arguments, limit)
+def _interrupted(session: Session, job_id: str) -> list[Any]:
+    finish_job(session, job_id, INTERRUPTED_JOB_OUTPUT, is_error=True, interrupted=True)
+    return [session]
 
 
 def _rerunnable(
-    state: SessionState, job: Mapping[str, Any]
-) -> tuple[Callable[..., Any], int] | None:
-    """The work and output limit of an idempotent job, if still declared."""
+    tools: Mapping[str, Any], job: Mapping[str, Any]
+) -> tuple[Callable[..., Any], Any] | None:
+    """The work of an idempotent job and its tool, if the tool still declares it."""
     if not job["idempotent"]:
         return None
-    tool = state.agent.tools_by_name.get(job["tool"])
+    tool = tools.get(job["tool"])
     work = getattr(tool, "jobs", {}).get(job["name"])
-    if tool is None or not callable(work):
-        return None
-    limit = tool.max_output
-    return work, state.agent.max_tool_output if limit is None else limit
+    return None if tool is None or not callable(work) else (work, tool)
 
 
 def _launch(

@@ -30,7 +30,7 @@ from turnlog.actors.background_jobs import (
     StartJob,
     record_job_done,
     record_job_start,
-    settle_leftover_jobs,
+    start_restarted_jobs,
 )
 from turnlog.actors.contracts import AgentDefinition
 from turnlog.actors.encodable_facts import encodable_fact
@@ -165,7 +165,7 @@ class SessionActor(pykka.ThreadingActor):
         state, kept = self._state, self._kept
         # Revived after passivating, the broker still holds the requests.
         self._turns.resume(ask_approvals=kept is None)
-        settle_leftover_jobs(state)
+        start_restarted_jobs(state)
         if kept is not None:
             self._kept = None
             state.latest_run, state.reviewed = kept.latest_run, kept.reviewed

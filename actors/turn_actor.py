@@ -26,6 +26,7 @@ import msgspec
 import pykka
 
 from turnlog.actors.answers import AnswerCheck
+from turnlog.actors.background_jobs import JobStarter
 from turnlog.actors.contracts import AgentDefinition
 from turnlog.actors.hooks import (
     HookFailedError,
@@ -48,7 +49,6 @@ from turnlog.actors.messages import (
     TextDelta,
     UseAgent,
 )
-from turnlog.actors.background_jobs import JobStarter
 from turnlog.actors.shared_state_writer import SharedStateWriter
 from turnlog.domain.errors import ProviderError, TurnlogError
 from turnlog.domain.hooks import ToolCallInfo
@@ -386,10 +386,10 @@ def tool_order(
         context["job_starter"] = JobStarter(
             run["session"],
             session_id,
-            (turn_id, call["call_id"]),
-            call["name"],
-            getattr(tool, "jobs", {}),
-            agent.max_tool_output if limit is None else limit,
+            call=(turn_id, call["call_id"]),
+            tool=call["name"],
+            declared=getattr(tool, "jobs", {}),
+            max_output=agent.max_tool_output if limit is None else limit,
         )
     return RunTool(
         key=turn_id,

@@ -26,8 +26,8 @@ from turnlog.domain.errors import (
 from turnlog.domain.events import TurnlogCreated, TurnlogEvent, register_stable_topic
 from turnlog.domain.handoff import AgentHandedOff  # noqa: F401 - loads with it
 from turnlog.domain.ids import session_uuid, turn_uuid
-from turnlog.domain.jobs import CLOSED_JOB_OUTPUT, interrupt_jobs
 from turnlog.domain.inputs import check_input, check_json_data
+from turnlog.domain.jobs import CLOSED_JOB_OUTPUT, interrupt_jobs
 from turnlog.domain.lineage import SessionForked, TurnOwners
 from turnlog.domain.model import check_usage
 

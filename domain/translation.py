@@ -138,10 +138,10 @@ class EventTranslator:
             case JobStarted(job_id=job_id, name=name, call_id=call_id):
                 return self._wrap(sequence, [JobStartedMsg(job_id, name, call_id)])
             case JobFinished(job_id=job_id, name=name, output=output):
-                done = JobFinishedMsg(
+                ended = JobFinishedMsg(
                     job_id, name, output, event.is_error, event.interrupted
                 )
-                return self._wrap(sequence, [done])
+                return self._wrap(sequence, [ended])
             case s.SessionClosed():
                 return self._wrap(sequence, [SessionClosedMsg()])
             case _:

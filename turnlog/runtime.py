@@ -23,6 +23,7 @@ import pykka
 from turnlog.actors.activation import Activation
 from turnlog.actors.agent_in_charge import agent_in_charge_of
 from turnlog.actors.approval_broker import ApprovalBrokerActor
+from turnlog.actors.background_jobs import recover_jobs
 from turnlog.actors.io_loop import IoLoop
 from turnlog.actors.messages import ClosedQuery, LeaseLost
 from turnlog.actors.revive import load_turn, recover_turn
@@ -431,6 +432,7 @@ class Runtime:
             recover_turn(
                 self.store, session, load_turn(self.store, session), idempotent
             )
+            recover_jobs(self.store, session, in_charge.tools_by_name)
             if shared_state:
                 session.update_shared_state(shared_state)
                 self.store.save(session)
