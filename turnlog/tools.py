@@ -112,7 +112,11 @@ class ToolContext(RunContext[Deps]):
         return await self._updater().update_async(changes)
 
     def start_job(
-        self, name: str, work: Callable[..., Any], *args: object, idempotent: bool = False
+        self,
+        name: str,
+        work: Callable[..., Any],
+        *args: object,
+        idempotent: bool = False,
     ) -> str:
         """Starts a background job: ``work(*args)`` runs on after this call.
 
@@ -145,7 +149,11 @@ class ToolContext(RunContext[Deps]):
         return self._job_starter().start(name, work, args, idempotent)
 
     async def start_job_async(
-        self, name: str, work: Callable[..., Any], *args: object, idempotent: bool = False
+        self,
+        name: str,
+        work: Callable[..., Any],
+        *args: object,
+        idempotent: bool = False,
     ) -> str:
         """:meth:`start_job` for async tools (never blocks the loop)."""
         return await self._job_starter().start_async(name, work, args, idempotent)
