@@ -316,19 +316,33 @@ def run_job(
     done: Callable[[str, bool], None],
 ) -> None:
     """Runs ``work(*arguments)`` off every actor's thread; ``done`` gets
-    its output text and whether it is an error."""
-    if inspect.iscoroutinefunction(work):
-        _await_on(io_loop, work(*arguments), done)
-        return
+    its output text and whether it is an error. Never raises: a job that
+    cannot even start (bad arguments, the process exiting) reports that
+    as its error."""
+    try:
+        if inspect.iscoroutinefunction(work):
+            _await_on(io_loop, work(*arguments), done)
+        else:
+            _run_on_thread(io_loop, job_id, work, arguments, done)
+    except Exception as error:  # noqa: BLE001 - reported as the job's error
+        done(_failure(error), True)
 
+
+def _run_on_thread(
+    io_loop: IoLoop,
+    job_id: str,
+    work: Callable[..., Any],
+    arguments: tuple[Any, ...],
+    done: Callable[[str, bool], None],
+) -> None:
     def body() -> None:
         try:
             value = work(*arguments)
+            if inspect.isawaitable(value):  # a plain function gave a coroutine
+                _await_on(io_loop, value, done)
+                return
         except Exception as error:  # noqa: BLE001 - reported as the job's error
             done(_failure(error), True)
-            return
-        if inspect.isawaitable(value):
-            _await_on(io_loop, value, done)
             return
         done(*_outcome(value))
 
@@ -341,7 +355,15 @@ def _await_on(
     async def wait() -> Any:
         return await awaitable
 
-    future = io_loop.submit(wait())
+    coroutine = wait()
+    try:
+        future = io_loop.submit(coroutine)
+    except BaseException:  # the loop is closed: never awaited, closed here
+        coroutine.close()
+        close = getattr(awaitable, "close", None)
+        if callable(close):
+            close()
+        raise
 
     def finished(future: concurrent.futures.Future[Any]) -> None:
         if future.cancelled():  # the loop stopped: the runtime closed

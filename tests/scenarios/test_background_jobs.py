@@ -18,8 +18,11 @@ import pytest
 from turnlog import (
     Agent,
     AgentSession,
+    Middleware,
     Runtime,
     ScriptedModel,
+    StepInfo,
+    Subscription,
     ToolContext,
     UsageError,
     calls,
@@ -29,9 +32,11 @@ from turnlog import (
 from turnlog.domain.jobs import CLOSED_JOB_OUTPUT
 from turnlog.domain.model import ModelRequest
 from turnlog.events import (
+    Event,
     JobFinishedMsg,
     JobStartedMsg,
     RunEvent,
+    RunFinished,
     TurnStartedMsg,
 )
 
@@ -75,6 +80,20 @@ def next_job_finished(session: AgentSession, release: Callable[[], None]) -> Any
     pytest.fail("the subscription ended before the job finished")
 
 
+def durable_events(subscription: Subscription, *, runs: int) -> list[Event]:
+    """The durable events a subscription got, up to the end of ``runs`` runs."""
+    events = []
+    with subscription:
+        for item in subscription:
+            if isinstance(item, RunEvent) and not item.event.transient:
+                events.append(item.event)
+            elif isinstance(item, RunFinished):
+                runs -= 1
+                if runs == 0:
+                    return events
+    pytest.fail("the subscription ended early")
+
+
 def job_notes(request: ModelRequest) -> list[str]:
     return [
         str(item["content"])
@@ -94,6 +113,7 @@ def test_a_job_finishing_while_idle_is_recorded_and_notified_and_starts_no_turn(
     model = ScriptedModel([calls(tool_call("build")), "started it", "noted"])
     agent = Agent("builder", model=model, tools=[build_tool(gated(gate, "built ok"))])
     session = rt.create_session(agent, session_id="idle-job")
+    live = session.subscribe()
 
     first = session.prompt("build it")
     assert first.status == "completed"
@@ -111,6 +131,9 @@ def test_a_job_finishing_while_idle_is_recorded_and_notified_and_starts_no_turn(
     # and its model request carries the result as a note.
     second = session.prompt("and now?")
     assert second.final_output == "noted"
+    # The live stream, notification included, is what replay regenerates.
+    seen = durable_events(live, runs=2)
+    assert seen == rt.replay_events("idle-job")[-len(seen) :]
     assert len(msgs(rt, "idle-job", TurnStartedMsg)) == 2
     assert len(model.requests) == 3
     assert job_notes(model.requests[1]) == []
@@ -123,8 +146,19 @@ def test_a_job_finishing_while_idle_is_recorded_and_notified_and_starts_no_turn(
     assert job_notes(model.requests[3]) == [note]
 
 
+class Watching(Middleware):
+    """A pre_model hook: each step is prepared by the hooks first."""
+
+    def __init__(self) -> None:
+        self.steps: list[int] = []
+
+    def pre_model(self, info: StepInfo) -> None:
+        self.steps.append(info.step)
+
+
+@pytest.mark.parametrize("hooks", [False, True], ids=["plain", "pre_model-hook"])
 def test_a_job_finishing_during_a_turn_reaches_the_model_at_its_next_step(
-    rt: Runtime,
+    rt: Runtime, hooks: bool
 ) -> None:
     gate = threading.Event()
     sessions: list[AgentSession] = []
@@ -140,8 +174,12 @@ def test_a_job_finishing_during_a_turn_reaches_the_model_at_its_next_step(
         [calls(tool_call("build")), calls(tool_call("wait_for_build")), "shipped"]
     )
     tools = [build_tool(gated(gate, "built during the turn")), wait_for_build]
-    sessions.append(rt.create_session(Agent("b", model=model, tools=tools)))
+    watching = Watching()
+    middleware = [watching] if hooks else []
+    agent = Agent("b", model=model, tools=tools, middleware=middleware)
+    sessions.append(rt.create_session(agent))
     result = sessions[0].prompt("build and ship")
+    assert watching.steps == ([1, 2, 3] if hooks else [])
 
     assert result.final_output == "shipped"
     assert len(result.turn_ids) == 1
