@@ -616,7 +616,9 @@ class Runtime:
 
         It does not wait for sync tool calls still running: their results
         are dropped, and the log shows each such call as started, not
-        finished, so reopening the session closes it as interrupted.
+        finished, so reopening the session closes it as interrupted. Nor
+        does it wait for background jobs (``ToolContext.start_job``): the
+        same holds for them, unless a job is idempotent (it runs again).
 
         Once the sessions have stopped, it waits up to ``views_timeout``
         seconds for the views this process keeps (see ``follow_projections``)

@@ -29,7 +29,7 @@ from turnlog import (
     function_tool,
     tool_call,
 )
-from turnlog.domain.jobs import CLOSED_JOB_OUTPUT
+from turnlog.domain.jobs import CLOSED_JOB_OUTPUT, INTERRUPTED_JOB_OUTPUT
 from turnlog.domain.model import ModelRequest
 from turnlog.events import (
     Event,
@@ -269,3 +269,29 @@ def test_an_idempotent_job_must_be_declared_on_its_tool(rt: Runtime) -> None:
     [error] = refused
     assert "function_tool(jobs=" in str(error)
     assert msgs(rt, "u", JobStartedMsg) == []
+
+
+def test_a_job_left_running_by_rt_close_is_interrupted_when_reopened(
+    store_url: str,
+) -> None:
+    gate = threading.Event()
+    agent = Agent(
+        "b",
+        model=ScriptedModel([calls(tool_call("build")), "started"]),
+        tools=[build_tool(gated(gate, "finished after the close"))],
+    )
+    with Runtime.open(store_url) as first:
+        first.create_session(agent, session_id="left").prompt("build")
+        [started] = msgs(first, "left", JobStartedMsg)
+    # rt.close() did not wait: the job still runs, and its result has no
+    # session to go to once it ends.
+    gate.set()
+    [worker] = [t for t in threading.enumerate() if t.name.endswith(started.job_id)]
+    worker.join(WAIT)
+    assert not worker.is_alive()
+    with Runtime.open(store_url) as second:
+        second.create_session(agent, session_id="left")
+        [finished] = msgs(second, "left", JobFinishedMsg)
+        assert finished == JobFinishedMsg(
+            started.job_id, "build", INTERRUPTED_JOB_OUTPUT, True, interrupted=True
+        )
