@@ -180,3 +180,34 @@ def test_json_of_an_event_made_before_the_envelope_still_decodes() -> None:
     event = p.decode_event(old)
     assert (event.event_id, event.timestamp, event.trace_id) == (None, None, "")
     assert event.schema_version == p.EVENT_SCHEMA_VERSION
+
+
+def test_a_forks_events_have_ids_and_a_trace_of_its_own(
+    store_url: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("TURNLOG_STORE", raising=False)
+    with Runtime.open(store_url) as rt:
+        source = rt.create_session(agent("first", "second"), session_id="src")
+        source.prompt("one", timeout=30)
+        fork = rt.fork_session("src", after_turn=1, session_id="fork")
+        live = live_run(fork, "two")
+        replayed = rt.replay_events("fork")
+        source_events = rt.replay_events("src")
+    # The fork's stream begins with the source's history, under the fork's
+    # ids: unique with the fork's own events, which live and replay agree on.
+    assert durable(live) == replayed[-len(durable(live)) :]
+    ids = [event.event_id for event in replayed]
+    assert len(set(ids)) == len(ids)
+    assert all(i is not None and i.startswith("fork:") for i in ids)
+    shared = replayed[: len(source_events)]
+    assert [(e.sequence, e.timestamp) for e in shared] == [
+        (e.sequence, e.timestamp) for e in source_events
+    ]
+    assert {event.trace_id for event in replayed} == traces_shown(
+        capsys, store_url, "fork"
+    )
+    assert traces_shown(capsys, store_url, "fork") != traces_shown(
+        capsys, store_url, "src"
+    )
