@@ -9,6 +9,7 @@ deltas) are marked ``transient`` and never replayed.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import msgspec
@@ -341,6 +342,14 @@ EventMsg = (
 TRANSIENT_MESSAGES: tuple[type[Any], ...] = (AgentMessageDeltaMsg,)
 
 
+EVENT_SCHEMA_VERSION = 1
+"""The version of the ``Event`` JSON schema (envelope and messages).
+
+It goes up when a field changes meaning or goes away; new fields with
+defaults and new message types keep it (a consumer ignores what it does
+not know)."""
+
+
 class Event(msgspec.Struct, frozen=True):
     """An EventMsg with where it belongs.
 
@@ -348,6 +357,10 @@ class Event(msgspec.Struct, frozen=True):
     from (its ``session_seq``; 0 for transient messages). Several messages
     from one domain event share it. It does not depend on where the log
     lives, so a session exported to another store replays identically.
+
+    The rest of the envelope is derived from the log too, so the live
+    stream, ``rt.replay_events``, ``rt.follow``, the service's streams and a
+    restarted or another process give a message the same values.
     """
 
     session_id: str
@@ -355,11 +368,35 @@ class Event(msgspec.Struct, frozen=True):
     turn_id: str | None
     sequence: int
     msg: EventMsg
+    event_id: str | None = None
+    """The message's id, unique in its session and the same wherever and
+    whenever the message is delivered or replayed:
+    ``"<session_id>:<sequence>:<index>"``, where ``index`` counts the
+    messages of one stored event from 0 (the last two parts are digits,
+    so the id splits from the right even if the session id has colons).
+    None for a transient message: it is not in the log, never replayed."""
+    timestamp: datetime | None = None
+    """When the fact was recorded: the stored event's timestamp (UTC,
+    microseconds), shared by the messages of one stored event and never
+    decreasing while one process writes the session (the log's order is
+    ``sequence``). For a transient message, when it was streamed. None in
+    an Event made by hand or decoded from JSON written before it existed."""
+    trace_id: str = ""
+    """The OpenTelemetry trace of the session's runs, as ``turnlog traces``
+    and the live export name it (32 hex digits; a child session's is its
+    root session's)."""
+    schema_version: int = EVENT_SCHEMA_VERSION
+    """The :data:`EVENT_SCHEMA_VERSION` the Event was made with."""
 
     @property
     def transient(self) -> bool:
         """Whether the message is transient (never in the log)."""
         return isinstance(self.msg, TRANSIENT_MESSAGES)
+
+
+def event_id(session_id: str, sequence: int, index: int) -> str:
+    """The ``Event.event_id`` of message ``index`` of stored event ``sequence``."""
+    return f"{session_id}:{sequence}:{index}"
 
 
 _op_decoder = msgspec.json.Decoder(Op)

@@ -213,7 +213,13 @@ def openapi_document() -> dict[str, Any]:
                     "The session's event stream (text/event-stream). Each durable "
                     "event's id is its log position (POSITION or POSITION:INDEX); "
                     "reconnect with Last-Event-ID to resume with no gap and no "
-                    "duplicate. Text deltas carry no id and are not resumable."
+                    "duplicate. Text deltas carry no id and are not resumable. "
+                    "Each event's data is an Event as JSON: session_id, "
+                    "submission_id, turn_id, sequence, msg, event_id "
+                    "(SESSION:SEQUENCE:INDEX, stable across replays and "
+                    "processes; null for a delta), timestamp (RFC 3339, when "
+                    "the fact was recorded), trace_id (the session's "
+                    "OpenTelemetry trace) and schema_version."
                 ),
                 "parameters": [
                     _SESSION,
