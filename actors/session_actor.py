@@ -41,6 +41,7 @@ from turnlog.actors.messages import (
     PendingApprovalsQuery,
     QueuedInputReviewed,
     QueuedQuery,
+    RecordedInputQuery,
     Rewind,
     RunningQuery,
     SessionQuery,
@@ -53,6 +54,11 @@ from turnlog.actors.messages import (
     UpdateSharedState,
 )
 from turnlog.actors.passivation import IdleClock, KeptState, SessionHost, is_idle
+from turnlog.actors.retried_inputs import (
+    already_decided,
+    answer_retried_prompt,
+    retried_submission,
+)
 from turnlog.actors.rewinding import rewind_session
 from turnlog.actors.session_end import answer_everyone
 from turnlog.actors.session_parts import SessionServices, SessionSettings
@@ -72,6 +78,7 @@ from turnlog.domain.errors import (
     UsageError,
 )
 from turnlog.domain.ids import new_submission_id
+from turnlog.domain.input_ids import seen_submission
 from turnlog.domain.protocol import (
     AgentMessageDeltaMsg,
     ApprovalResponse,
@@ -196,7 +203,7 @@ class SessionActor(pykka.ThreadingActor):
                     self._state.publish_transient(AgentMessageDeltaMsg(delta))
                 return None
             case Decide() if message.decided_by in ("user",):
-                self._turns.decide(message)
+                self._decide(message)
                 return None
             case Decide():
                 self._handle_fact(message)
@@ -204,12 +211,12 @@ class SessionActor(pykka.ThreadingActor):
             case Submit(op=op, waiter=waiter):
                 return self._submit(op, waiter)
             case FollowUp(text=text, attachments=attachments):
-                return self._queue_input(text, attachments)
+                return self._queue_input(text, attachments, input_id=message.input_id)
             case StartPrompt(text=text, attachments=attachments, waiter=waiter):
                 # Told, not asked: the caller waits on ``waiter`` alone, which
                 # carries a refusal as well as the run's result.
                 try:
-                    self._start_prompt(text, attachments, waiter, message.deps)
+                    self._start_prompt(text, attachments, waiter, message)
                 except TurnlogError as error:
                     waiter.set_exception(error)
                 return None
@@ -276,6 +283,8 @@ class SessionActor(pykka.ThreadingActor):
                 return self._turns.pending_approvals()
             case ClosedQuery():
                 return self._state.session.closed
+            case RecordedInputQuery(input_id=input_id, kind=kind, text=text):
+                return retried_submission(self._state, input_id, kind, text, ())[0]
             case _:
                 msg = f"unknown query {query!r}"
                 raise UsageError(msg)
@@ -296,36 +305,22 @@ class SessionActor(pykka.ThreadingActor):
 
     def _submit(self, op: Any, waiter: Any) -> str | concurrent.futures.Future[str]:
         match op:
-            case UserInput(text=text, attachments=attachments):
-                self._state.check_open()
-                _check_text(text)
-                submitted: str | concurrent.futures.Future[str]
-                if self._state.session.running or self._state.run is not None:
-                    submitted = self._queue_input(text, attachments, starts_run=True)
-                else:
-                    submitted = new_submission_id()
-                    self._turns.start(submitted, "prompt", text, attachments)
-                if waiter is not None and self._state.run is not None:
-                    self._state.run.waiters.append(waiter)
-                return submitted
-            case PeerInput(text=text, kind=kind):
+            case UserInput(text=text, attachments=attachments, input_id=input_id):
+                return self._submit_input(text, attachments, "prompt", input_id, waiter)
+            case PeerInput(text=text, kind=kind, input_id=input_id):
                 if kind not in ("peer", "system"):
                     msg = f"peer input kind must be 'peer' or 'system', not {kind!r}"
                     raise InvalidInputError(msg)
-                self._state.check_open()
-                _check_text(text)
-                if self._state.session.running or self._state.run is not None:
-                    return self._queue_input(text, (), kind=kind, starts_run=True)
-                submission_id = new_submission_id()
-                self._turns.start(submission_id, kind, text, ())
-                return submission_id
-            case Steer(text=text, attachments=attachments):
-                return self._queue_input(text, attachments, kind="steer")
+                return self._submit_input(text, (), kind, input_id, None)
+            case Steer(text=text, attachments=attachments, input_id=input_id):
+                return self._queue_input(
+                    text, attachments, kind="steer", input_id=input_id
+                )
             case Interrupt():
                 self._turns.interrupt(op)
                 return new_submission_id()
             case ApprovalResponse(request_id=request_id, decision=decision):
-                self._turns.decide(Decide(request_id, decision, "user"))
+                self._decide(Decide(request_id, decision, "user", op.input_id))
                 return new_submission_id()
             case Shutdown():
                 self._state.check_open()
@@ -338,6 +333,36 @@ class SessionActor(pykka.ThreadingActor):
                 msg = f"not an Op: {op!r}"
                 raise InvalidInputError(msg)
 
+    def _submit_input(
+        self,
+        text: str,
+        attachments: tuple[SessionFileReference, ...],
+        kind: str,
+        input_id: str,
+        waiter: Any,
+    ) -> str | concurrent.futures.Future[str]:
+        """Input that starts a turn, or waits behind the running one
+        (``kind`` prompt, peer or system); a retry answers the original."""
+        _check_text(text)
+        state = self._state
+        original, digest = retried_submission(state, input_id, kind, text, attachments)
+        if original is not None:
+            return original
+        state.check_open()
+        submitted: str | concurrent.futures.Future[str]
+        if state.session.running or state.run is not None:
+            queued_kind = "follow_up" if kind == "prompt" else kind
+            submitted = self._queue_input(
+                text, attachments, queued_kind, starts_run=True, input_id=input_id
+            )
+        else:
+            submitted = new_submission_id()
+            ids = (input_id, digest)
+            self._turns.start(submitted, kind, text, attachments, input_id=ids)
+        if waiter is not None and state.run is not None:
+            state.run.waiters.append(waiter)
+        return submitted
+
     def _queue_input(
         self,
         text: str,
@@ -345,38 +370,63 @@ class SessionActor(pykka.ThreadingActor):
         kind: str = "follow_up",
         *,
         starts_run: bool = False,
+        input_id: str = "",
     ) -> str | concurrent.futures.Future[str]:
         """Records queued input, or (with a user_prompt hook) has it reviewed.
 
         With a hook the caller gets a future for the submission id, resolved
         once the input is recorded, or failed if the hook refused it: the
-        handle waits on it, off this thread.
+        handle waits on it, off this thread. Input whose ``input_id`` was
+        recorded before answers the original submission (a prompt queued
+        behind a run, ``starts_run``, is matched as a prompt).
         """
-        self._state.check_open()
         _check_text(text)
+        asked = "prompt" if starts_run and kind == "follow_up" else kind
+        state = self._state
+        original, digest = retried_submission(state, input_id, asked, text, attachments)
+        if original is not None:
+            return original
+        state.check_open()
         submission_id = new_submission_id()
         refs = [msgspec.to_builtins(a) for a in attachments]
         if self._turns.reviews_input:
             accepted: concurrent.futures.Future[str] = concurrent.futures.Future()
             pending = PendingInput(
-                submission_id, kind, text, refs, accepted, starts_run
+                submission_id, kind, text, refs, accepted, starts_run, input_id, digest
             )
             self._input_reviews.use_layers(self._state.agent.middleware)
             self._input_reviews.add(pending)
             return accepted
-        self._record_queued(submission_id, kind, text, refs)
+        self._record_queued(submission_id, kind, text, refs, (input_id, digest))
         return submission_id
 
     def _record_queued(
-        self, submission_id: str, kind: str, text: str, refs: list[dict[str, Any]]
+        self,
+        submission_id: str,
+        kind: str,
+        text: str,
+        refs: list[dict[str, Any]],
+        input_id: tuple[str, str] = ("", ""),
     ) -> None:
         session = self._state.session
 
         def decide() -> list[Any]:
-            session.queue_input(submission_id, kind, text, refs)
+            session.queue_input(
+                submission_id,
+                kind,
+                text,
+                refs,
+                input_id=input_id[0],
+                input_digest=input_id[1],
+            )
             return [session]
 
         self._state.record(decide)
+
+    def _decide(self, fact: Decide) -> None:
+        """Records the user's decision; a repeat of a recorded one is a no-op."""
+        if not already_decided(self._state, fact):
+            self._turns.decide(fact)
 
     def _queued_input_reviewed(self, fact: QueuedInputReviewed) -> None:
         pending = self._input_reviews.settle(fact)
@@ -391,8 +441,20 @@ class SessionActor(pykka.ThreadingActor):
             return
         try:
             self._state.check_open()
+            # The same input may have been recorded while this one was reviewed.
+            original = seen_submission(
+                self._state.session.input_ids, pending.input_id, pending.input_digest
+            )
+            if original is not None:
+                accepted.set_result(original)
+                return
+            ids = (pending.input_id, pending.input_digest)
             self._record_queued(
-                pending.submission_id, pending.kind, pending.text, pending.attachments
+                pending.submission_id,
+                pending.kind,
+                pending.text,
+                pending.attachments,
+                ids,
             )
         except TurnlogError as error:
             accepted.set_exception(error)
@@ -408,10 +470,17 @@ class SessionActor(pykka.ThreadingActor):
         text: str,
         attachments: tuple[SessionFileReference, ...],
         waiter: concurrent.futures.Future[RunResult],
-        deps: Any = None,
+        message: StartPrompt,
     ) -> str:
-        self._state.check_open()
         _check_text(text)
+        state, input_id = self._state, message.input_id
+        original, digest = retried_submission(
+            state, input_id, "prompt", text, attachments
+        )
+        if original is not None:
+            answer_retried_prompt(state, original, waiter)
+            return original
+        self._state.check_open()
         if self._state.run is not None or self._state.session.running:
             msg = (
                 f"session {self._state.session_id!r} is running; wait for the run "
@@ -419,7 +488,10 @@ class SessionActor(pykka.ThreadingActor):
             )
             raise SessionBusyError(msg)
         submission_id = new_submission_id()
-        self._turns.start(submission_id, "prompt", text, attachments, deps)
+        ids = (input_id, digest)
+        self._turns.start(
+            submission_id, "prompt", text, attachments, message.deps, input_id=ids
+        )
         assert self._state.run is not None
         self._state.run.waiters.append(waiter)
         return submission_id

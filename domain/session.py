@@ -72,6 +72,11 @@ class InputQueued(TurnlogEvent):
     kind: str
     text: str
     attachments: list[dict[str, Any]]
+    input_id: str = ""
+    """The caller's id for the input ("" if it gave none, and in histories
+    recorded before input ids): a retry with it is answered, not queued."""
+    input_digest: str = ""
+    """Digest of the input as the caller asked for it (domain.input_ids)."""
 
     def apply(self, aggregate: Session) -> None:
         aggregate.queued = [
@@ -81,8 +86,10 @@ class InputQueued(TurnlogEvent):
                 "kind": self.kind,
                 "text": self.text,
                 "attachments": list(self.attachments),
+                "input_id": self.input_id,
             },
         ]
+        aggregate.note_input_id(self.input_id, self.input_digest, self.submission_id)
 
 
 class QueuedInputTaken(TurnlogEvent):
@@ -126,6 +133,10 @@ class TurnStarted(TurnlogEvent):
     turn_id: str
     number: int
     submission_id: str
+    input_id: str = ""
+    """The caller's id for the input that started the turn ("" if none)."""
+    input_digest: str = ""
+    """Digest of that input as the caller asked for it (domain.input_ids)."""
 
     def apply(self, aggregate: Session) -> None:
         aggregate.active_turn = self.number
@@ -133,6 +144,7 @@ class TurnStarted(TurnlogEvent):
         aggregate.queued = [
             q for q in aggregate.queued if q["submission_id"] != self.submission_id
         ]
+        aggregate.note_input_id(self.input_id, self.input_digest, self.submission_id)
 
 
 class TurnCompleted(TurnlogEvent):
@@ -141,9 +153,14 @@ class TurnCompleted(TurnlogEvent):
     turn_id: str
     number: int
     final_output: str | None
+    approvals: dict[str, str] | None = None
+    """How the turn's approval requests were decided (request id ->
+    decision), so a repeated answer is known after the turn; None if it
+    had none, and in histories recorded before this."""
 
     def apply(self, aggregate: Session) -> None:
         aggregate.active_turn = None
+        aggregate.note_decisions(self.approvals)
 
 
 class TurnAborted(TurnlogEvent):
@@ -157,9 +174,12 @@ class TurnAborted(TurnlogEvent):
     number: int
     reason: str
     failed: bool
+    approvals: dict[str, str] | None = None
+    """As ``TurnCompleted.approvals``."""
 
     def apply(self, aggregate: Session) -> None:
         aggregate.active_turn = None
+        aggregate.note_decisions(self.approvals)
 
 
 class UsageRecorded(TurnlogEvent):
@@ -263,6 +283,20 @@ class Session(Aggregate):
         self.turn_owners: TurnOwners = []  # a fork's sources' turns (lineage)
         self.set_aside: list[list[int]] = []  # turn ranges rewound (lineage)
         self.set_aside_positions: list[list[int]] = []  # their log positions
+        # Every input id recorded: id -> [digest, submission id] (input_ids).
+        self.input_ids: dict[str, list[str]] = {}
+        # How the approval requests of ended turns were decided: id -> decision.
+        self.decided_approvals: dict[str, str] = {}
+
+    def note_input_id(self, input_id: str, digest: str, submission_id: str) -> None:
+        """Remembers input ``input_id`` (from an event being applied)."""
+        if input_id:
+            self.input_ids[input_id] = [digest, submission_id]
+
+    def note_decisions(self, approvals: dict[str, str] | None) -> None:
+        """Remembers an ended turn's decisions (from an event being applied)."""
+        if approvals:
+            self.decided_approvals.update(approvals)
 
     @classmethod
     def create(
@@ -331,17 +365,32 @@ class Session(Aggregate):
         kind: str,
         text: str,
         attachments: list[dict[str, Any]],
+        *,
+        input_id: str = "",
+        input_digest: str = "",
     ) -> None:
-        """Queues input to run after the current (or next) turn, in order."""
+        """Queues input to run after the current (or next) turn, in order.
+
+        ``input_id`` is the caller's id for it, ``input_digest`` the digest
+        of what it asked (domain.input_ids); the caller checked the id is new.
+        """
         self._check_open()
         check_input(kind, text)
+        self._check_new_input_id(input_id)
         self.trigger_event(
             InputQueued,
             submission_id=submission_id,
             kind=kind,
             text=text,
             attachments=list(attachments),
+            input_id=input_id,
+            input_digest=input_digest,
         )
+
+    def _check_new_input_id(self, input_id: str) -> None:
+        if input_id in self.input_ids:
+            msg = f"input id {input_id!r} is already recorded"
+            raise InvariantViolation(msg)
 
     def take_queued(self, submission_id: str, turn_number: int) -> dict[str, Any]:
         """Takes a queued input into the running turn; returns it."""
@@ -374,8 +423,14 @@ class Session(Aggregate):
                 ToolAllowedForSession, tool_name=tool_name, request_id=request_id
             )
 
-    def start_turn(self, submission_id: str) -> int:
-        """Starts the next turn and returns its number."""
+    def start_turn(
+        self, submission_id: str, input_id: str = "", input_digest: str = ""
+    ) -> int:
+        """Starts the next turn and returns its number.
+
+        ``input_id`` and ``input_digest``: the caller's id of the input that
+        starts it (new, or that of the queued input it takes) and its digest.
+        """
         self._check_open()
         if self.active_turn is not None:
             msg = (
@@ -383,12 +438,18 @@ class Session(Aggregate):
                 f"{self.active_turn}; wait for it or queue a follow-up"
             )
             raise SessionBusyError(msg)
+        recorded = self.input_ids.get(input_id) if input_id else None
+        if recorded is not None and recorded[1] != submission_id:
+            msg = f"input id {input_id!r} is already recorded"
+            raise InvariantViolation(msg)
         number = self.turn_count + 1
         self.trigger_event(
             TurnStarted,
             turn_id=str(turn_uuid(self.session_id, number)),
             number=number,
             submission_id=submission_id,
+            input_id=input_id,
+            input_digest=input_digest or (recorded[0] if recorded else ""),
         )
         return number
 
@@ -397,18 +458,37 @@ class Session(Aggregate):
             msg = f"turn {number} is not running in session {self.session_id!r}"
             raise InvariantViolation(msg)
 
-    def complete_turn(self, number: int, final_output: str | None) -> None:
-        """Ends the running turn normally."""
+    def complete_turn(
+        self,
+        number: int,
+        final_output: str | None,
+        approvals: dict[str, str] | None = None,
+    ) -> None:
+        """Ends the running turn normally.
+
+        ``approvals``: how its approval requests were decided (id -> decision).
+        """
         self._check_running(number)
         self.trigger_event(
             TurnCompleted,
             turn_id=str(turn_uuid(self.session_id, number)),
             number=number,
             final_output=final_output,
+            approvals=dict(approvals) if approvals else None,
         )
 
-    def abort_turn(self, number: int, reason: str, *, failed: bool) -> None:
-        """Ends the running turn early, as a failure or an abort."""
+    def abort_turn(
+        self,
+        number: int,
+        reason: str,
+        *,
+        failed: bool,
+        approvals: dict[str, str] | None = None,
+    ) -> None:
+        """Ends the running turn early, as a failure or an abort.
+
+        ``approvals``: as for :meth:`complete_turn`.
+        """
         self._check_running(number)
         self.trigger_event(
             TurnAborted,
@@ -416,6 +496,7 @@ class Session(Aggregate):
             number=number,
             reason=reason,
             failed=failed,
+            approvals=dict(approvals) if approvals else None,
         )
 
     def record_usage(
