@@ -76,7 +76,9 @@ def test_the_same_id_for_other_text_is_a_conflict_that_records_nothing(
         assert rt.replay_events("s") == recorded
         assert session.queued() == []
         # A new id is new input.
-        assert session.prompt("hello", input_id="req-2", timeout=10).final_output == "two"
+        assert (
+            session.prompt("hello", input_id="req-2", timeout=10).final_output == "two"
+        )
 
 
 def test_a_bad_input_id_is_refused_at_the_boundary(store_url: str) -> None:
@@ -129,7 +131,10 @@ def test_a_retry_after_a_restart_is_answered_from_the_log(store_url: str) -> Non
         session = rt.create_session(Agent("a", model=model), session_id="s")
         again = session.prompt("hello", input_id="req-1", timeout=10)
         assert again == first
-        assert session.follow_up("later", input_id="f-1") == session.queued()[0].submission_id
+        assert (
+            session.follow_up("later", input_id="f-1")
+            == session.queued()[0].submission_id
+        )
         assert len(session.queued()) == 1
         with pytest.raises(InputConflictError, match="'req-1'"):
             session.prompt("other", input_id="req-1", timeout=10)
