@@ -10,8 +10,10 @@ answer is a no-op; a different decision for a decided request is refused.
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import pytest
+from kill_support import kill_when
 
 from turnlog import (
     Agent,
@@ -26,6 +28,8 @@ from turnlog import (
 )
 from turnlog.domain import protocol as p
 from turnlog.testing import HeldModel, wait_for
+
+CHILD = Path(__file__).with_name("retry_child.py")
 
 
 def user_inputs(rt: Runtime, session_id: str) -> list[tuple[str, str]]:
@@ -230,3 +234,23 @@ def test_an_approval_answered_twice_is_decided_once(store_url: str) -> None:
             session.approve("no-such-request", "allow")
         assert decisions(rt, "s") == [("allow", "user")]
     assert ran == ["prod"]
+
+
+def test_a_retry_after_the_process_was_killed_is_a_no_op(store_url: str) -> None:
+    kill_when(CHILD, "RECORDED", store_url, "killed")
+    model = ScriptedModel(["never asked for"])
+    with Runtime.open(store_url) as rt:
+        session = rt.create_session(Agent("a", model=model), session_id="killed")
+        queued = session.queued()
+        assert [q.text for q in queued] == ["and then this"]
+        assert session.follow_up("and then this", input_id="f-1") == (
+            queued[0].submission_id
+        )
+        # The run the kill cut off ended as failed; the retry gets that
+        # result, and runs nothing again.
+        result = session.prompt("write the report", input_id="req-1", timeout=10)
+        assert result.status == "failed"
+        assert result.error == "the process stopped while this turn was running"
+        assert model.requests == []
+        assert user_inputs(rt, "killed") == [("prompt", "write the report")]
+        assert len(session.queued()) == 1
