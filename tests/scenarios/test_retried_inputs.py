@@ -19,6 +19,7 @@ from turnlog import (
     Agent,
     InputConflictError,
     InvalidInputError,
+    Middleware,
     Runtime,
     ScriptedModel,
     UsageError,
@@ -254,3 +255,52 @@ def test_a_retry_after_the_process_was_killed_is_a_no_op(store_url: str) -> None
         assert model.requests == []
         assert user_inputs(rt, "killed") == [("prompt", "write the report")]
         assert len(session.queued()) == 1
+
+
+class HoldFirstReview(Middleware):
+    """Holds the first review of input until ``gate`` is set."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.gate = threading.Event()
+        self.reviewed: list[str] = []
+
+    def user_prompt(self, info):
+        self.reviewed.append(info.text)
+        if len(self.reviewed) == 1:
+            self.entered.set()
+            assert self.gate.wait(10)
+
+
+@pytest.mark.parametrize("retried_text", ["later", "other"])
+def test_a_retry_during_the_hooks_review_is_recorded_once(
+    store_url: str, retried_text: str
+) -> None:
+    hook = HoldFirstReview()
+    agent = Agent("a", model=ScriptedModel([]), middleware=[hook])
+    with Runtime.open(store_url) as rt:
+        session = rt.create_session(agent, session_id="s")
+        answers: list[object] = []
+
+        def submit(text: str) -> None:
+            try:
+                answers.append(session.follow_up(text, input_id="f"))
+            except InputConflictError as error:
+                answers.append(error)
+
+        first = threading.Thread(target=submit, args=("later",))
+        first.start()
+        assert hook.entered.wait(10)
+        retry = threading.Thread(target=submit, args=(retried_text,))
+        retry.start()
+        hook.gate.set()
+        first.join(10)
+        retry.join(10)
+        queued = session.queued()
+        assert [q.text for q in queued] == ["later"]
+        assert answers[0] == queued[0].submission_id
+        if retried_text == "later":
+            assert answers[1] == queued[0].submission_id
+        else:
+            assert isinstance(answers[1], InputConflictError)
+        assert hook.reviewed == ["later", retried_text]
