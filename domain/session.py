@@ -29,6 +29,17 @@ from turnlog.domain.ids import session_uuid, turn_uuid
 from turnlog.domain.inputs import check_input, check_json_data
 from turnlog.domain.lineage import SessionForked, TurnOwners
 from turnlog.domain.model import check_usage
+from turnlog.domain.session_changes import (
+    ModelRouteChanged,
+    SharedStateUpdated,
+    ToolAllowedForSession,
+    UsageRecorded,
+)
+from turnlog.domain.session_queue import (
+    InputQueued,
+    QueuedInputDropped,
+    QueuedInputTaken,
+)
 
 
 class SessionCreated(TurnlogCreated):
@@ -59,72 +70,6 @@ class SessionCreated(TurnlogCreated):
         aggregate.parent_session = self.parent_session
         aggregate.parent_call = self.parent_call
         aggregate.root_session = self.root_session
-
-
-class InputQueued(TurnlogEvent):
-    """Input was accepted to run after the current turn (a follow-up).
-
-    Stored so that queued input survives a crash; its turn's
-    ``InputAccepted`` records it again when the turn takes it.
-    """
-
-    submission_id: str
-    kind: str
-    text: str
-    attachments: list[dict[str, Any]]
-    input_id: str = ""
-    """The caller's id for the input ("" if it gave none, and in histories
-    recorded before input ids): a retry with it is answered, not queued."""
-    input_digest: str = ""
-    """Digest of the input as the caller asked for it (domain.input_ids)."""
-
-    def apply(self, aggregate: Session) -> None:
-        aggregate.queued = [
-            *aggregate.queued,
-            {
-                "submission_id": self.submission_id,
-                "kind": self.kind,
-                "text": self.text,
-                "attachments": list(self.attachments),
-                "input_id": self.input_id,
-            },
-        ]
-        aggregate.note_input_id(self.input_id, self.input_digest, self.submission_id)
-
-
-class QueuedInputTaken(TurnlogEvent):
-    """A queued steer entered the running turn (its ``InputAccepted``)."""
-
-    submission_id: str
-    turn_id: str
-
-    def apply(self, aggregate: Session) -> None:
-        aggregate.queued = [
-            q for q in aggregate.queued if q["submission_id"] != self.submission_id
-        ]
-
-
-class QueuedInputDropped(TurnlogEvent):
-    """Queued input was dropped before it ran (``interrupt(clear_queue=True)``)."""
-
-    submission_ids: list[str]
-    reason: str
-
-    def apply(self, aggregate: Session) -> None:
-        dropped = set(self.submission_ids)
-        aggregate.queued = [
-            q for q in aggregate.queued if q["submission_id"] not in dropped
-        ]
-
-
-class ToolAllowedForSession(TurnlogEvent):
-    """Calls of ``tool_name`` need no approval for the rest of the session."""
-
-    tool_name: str
-    request_id: str
-
-    def apply(self, aggregate: Session) -> None:
-        aggregate.allowed_tools = aggregate.allowed_tools | {self.tool_name}
 
 
 class TurnStarted(TurnlogEvent):
@@ -182,31 +127,6 @@ class TurnAborted(TurnlogEvent):
         aggregate.note_decisions(self.approvals)
 
 
-class UsageRecorded(TurnlogEvent):
-    """Tokens spent by one model call; ``usage`` None means unreported.
-
-    ``kind`` is ``model`` for a model step and ``compaction`` for a
-    compaction call; both count toward the totals, only model steps are
-    the session's "last usage".
-    """
-
-    turn_id: str
-    step: int
-    route: str
-    kind: str
-    usage: dict[str, int] | None
-
-    def apply(self, aggregate: Session) -> None:
-        if self.kind == "model":
-            aggregate.last_usage = None if self.usage is None else dict(self.usage)
-        if self.usage is None:
-            return
-        totals = dict(aggregate.usage_totals)
-        for key, value in self.usage.items():
-            totals[key] = totals.get(key, 0) + value
-        aggregate.usage_totals = totals
-
-
 class ContextRewritten(TurnlogEvent):
     """The model context was rewritten (compaction): a new context epoch.
 
@@ -223,24 +143,6 @@ class ContextRewritten(TurnlogEvent):
         aggregate.last_rewrite_reasons = list(self.reasons)
         if "compaction" in self.reasons:
             aggregate.compaction_count += 1
-
-
-class SharedStateUpdated(TurnlogEvent):
-    """Keys of the shared state were set (a shallow merge)."""
-
-    changes: dict[str, Any]
-
-    def apply(self, aggregate: Session) -> None:
-        aggregate.shared_state = {**aggregate.shared_state, **self.changes}
-
-
-class ModelRouteChanged(TurnlogEvent):
-    """Later model calls go to another named route."""
-
-    route: str
-
-    def apply(self, aggregate: Session) -> None:
-        aggregate.model_route = self.route
 
 
 class SessionClosed(TurnlogEvent):
@@ -371,12 +273,12 @@ class Session(Aggregate):
     ) -> None:
         """Queues input to run after the current (or next) turn, in order.
 
-        ``input_id`` is the caller's id for it, ``input_digest`` the digest
-        of what it asked (domain.input_ids); the caller checked the id is new.
+        ``input_id``, ``input_digest``: the caller's new id for it and the
+        digest of what it asked (domain.input_ids).
         """
         self._check_open()
         check_input(kind, text)
-        self._check_new_input_id(input_id)
+        self._check_input_id(input_id, submission_id)
         self.trigger_event(
             InputQueued,
             submission_id=submission_id,
@@ -387,8 +289,9 @@ class Session(Aggregate):
             input_digest=input_digest,
         )
 
-    def _check_new_input_id(self, input_id: str) -> None:
-        if input_id in self.input_ids:
+    def _check_input_id(self, input_id: str, submission_id: str) -> None:
+        recorded = self.input_ids.get(input_id)
+        if recorded is not None and recorded[1] != submission_id:
             msg = f"input id {input_id!r} is already recorded"
             raise InvariantViolation(msg)
 
@@ -438,10 +341,7 @@ class Session(Aggregate):
                 f"{self.active_turn}; wait for it or queue a follow-up"
             )
             raise SessionBusyError(msg)
-        recorded = self.input_ids.get(input_id) if input_id else None
-        if recorded is not None and recorded[1] != submission_id:
-            msg = f"input id {input_id!r} is already recorded"
-            raise InvariantViolation(msg)
+        self._check_input_id(input_id, submission_id)
         number = self.turn_count + 1
         self.trigger_event(
             TurnStarted,
@@ -449,7 +349,7 @@ class Session(Aggregate):
             number=number,
             submission_id=submission_id,
             input_id=input_id,
-            input_digest=input_digest or (recorded[0] if recorded else ""),
+            input_digest=input_digest or self.input_ids.get(input_id, [""])[0],
         )
         return number
 
@@ -464,10 +364,7 @@ class Session(Aggregate):
         final_output: str | None,
         approvals: dict[str, str] | None = None,
     ) -> None:
-        """Ends the running turn normally.
-
-        ``approvals``: how its approval requests were decided (id -> decision).
-        """
+        """Ends the running turn normally (``approvals``: its decisions)."""
         self._check_running(number)
         self.trigger_event(
             TurnCompleted,
@@ -485,10 +382,7 @@ class Session(Aggregate):
         failed: bool,
         approvals: dict[str, str] | None = None,
     ) -> None:
-        """Ends the running turn early, as a failure or an abort.
-
-        ``approvals``: as for :meth:`complete_turn`.
-        """
+        """Ends the running turn early, as a failure or an abort."""
         self._check_running(number)
         self.trigger_event(
             TurnAborted,
@@ -553,3 +447,21 @@ class Session(Aggregate):
 _MISSING = object()
 
 register_stable_topic(Session)
+
+# The Session's events, those of domain.session_changes included.
+__all__ = [
+    "ContextRewritten",
+    "InputQueued",
+    "ModelRouteChanged",
+    "QueuedInputDropped",
+    "QueuedInputTaken",
+    "Session",
+    "SessionClosed",
+    "SessionCreated",
+    "SharedStateUpdated",
+    "ToolAllowedForSession",
+    "TurnAborted",
+    "TurnCompleted",
+    "TurnStarted",
+    "UsageRecorded",
+]

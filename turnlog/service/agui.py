@@ -121,7 +121,7 @@ class AguiEndpoint:
         run_input = await _decode(request)
         decisions = _decisions(run_input.resume) if run_input.resume else None
         prompt = None if decisions is not None else _prompt(run_input)
-        message_id = None if decisions is not None else _message_id(run_input)
+        message_id = "" if decisions is not None else _message_id(run_input)
         state = _state(run_input.state)
         owned = await self.threads.session_of(
             tenant,
