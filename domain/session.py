@@ -27,6 +27,7 @@ from turnlog.domain.events import TurnlogCreated, TurnlogEvent, register_stable_
 from turnlog.domain.handoff import AgentHandedOff  # noqa: F401 - loads with it
 from turnlog.domain.ids import session_uuid, turn_uuid
 from turnlog.domain.inputs import check_input, check_json_data
+from turnlog.domain.jobs import CLOSED_JOB_OUTPUT, interrupt_jobs
 from turnlog.domain.lineage import SessionForked, TurnOwners
 from turnlog.domain.model import check_usage
 from turnlog.domain.session_changes import (
@@ -189,6 +190,10 @@ class Session(Aggregate):
         self.input_ids: dict[str, list[str]] = {}
         # How the approval requests of ended turns were decided: id -> decision.
         self.decided_approvals: dict[str, str] = {}
+        # Background jobs (domain.jobs): job id -> what JobStarted said, and
+        # the results that wait for the model's next step.
+        self.running_jobs: dict[str, dict[str, Any]] = {}
+        self.job_results: list[dict[str, Any]] = []
 
     def note_input_id(self, input_id: str, digest: str, submission_id: str) -> None:
         """Remembers input ``input_id`` (from an event being applied)."""
@@ -436,11 +441,16 @@ class Session(Aggregate):
             self.trigger_event(ModelRouteChanged, route=route)
 
     def close(self) -> None:
-        """Closes the session for good; a running turn must end first."""
+        """Closes the session for good; a running turn must end first.
+
+        Background jobs still running are recorded as interrupted: a closed
+        session records nothing more, so their results will be dropped.
+        """
         self._check_open()
         if self.active_turn is not None:
             msg = "cannot close a session while a turn is running"
             raise SessionBusyError(msg)
+        interrupt_jobs(self, CLOSED_JOB_OUTPUT)
         self.trigger_event(SessionClosed)
 
 
