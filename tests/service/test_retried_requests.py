@@ -198,3 +198,22 @@ def test_an_agui_message_sent_again_streams_its_run_without_a_second(
         conflict = client.post("/agui", json={**body, "messages": [changed]})
         assert conflict.status_code == 409
         assert inputs(served.runtime, thread) == ["hello"]
+
+
+def test_an_agui_message_sent_again_while_its_turn_waits_streams_the_wait(
+    servers,
+) -> None:
+    served = servers.start()
+    with served.client() as client:
+        thread = new_session(client, "publisher")
+        message = {"id": "msg-1", "role": "user", "content": "go"}
+        body = {"threadId": thread, "runId": "run-1", "messages": [message]}
+        first = agui_run(client, body)
+        again = agui_run(client, {**body, "runId": "run-2"})
+        for events in (first, again):
+            assert events[-1].type == EventType.RUN_FINISHED
+            assert events[-1].outcome.type == "interrupt"
+        assert [i.id for i in again[-1].outcome.interrupts] == [
+            i.id for i in first[-1].outcome.interrupts
+        ]
+        assert inputs(served.runtime, thread) == ["go"]

@@ -174,9 +174,8 @@ class AguiEndpoint:
             replay = await replayed_prompt(session, input_id, text)
             if replay is not None:  # a retried message: its run, again
                 log = self.context.runtime.replay_events
-                return Scope(
-                    replay[0], None, await asyncio.to_thread(log, session.session_id)
-                )
+                events = await asyncio.to_thread(log, session.session_id)
+                return Scope(replay[0], None, _from_submission(events, replay[0]))
             if await asyncio.to_thread(session.running):
                 raise SessionBusyError(f"session {session.session_id!r} is running")
             if state:
@@ -401,6 +400,14 @@ def _message_id(run_input: RunAgentInput) -> str:
     except InvalidInputError as error:
         index = len(run_input.messages) - 1
         raise Problem(422, str(error), field=f"$.messages[{index}].id") from None
+
+
+def _from_submission(events: list[Event], submission_id: str) -> list[Event]:
+    """The log's events from the first of ``submission_id``'s on."""
+    for index, event in enumerate(events):
+        if event.submission_id == submission_id:
+            return events[index:]
+    return []
 
 
 def _after(batch: list[Any], replayed_to: int | None) -> list[Any]:
