@@ -32,6 +32,9 @@ class UserInput(msgspec.Struct, frozen=True, tag="user_input"):
 
     text: str
     attachments: tuple[SessionFileReference, ...] = ()
+    input_id: str = ""
+    """The caller's id for this input ("" for none): the same id again is
+    answered with the original submission (see ``AgentSession.prompt``)."""
 
 
 class PeerInput(msgspec.Struct, frozen=True, tag="peer_input"):
@@ -44,6 +47,9 @@ class PeerInput(msgspec.Struct, frozen=True, tag="peer_input"):
 
     text: str
     kind: str = "peer"
+    input_id: str = ""
+    """The caller's id for this input ("" for none): the same id again is
+    answered with the original submission (see ``AgentSession.prompt``)."""
 
 
 class Steer(msgspec.Struct, frozen=True, tag="steer"):
@@ -54,6 +60,9 @@ class Steer(msgspec.Struct, frozen=True, tag="steer"):
 
     text: str
     attachments: tuple[SessionFileReference, ...] = ()
+    input_id: str = ""
+    """The caller's id for this input ("" for none): the same id again is
+    answered with the original submission (see ``AgentSession.prompt``)."""
 
 
 class Interrupt(msgspec.Struct, frozen=True, tag="interrupt"):
@@ -67,10 +76,16 @@ class Interrupt(msgspec.Struct, frozen=True, tag="interrupt"):
 
 
 class ApprovalResponse(msgspec.Struct, frozen=True, tag="approval_response"):
-    """A decision on a pending approval request."""
+    """A decision on a pending approval request.
+
+    The same decision again for a decided request is a no-op; another one
+    is refused (InputConflictError).
+    """
 
     request_id: str
     decision: str
+    input_id: str = ""
+    """The caller's id for this answer ("" for none), recorded with it."""
 
 
 class Shutdown(msgspec.Struct, frozen=True, tag="shutdown"):

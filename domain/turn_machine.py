@@ -215,7 +215,9 @@ class TurnMachine:
         """Starts a turn for ``fact``, reviewing it first if hooks must."""
         state, rules = self._state, self._rules
         session = state.session
-        number = session.start_turn(fact.submission_id)
+        number = session.start_turn(
+            fact.submission_id, fact.input_id, fact.input_digest
+        )
         turn = Turn.open(rules.session_id, number, fact.submission_id)
         state.turn = turn
         switched = self._switch()
@@ -336,7 +338,9 @@ class TurnMachine:
         state, request_id = self._state, fact.request_id
         session, turn = state.session, pending_turn(state, request_id)
         if fact.decision == "abort":
-            turn.decide_approval(request_id, fact.decision, fact.decided_by)
+            turn.decide_approval(
+                request_id, fact.decision, fact.decided_by, fact.input_id
+            )
             effects = self._abort(turn, APPROVAL_ABORT_REASON, failed=False)
             effects = (SettleApprovals((request_id,)), *effects)
             return Transition((session, turn), effects)
@@ -398,7 +402,9 @@ class TurnMachine:
         stop: str | None,
     ) -> Effects:
         """Records input entering its turn; a hook's stop ends the turn there."""
-        turn.accept_input(turn.submission_id, fact.kind, fact.text, fact.attachments)
+        turn.accept_input(
+            turn.submission_id, fact.kind, fact.text, fact.attachments, fact.input_id
+        )
         for kind, text in contexts:
             turn.add_hook_context(kind, text)
         if stop is not None:
