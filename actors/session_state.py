@@ -15,6 +15,7 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any
 
@@ -34,7 +35,6 @@ from turnlog.domain.context import (
 )
 from turnlog.domain.errors import LeaseLostError, SessionClosedError
 from turnlog.domain.model import Item
-from turnlog.domain.protocol import Event
 from turnlog.domain.run import RunEvent, RunResult, SessionEvent
 from turnlog.domain.run_context import RunContext
 from turnlog.domain.session import Session
@@ -75,6 +75,8 @@ class SessionState:
             submission_id=self.turn.submission_id if self.turn is not None else None,
             usage_totals=session.usage_totals,
             context_epoch=session.context_epoch,
+            parent_session=session.parent_session,
+            root_session=session.root_session,
         )
         self.subscribers: list[Subscriber] = []
         self.run: RunState | None = None
@@ -180,13 +182,7 @@ class SessionState:
 
     def publish_transient(self, msg: Any) -> None:
         """Publishes an EventMsg that is never recorded (a text delta)."""
-        event = Event(
-            self.session_id,
-            self.translator.submission_id,
-            self.translator.turn_id,
-            0,
-            msg,
-        )
+        event = self.translator.transient(msg, datetime.now(UTC))
         self.publish(RunEvent(self.session_id, event))
 
     def reload(self) -> None:
@@ -206,6 +202,8 @@ class SessionState:
             submission_id=self.turn.submission_id if self.turn is not None else None,
             usage_totals=self.session.usage_totals,
             context_epoch=self.session.context_epoch,
+            parent_session=self.session.parent_session,
+            root_session=self.session.root_session,
         )
 
     def _reload_after_failure(self) -> None:

@@ -53,6 +53,9 @@ class InputAccepted(TurnlogEvent):
     kind: str
     text: str
     attachments: list[dict[str, Any]]
+    input_id: str = ""
+    """The caller's id for the input ("" if it gave none, and in histories
+    recorded before input ids)."""
     rewritten_by: Sequence[str] = field(default=(), kw_only=True)
     original_text: str | None = field(default=None, kw_only=True)
 
@@ -170,11 +173,14 @@ class ApprovalDecided(TurnlogEvent):
     call_id: str
     decision: str
     decided_by: str
+    input_id: str = ""
+    """The caller's id for its answer ("" if it gave none, or did not decide)."""
 
     def apply(self, aggregate: Turn) -> None:
         pending = dict(aggregate.pending_approvals)
         pending.pop(self.request_id, None)
         aggregate.pending_approvals = pending
+        aggregate.decided = {**aggregate.decided, self.request_id: self.decision}
 
 
 class HookContextAdded(TurnlogEvent):
@@ -223,6 +229,7 @@ class Turn(Aggregate):
         self.requested_calls: dict[str, str] = {}
         self.compaction_open: str | None = None  # (domain.compaction)
         self.answer_rejections = 0  # final answers refused (domain.answers)
+        self.decided: dict[str, str] = {}  # approval request id -> decision
 
     def unanswered_calls(self) -> dict[str, str]:
         """Calls of the last step without an output yet (id -> tool name)."""
@@ -249,11 +256,13 @@ class Turn(Aggregate):
         kind: str,
         text: str,
         attachments: list[dict[str, Any]] | None = None,
+        input_id: str = "",
         *,
         rewritten_by: Sequence[str] = (),
         original_text: str | None = None,
     ) -> None:
-        """Records input that enters this turn (as hooks rewrote it, if they did)."""
+        """Records input that enters this turn (``input_id``: the caller's
+        id), as the user_prompt hooks rewrote it if they did."""
         check_input(kind, text)
         self.trigger_event(
             InputAccepted,
@@ -261,6 +270,7 @@ class Turn(Aggregate):
             kind=kind,
             text=text,
             attachments=list(attachments or []),
+            input_id=input_id,
             rewritten_by=list(rewritten_by),
             original_text=original_text,
         )
@@ -405,8 +415,11 @@ class Turn(Aggregate):
             arguments=arguments,
         )
 
-    def decide_approval(self, request_id: str, decision: str, decided_by: str) -> None:
-        """Records the decision on a pending approval."""
+    def decide_approval(
+        self, request_id: str, decision: str, decided_by: str, input_id: str = ""
+    ) -> None:
+        """Records the decision on a pending approval (``input_id``: the
+        caller's id for its answer, if it gave one)."""
         if decision not in APPROVAL_DECISIONS:
             msg = f"unknown approval decision {decision!r}"
             raise InvalidInputError(msg)
@@ -420,6 +433,7 @@ class Turn(Aggregate):
             call_id=call_id,
             decision=decision,
             decided_by=decided_by,
+            input_id=input_id,
         )
 
     def add_hook_context(self, hook: str, text: str) -> None:
