@@ -30,9 +30,11 @@ from turnlog.actors.encodable_facts import encodable_fact
 from turnlog.actors.hooks import HookFailedError
 from turnlog.actors.input_review import InputReviews, PendingInput
 from turnlog.actors.messages import (
+    AbandonRun,
     ActiveRunQuery,
     ChangeRoute,
     ClosedQuery,
+    CloseSession,
     FollowUp,
     LatestRunQuery,
     LeaseLost,
@@ -161,6 +163,8 @@ class SessionActor(pykka.ThreadingActor):
         if kept is not None:
             self._kept = None
             state.latest_run, state.reviewed = kept.latest_run, kept.reviewed
+            if kept.closed is not None:
+                state.closed_event = kept.closed.event
             if kept.run is not None:
                 state.run = kept.run  # its callers still wait on it
         if self._idle_clock is not None:
@@ -214,8 +218,11 @@ class SessionActor(pykka.ThreadingActor):
                     waiter.set_exception(error)
                 return None
             case Subscribe(subscriber=subscriber):
-                self._state.subscribers.append(subscriber)
-                return None
+                return self._subscribe(subscriber)
+            case CloseSession(abort=abort, waiter=closed):
+                return self._close(abort, closed)
+            case AbandonRun():
+                return self._abandon_run(message)
             case Unsubscribe(subscriber=subscriber):
                 self._unsubscribe(subscriber)
                 return None
@@ -247,6 +254,12 @@ class SessionActor(pykka.ThreadingActor):
             return [session]
 
         self._state.record(change)
+
+    def _subscribe(self, subscriber: Any) -> None:
+        if self._state.session.closed:  # told at once, and ended
+            subscriber.end_with(self._state.closed_notice())
+        else:
+            self._state.subscribers.append(subscriber)
 
     def _unsubscribe(self, subscriber: Any) -> None:
         if subscriber in self._state.subscribers:
@@ -297,7 +310,7 @@ class SessionActor(pykka.ThreadingActor):
     def _submit(self, op: Any, waiter: Any) -> str | concurrent.futures.Future[str]:
         match op:
             case UserInput(text=text, attachments=attachments):
-                self._state.check_open()
+                self._state.check_accepting()
                 _check_text(text)
                 submitted: str | concurrent.futures.Future[str]
                 if self._state.session.running or self._state.run is not None:
@@ -312,7 +325,7 @@ class SessionActor(pykka.ThreadingActor):
                 if kind not in ("peer", "system"):
                     msg = f"peer input kind must be 'peer' or 'system', not {kind!r}"
                     raise InvalidInputError(msg)
-                self._state.check_open()
+                self._state.check_accepting()
                 _check_text(text)
                 if self._state.session.running or self._state.run is not None:
                     return self._queue_input(text, (), kind=kind, starts_run=True)
@@ -328,15 +341,46 @@ class SessionActor(pykka.ThreadingActor):
                 self._turns.decide(Decide(request_id, decision, "user"))
                 return new_submission_id()
             case Shutdown():
-                self._state.check_open()
-                if self._state.session.running:
-                    self._state.close_when_idle = True
-                else:
-                    self._state.close_session()
+                self._close(abort=False, waiter=None)
                 return new_submission_id()
             case _:
                 msg = f"not an Op: {op!r}"
                 raise InvalidInputError(msg)
+
+    def _close(
+        self, abort: bool, waiter: concurrent.futures.Future[None] | None
+    ) -> None:
+        """Closes the session now if idle; else once its turn ends (see
+        CloseSession), interrupting it first if ``abort``."""
+        state = self._state
+        state.check_open()
+        if waiter is not None:
+            state.close_waiters.append(waiter)
+        if not state.session.running:
+            state.close_session()
+            return
+        state.close_when_idle = True  # no new input; queued input never runs
+        if abort:
+            # The interrupt ends the turn and its run here and now, and the
+            # run's end closes the session (TurnDriver._finish_run).
+            self._turns.interrupt(Interrupt())
+
+    def _abandon_run(self, message: AbandonRun) -> None:
+        """Interrupts the run its caller gave up on, if its turn still runs;
+        then tells the caller (``message.done``)."""
+        run = self._state.run
+        try:
+            if (
+                run is not None
+                and message.waiter in run.waiters
+                and self._state.session.running
+            ):
+                self._turns.interrupt(Interrupt())
+        except TurnlogError as error:  # not interruptible now: it ends anyway
+            logger.debug("session %s: abandoned run: %s", self._state.session_id, error)
+        finally:
+            if not message.done.done():
+                message.done.set_result(None)
 
     def _queue_input(
         self,
@@ -352,7 +396,7 @@ class SessionActor(pykka.ThreadingActor):
         once the input is recorded, or failed if the hook refused it: the
         handle waits on it, off this thread.
         """
-        self._state.check_open()
+        self._state.check_accepting()
         _check_text(text)
         submission_id = new_submission_id()
         refs = [msgspec.to_builtins(a) for a in attachments]
@@ -390,7 +434,7 @@ class SessionActor(pykka.ThreadingActor):
             accepted.set_exception(InputRejectedError(fact.rejection))
             return
         try:
-            self._state.check_open()
+            self._state.check_accepting()
             self._record_queued(
                 pending.submission_id, pending.kind, pending.text, pending.attachments
             )
@@ -410,7 +454,7 @@ class SessionActor(pykka.ThreadingActor):
         waiter: concurrent.futures.Future[RunResult],
         deps: Any = None,
     ) -> str:
-        self._state.check_open()
+        self._state.check_accepting()
         _check_text(text)
         if self._state.run is not None or self._state.session.running:
             msg = (
@@ -446,7 +490,8 @@ class SessionActor(pykka.ThreadingActor):
             or not is_idle(state.session, state.turn, state.run)
         ):
             return  # the next message sets the clock going again
-        kept = KeptState(state.run, state.latest_run, state.reviewed)
+        closed = state.closed_notice() if state.session.closed else None
+        kept = KeptState(state.run, state.latest_run, state.reviewed, closed)
         if self._host.passivate(self.actor_inbox.empty, kept):
             self._passivating = True
             self.actor_ref.stop(block=False)
@@ -472,7 +517,10 @@ class SessionActor(pykka.ThreadingActor):
 
     def _end(self, error: TurnlogError) -> None:
         self._slot.stop()
-        waiters = self._state.run_waiters()
+        waiters: list[concurrent.futures.Future[Any]] = [
+            *self._state.run_waiters(),
+            *self._state.close_waiters,
+        ]
         if isinstance(self._receiving, StartPrompt):
             waiters.append(self._receiving.waiter)  # the prompt that failed
         answer_everyone(self.actor_inbox, waiters, self._state.subscribers, error)

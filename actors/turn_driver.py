@@ -281,7 +281,12 @@ class TurnDriver:
             )
 
     def start_next_queued(self) -> bool:
-        """Starts the turn of the oldest queued input; False if none started."""
+        """Starts the turn of the oldest queued input; False if none started.
+
+        None starts once close() was asked for: the close drops them.
+        """
+        if self._state.close_when_idle:
+            return False
         fact = self._machine.next_input()
         if fact is None:
             return False

@@ -460,15 +460,25 @@ class Session(Aggregate):
         if route != self.model_route:
             self.trigger_event(ModelRouteChanged, route=route)
 
-    def close(self) -> None:
-        """Closes the session for good; a running turn must end first."""
+    def close(self) -> list[str]:
+        """Closes the session for good; a running turn must end first.
+
+        Input still queued will never run: it is dropped first, recorded
+        (``QueuedInputDropped``, reason :data:`CLOSE_REASON`). Returns the
+        submission ids dropped.
+        """
         self._check_open()
         if self.active_turn is not None:
             msg = "cannot close a session while a turn is running"
             raise SessionBusyError(msg)
+        dropped = self.drop_queued(CLOSE_REASON)
         self.trigger_event(SessionClosed)
+        return dropped
 
 
 _MISSING = object()
+
+CLOSE_REASON = "session closed"
+"""Why input still queued when its session closed was dropped."""
 
 register_stable_topic(Session)
