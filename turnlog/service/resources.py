@@ -215,9 +215,12 @@ class SessionResources:
             raise Problem(422, "wait must be true or false", field="wait")
         if wait in ("true", "1"):
             # No run id to report early: the run's own result says it all,
-            # and a busy session refuses it (SessionBusyError, a 409).
+            # and a busy session refuses it (SessionBusyError, a 409). A
+            # client that goes away leaves its run going (detach_on_cancel).
             session = await self.context.session_async(owned)
-            return json_response(_run_json(await session.prompt_async(body.text)))
+            return json_response(
+                _run_json(await session.prompt_async(body.text, detach_on_cancel=True))
+            )
         session = await self.context.session_async(owned)
         # One prompt at a time from here: its run is the next.
         async with self.context.prompt_lock(owned.session_id):
@@ -225,7 +228,9 @@ class SessionResources:
                 raise SessionBusyError(f"session {owned.session_id!r} is running")
             subscription = await asyncio.to_thread(session.subscribe)
             try:
-                run = asyncio.ensure_future(session.prompt_async(body.text))
+                run = asyncio.ensure_future(  # it outlives the request
+                    session.prompt_async(body.text, detach_on_cancel=True)
+                )
                 started = asyncio.ensure_future(
                     asyncio.to_thread(_run_started, subscription)
                 )
