@@ -88,7 +88,7 @@ from turnlog.domain.protocol import (
 from turnlog.domain.run import QueuedInput, RunResult
 from turnlog.domain.session import Session
 from turnlog.domain.text import check_encodable, encodable_text
-from turnlog.domain.turn_facts import Decide, ReportedFact
+from turnlog.domain.turn_facts import ApprovalProviderFailed, Decide, ReportedFact
 
 logger = logging.getLogger(__name__)
 
@@ -202,7 +202,7 @@ class SessionActor(pykka.ThreadingActor):
             case Decide() if message.decided_by in ("user",):
                 self._turns.decide(message)
                 return None
-            case Decide():
+            case Decide() | ApprovalProviderFailed():
                 self._handle_fact(message)
                 return None
             case Submit(op=op, waiter=waiter):

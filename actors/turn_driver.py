@@ -41,6 +41,7 @@ from turnlog.domain.protocol import Interrupt, SessionFileReference
 from turnlog.domain.run import RunFinished, RunResult, RunStarted
 from turnlog.domain.turn_facts import (
     IGNORED,
+    ApprovalProviderFailed,
     AskApprovals,
     BeginTurn,
     Decide,
@@ -64,7 +65,7 @@ from turnlog.domain.turn_machine import TurnMachine
 
 logger = logging.getLogger(__name__)
 
-ToldFact = ReportedFact | Decide
+ToldFact = ReportedFact | Decide | ApprovalProviderFailed
 """The facts other actors tell a session about its running turn."""
 
 
@@ -161,12 +162,12 @@ class TurnDriver:
 
     def take(self, fact: ToldFact) -> None:
         """Carries a fact another actor told about the running turn."""
-        if isinstance(fact, Decide):
+        if isinstance(fact, Decide | ApprovalProviderFailed):
             try:
                 self._carry(fact)
             except UsageError:
                 # Someone decided first (the user, or a timeout); the first
-                # decision stands and this one is dropped.
+                # decision stands and this one (or this failure) is dropped.
                 logger.debug("late decision dropped: %s", fact)
             return
         if isinstance(fact, TurnActorFailed):

@@ -2,8 +2,9 @@
 
 close() drops queued input (recorded), a subscriber that comes after the
 close is told at once, a running turn either finishes first or is
-interrupted, and cancelling the task that awaits prompt_async interrupts
-its run unless the caller detached it.
+interrupted, cancelling the task that awaits prompt_async interrupts its
+run unless the caller detached it, and an approval provider that fails
+has decided nothing: the tool does not run and the turn fails.
 """
 
 from __future__ import annotations
@@ -15,12 +16,17 @@ import pytest
 
 from turnlog import (
     Agent,
+    ApprovalDecision,
+    ApprovalRequest,
     RunConfig,
     RunEvent,
     RunFinished,
     Runtime,
     ScriptedModel,
     SessionClosedError,
+    calls,
+    function_tool,
+    tool_call,
 )
 from turnlog.domain import protocol as p
 from turnlog.testing import HeldModel, wait_for
@@ -241,3 +247,63 @@ def test_prompt_async_detached_on_cancel_runs_to_its_end(store_url: str) -> None
         assert "TurnAbortedMsg" not in names(rt, "s")
         assert names(rt, "s")[-1] == "TurnCompletedMsg"
     assert not held.cancelled.is_set()
+
+
+class FailingProvider:
+    """An approval provider that fails instead of deciding."""
+
+    def __init__(self, answer: object) -> None:
+        self.answer = answer
+        self.asked = 0
+
+    def decide(self, request: ApprovalRequest) -> ApprovalDecision | None:
+        self.asked += 1
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer  # type: ignore[return-value]
+
+
+@pytest.mark.parametrize(
+    ("answer", "error"),
+    [
+        (RuntimeError("policy service down"), "RuntimeError: policy service down"),
+        ("yes", "it returned 'yes', not an ApprovalDecision or None"),
+    ],
+    ids=["raises", "returns-no-decision"],
+)
+def test_a_failing_approval_provider_fails_the_turn_and_the_tool_never_runs(
+    store_url: str, answer: object, error: str
+) -> None:
+    ran: list[str] = []
+
+    @function_tool(needs_approval=True)
+    def deploy(target: str) -> str:
+        """Deploys."""
+        ran.append(target)
+        return f"deployed {target}"
+
+    model = ScriptedModel([calls(tool_call("deploy", {"target": "prod"})), "never"])
+    provider = FailingProvider(answer)
+    config = RunConfig(approval_provider=provider)
+    with Runtime.open(store_url, run_config=config) as rt:
+        session = rt.create_session(
+            Agent("a", model=model, tools=[deploy]), session_id="s"
+        )
+        result = session.prompt("deploy it", timeout=10)
+        assert result.status == "failed"
+        assert result.error == f"approval provider failed: {error}"
+        assert ran == []
+        assert len(model.requests) == 1  # the model never saw a "denied" output
+        events = [e.msg for e in rt.replay_events("s")]
+        assert not any(isinstance(m, p.ApprovalDecidedMsg) for m in events)
+        [failed] = [m for m in events if isinstance(m, p.ApprovalFailedMsg)]
+        assert failed.error == error
+        [finished] = [m for m in events if isinstance(m, p.ToolCallFinishedMsg)]
+        assert finished.is_error
+        assert not any(isinstance(m, p.ToolCallStartedMsg) for m in events)
+        [aborted] = [m for m in events if isinstance(m, p.TurnAbortedMsg)]
+        assert (aborted.reason, aborted.failed) == (result.error, True)
+        checkpoint = rt.checkpoints.load("s")
+        assert checkpoint is not None
+        assert checkpoint.pending_approval is None
+        assert provider.asked == 1
