@@ -163,10 +163,17 @@ class SessionActor(pykka.ThreadingActor):
         if kept is not None:
             self._kept = None
             state.latest_run, state.reviewed = kept.latest_run, kept.reviewed
-            if kept.closed is not None:
-                state.closed_event = kept.closed.event
             if kept.run is not None:
                 state.run = kept.run  # its callers still wait on it
+            if kept.closed is not None:
+                state.closed_event = kept.closed.event
+        if state.session.closed and state.subscribers:
+            # Closed by another process while passive here: the subscribers
+            # that waited meanwhile learn it now.
+            notice = state.closed_notice()
+            for subscriber in state.subscribers:
+                subscriber.end_with(notice)
+            state.subscribers.clear()
         if self._idle_clock is not None:
             self._idle_clock.touch()
 

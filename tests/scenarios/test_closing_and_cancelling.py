@@ -307,3 +307,24 @@ def test_a_failing_approval_provider_fails_the_turn_and_the_tool_never_runs(
         assert checkpoint is not None
         assert checkpoint.pending_approval is None
         assert provider.asked == 1
+
+
+def test_a_session_closed_by_another_runtime_tells_subscribers_here(
+    store_url: str,
+) -> None:
+    agent = Agent("a", model=ScriptedModel(["hi"]))
+    with Runtime.open(store_url, run_config=RunConfig(idle_timeout=0.01)) as here:
+        session = here.create_session(agent, session_id="s")
+        assert session.wait_passivated(10)  # its lease is free for another
+        waiting = session.subscribe()  # a passive session is not woken for it
+        with Runtime.open(store_url) as there:
+            there.create_session(agent, session_id="s").close()
+        assert session.queued() == []  # revived here, from the log: closed
+        closed = list(here.replay_events("s"))[-1]
+        assert isinstance(closed.msg, p.SessionClosedMsg)
+        for subscription in (waiting, session.subscribe()):
+            item = subscription.get(timeout=5)
+            assert isinstance(item, RunEvent)
+            assert item.event == closed
+            with pytest.raises(SessionClosedError):
+                subscription.get(timeout=5)
