@@ -25,6 +25,12 @@ import msgspec
 import pykka
 
 from turnlog.actors.agent_in_charge import agent_in_charge_of
+from turnlog.actors.closing import (
+    abandon_run,
+    add_subscriber,
+    close,
+    tell_subscribers_if_closed,
+)
 from turnlog.actors.contracts import AgentDefinition
 from turnlog.actors.encodable_facts import encodable_fact
 from turnlog.actors.hooks import HookFailedError
@@ -167,13 +173,7 @@ class SessionActor(pykka.ThreadingActor):
                 state.run = kept.run  # its callers still wait on it
             if kept.closed is not None:
                 state.closed_event = kept.closed.event
-        if state.session.closed and state.subscribers:
-            # Closed by another process while passive here: the subscribers
-            # that waited meanwhile learn it now.
-            notice = state.closed_notice()
-            for subscriber in state.subscribers:
-                subscriber.end_with(notice)
-            state.subscribers.clear()
+        tell_subscribers_if_closed(state)
         if self._idle_clock is not None:
             self._idle_clock.touch()
 
@@ -225,11 +225,11 @@ class SessionActor(pykka.ThreadingActor):
                     waiter.set_exception(error)
                 return None
             case Subscribe(subscriber=subscriber):
-                return self._subscribe(subscriber)
+                return add_subscriber(self._state, subscriber)
             case CloseSession(abort=abort, waiter=closed):
-                return self._close(abort, closed)
+                return close(self._state, self._turns, abort, closed)
             case AbandonRun():
-                return self._abandon_run(message)
+                return abandon_run(self._state, self._turns, message)
             case Unsubscribe(subscriber=subscriber):
                 self._unsubscribe(subscriber)
                 return None
@@ -261,12 +261,6 @@ class SessionActor(pykka.ThreadingActor):
             return [session]
 
         self._state.record(change)
-
-    def _subscribe(self, subscriber: Any) -> None:
-        if self._state.session.closed:  # told at once, and ended
-            subscriber.end_with(self._state.closed_notice())
-        else:
-            self._state.subscribers.append(subscriber)
 
     def _unsubscribe(self, subscriber: Any) -> None:
         if subscriber in self._state.subscribers:
@@ -348,46 +342,11 @@ class SessionActor(pykka.ThreadingActor):
                 self._turns.decide(Decide(request_id, decision, "user"))
                 return new_submission_id()
             case Shutdown():
-                self._close(abort=False, waiter=None)
+                close(self._state, self._turns, abort=False, waiter=None)
                 return new_submission_id()
             case _:
                 msg = f"not an Op: {op!r}"
                 raise InvalidInputError(msg)
-
-    def _close(
-        self, abort: bool, waiter: concurrent.futures.Future[None] | None
-    ) -> None:
-        """Closes the session now if idle; else once its turn ends (see
-        CloseSession), interrupting it first if ``abort``."""
-        state = self._state
-        state.check_open()
-        if waiter is not None:
-            state.close_waiters.append(waiter)
-        if not state.session.running:
-            state.close_session()
-            return
-        state.close_when_idle = True  # no new input; queued input never runs
-        if abort:
-            # The interrupt ends the turn and its run here and now, and the
-            # run's end closes the session (TurnDriver._finish_run).
-            self._turns.interrupt(Interrupt())
-
-    def _abandon_run(self, message: AbandonRun) -> None:
-        """Interrupts the run its caller gave up on, if its turn still runs;
-        then tells the caller (``message.done``)."""
-        run = self._state.run
-        try:
-            if (
-                run is not None
-                and message.waiter in run.waiters
-                and self._state.session.running
-            ):
-                self._turns.interrupt(Interrupt())
-        except TurnlogError as error:  # not interruptible now: it ends anyway
-            logger.debug("session %s: abandoned run: %s", self._state.session_id, error)
-        finally:
-            if not message.done.done():
-                message.done.set_result(None)
 
     def _queue_input(
         self,
