@@ -126,8 +126,12 @@ def test_close_lets_the_running_turn_finish_then_closes(store_url: str) -> None:
         queued = session.follow_up("never runs")
         with pytest.raises(TimeoutError):
             session.close(timeout=0)  # the turn is held: it cannot have ended
+        position = rt.store.max_position()
         with pytest.raises(SessionClosedError, match="closing"):
-            session.follow_up("too late")  # refused, recorded nowhere
+            session.follow_up("too late")
+        with pytest.raises(SessionClosedError, match="closing"):
+            session.steer("too late")
+        assert rt.store.max_position() == position  # refused, recorded nowhere
         held.release()
         worker.join(10)
         assert results[0].status == "completed"
