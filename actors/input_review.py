@@ -37,6 +37,9 @@ class PendingInput(msgspec.Struct):
     accepted: concurrent.futures.Future[str]
     starts_run: bool
     """Whether it runs on its own if the session is idle once recorded."""
+    input_id: str = ""
+    """The caller's id for it, and the digest of what it asked ("" if none)."""
+    input_digest: str = ""
 
 
 class InputReviews:

@@ -39,6 +39,8 @@ class StartPrompt(msgspec.Struct, frozen=True):
     waiter: concurrent.futures.Future[Any]
     deps: Any = None
     """The run's dependencies (None: the session's). Live: never recorded."""
+    input_id: str = ""
+    """The caller's id for the prompt ("" for none; domain.input_ids)."""
 
 
 class FollowUp(msgspec.Struct, frozen=True):
@@ -46,6 +48,8 @@ class FollowUp(msgspec.Struct, frozen=True):
 
     text: str
     attachments: tuple[Any, ...] = ()
+    input_id: str = ""
+    """The caller's id for the input ("" for none; domain.input_ids)."""
 
 
 class CloseSession(msgspec.Struct, frozen=True):
@@ -99,6 +103,15 @@ class LatestRunQuery(SessionQuery[RunResult | None], frozen=True):
 
 class ActiveRunQuery(SessionQuery[tuple[str, str] | None], frozen=True):
     """The run in progress as (submission id, turn id), or None."""
+
+
+class RecordedInputQuery(SessionQuery[str | None], frozen=True):
+    """The submission id input ``input_id`` was recorded under, or None;
+    InputConflictError if it was recorded for other content."""
+
+    input_id: str
+    kind: str
+    text: str
 
 
 class ClosedQuery(SessionQuery[bool], frozen=True):

@@ -92,7 +92,7 @@ def recover_turn(
             turn.finish_tool_call(call_id, INTERRUPTED_OUTPUT, is_error=True)
         if turn.step_open:
             turn.fail_step(turn.steps, "Interrupted", CRASH_REASON)
-        session.abort_turn(number, CRASH_REASON, failed=True)
+        session.abort_turn(number, CRASH_REASON, failed=True, approvals=turn.decided)
     else:
         turn.warn("the process stopped during this turn; it resumed on reopening")
     store.save(session, turn)

@@ -21,10 +21,16 @@ import concurrent.futures
 import logging
 from typing import Any
 
-import msgspec
 import pykka
 
 from turnlog.actors.agent_in_charge import agent_in_charge_of
+from turnlog.actors.background_jobs import (
+    JobDone,
+    StartJob,
+    record_job_done,
+    record_job_start,
+    start_restarted_jobs,
+)
 from turnlog.actors.closing import (
     abandon_run,
     add_subscriber,
@@ -33,8 +39,7 @@ from turnlog.actors.closing import (
 )
 from turnlog.actors.contracts import AgentDefinition
 from turnlog.actors.encodable_facts import encodable_fact
-from turnlog.actors.hooks import HookFailedError
-from turnlog.actors.input_review import InputReviews, PendingInput
+from turnlog.actors.input_review import InputReviews
 from turnlog.actors.messages import (
     AbandonRun,
     ActiveRunQuery,
@@ -49,6 +54,7 @@ from turnlog.actors.messages import (
     PendingApprovalsQuery,
     QueuedInputReviewed,
     QueuedQuery,
+    RecordedInputQuery,
     Rewind,
     RunningQuery,
     SessionQuery,
@@ -61,8 +67,12 @@ from turnlog.actors.messages import (
     UpdateSharedState,
 )
 from turnlog.actors.passivation import IdleClock, KeptState, SessionHost, is_idle
+from turnlog.actors.retried_inputs import (
+    retried_submission,
+)
 from turnlog.actors.rewinding import rewind_session
 from turnlog.actors.session_end import answer_everyone
+from turnlog.actors.session_inputs import SessionInputs
 from turnlog.actors.session_parts import SessionServices, SessionSettings
 from turnlog.actors.session_state import SessionState
 from turnlog.actors.shared_state_writer import record_tool_update
@@ -71,9 +81,7 @@ from turnlog.actors.turn_driver import TurnDriver
 from turnlog.actors.turn_slot import TurnActorSlot
 from turnlog.domain.context import messages_of
 from turnlog.domain.errors import (
-    InputRejectedError,
     InvalidInputError,
-    SessionBusyError,
     SessionClosedError,
     SessionFailedError,
     TurnlogError,
@@ -86,14 +94,13 @@ from turnlog.domain.protocol import (
     Event,
     Interrupt,
     PeerInput,
-    SessionFileReference,
     Shutdown,
     Steer,
     UserInput,
 )
-from turnlog.domain.run import QueuedInput, RunResult
+from turnlog.domain.run import QueuedInput
 from turnlog.domain.session import Session
-from turnlog.domain.text import check_encodable, encodable_text
+from turnlog.domain.text import encodable_text
 from turnlog.domain.turn_facts import ApprovalProviderFailed, Decide, ReportedFact
 
 logger = logging.getLogger(__name__)
@@ -161,11 +168,13 @@ class SessionActor(pykka.ThreadingActor):
             self.actor_ref,
             lambda: self._state.run_context(None),
         )
+        self._inputs = SessionInputs(self._state, self._turns, self._input_reviews)
 
     def on_start(self) -> None:
         state, kept = self._state, self._kept
         # Revived after passivating, the broker still holds the requests.
         self._turns.resume(ask_approvals=kept is None)
+        start_restarted_jobs(state)
         if kept is not None:
             self._kept = None
             state.latest_run, state.reviewed = kept.latest_run, kept.reviewed
@@ -195,7 +204,7 @@ class SessionActor(pykka.ThreadingActor):
                 self._handle_fact(fact)
                 return None
             case QueuedInputReviewed():
-                self._queued_input_reviewed(message)
+                self._inputs.reviewed(message)
                 return None
             case LeaseLost(error=error):
                 self._state.stop_for_lost_lease(error)
@@ -207,7 +216,7 @@ class SessionActor(pykka.ThreadingActor):
                     self._state.publish_transient(AgentMessageDeltaMsg(delta))
                 return None
             case Decide() if message.decided_by in ("user",):
-                self._turns.decide(message)
+                self._inputs.decide(message)
                 return None
             case Decide() | ApprovalProviderFailed():
                 self._handle_fact(message)
@@ -215,12 +224,12 @@ class SessionActor(pykka.ThreadingActor):
             case Submit(op=op, waiter=waiter):
                 return self._submit(op, waiter)
             case FollowUp(text=text, attachments=attachments):
-                return self._queue_input(text, attachments)
+                return self._inputs.queue(text, attachments, input_id=message.input_id)
             case StartPrompt(text=text, attachments=attachments, waiter=waiter):
                 # Told, not asked: the caller waits on ``waiter`` alone, which
                 # carries a refusal as well as the run's result.
                 try:
-                    self._start_prompt(text, attachments, waiter, message.deps)
+                    self._inputs.start_prompt(text, attachments, waiter, message)
                 except TurnlogError as error:
                     waiter.set_exception(error)
                 return None
@@ -232,6 +241,12 @@ class SessionActor(pykka.ThreadingActor):
                 return abandon_run(self._state, self._turns, message)
             case Unsubscribe(subscriber=subscriber):
                 self._unsubscribe(subscriber)
+                return None
+            case StartJob():
+                record_job_start(self._state, message)  # a tool's: it waits
+                return None
+            case JobDone():
+                record_job_done(self._state, message)
                 return None
             case UpdateSharedState(waiter=waiter) if waiter is not None:
                 record_tool_update(self._state, message)  # a tool's: it waits
@@ -290,6 +305,8 @@ class SessionActor(pykka.ThreadingActor):
                 return self._turns.pending_approvals()
             case ClosedQuery():
                 return self._state.session.closed
+            case RecordedInputQuery(input_id=input_id, kind=kind, text=text):
+                return retried_submission(self._state, input_id, kind, text, ())[0]
             case _:
                 msg = f"unknown query {query!r}"
                 raise UsageError(msg)
@@ -310,36 +327,24 @@ class SessionActor(pykka.ThreadingActor):
 
     def _submit(self, op: Any, waiter: Any) -> str | concurrent.futures.Future[str]:
         match op:
-            case UserInput(text=text, attachments=attachments):
-                self._state.check_accepting()
-                _check_text(text)
-                submitted: str | concurrent.futures.Future[str]
-                if self._state.session.running or self._state.run is not None:
-                    submitted = self._queue_input(text, attachments, starts_run=True)
-                else:
-                    submitted = new_submission_id()
-                    self._turns.start(submitted, "prompt", text, attachments)
-                if waiter is not None and self._state.run is not None:
-                    self._state.run.waiters.append(waiter)
-                return submitted
-            case PeerInput(text=text, kind=kind):
+            case UserInput(text=text, attachments=attachments, input_id=input_id):
+                return self._inputs.submit(
+                    text, attachments, "prompt", input_id, waiter
+                )
+            case PeerInput(text=text, kind=kind, input_id=input_id):
                 if kind not in ("peer", "system"):
                     msg = f"peer input kind must be 'peer' or 'system', not {kind!r}"
                     raise InvalidInputError(msg)
-                self._state.check_accepting()
-                _check_text(text)
-                if self._state.session.running or self._state.run is not None:
-                    return self._queue_input(text, (), kind=kind, starts_run=True)
-                submission_id = new_submission_id()
-                self._turns.start(submission_id, kind, text, ())
-                return submission_id
-            case Steer(text=text, attachments=attachments):
-                return self._queue_input(text, attachments, kind="steer")
+                return self._inputs.submit(text, (), kind, input_id, None)
+            case Steer(text=text, attachments=attachments, input_id=input_id):
+                return self._inputs.queue(
+                    text, attachments, kind="steer", input_id=input_id
+                )
             case Interrupt():
                 self._turns.interrupt(op)
                 return new_submission_id()
             case ApprovalResponse(request_id=request_id, decision=decision):
-                self._turns.decide(Decide(request_id, decision, "user"))
+                self._inputs.decide(Decide(request_id, decision, "user", op.input_id))
                 return new_submission_id()
             case Shutdown():
                 close(self._state, self._turns, abort=False, waiter=None)
@@ -347,92 +352,6 @@ class SessionActor(pykka.ThreadingActor):
             case _:
                 msg = f"not an Op: {op!r}"
                 raise InvalidInputError(msg)
-
-    def _queue_input(
-        self,
-        text: str,
-        attachments: tuple[SessionFileReference, ...],
-        kind: str = "follow_up",
-        *,
-        starts_run: bool = False,
-    ) -> str | concurrent.futures.Future[str]:
-        """Records queued input, or (with a user_prompt hook) has it reviewed.
-
-        With a hook the caller gets a future for the submission id, resolved
-        once the input is recorded, or failed if the hook refused it: the
-        handle waits on it, off this thread.
-        """
-        self._state.check_accepting()
-        _check_text(text)
-        submission_id = new_submission_id()
-        refs = [msgspec.to_builtins(a) for a in attachments]
-        if self._turns.reviews_input:
-            accepted: concurrent.futures.Future[str] = concurrent.futures.Future()
-            pending = PendingInput(
-                submission_id, kind, text, refs, accepted, starts_run
-            )
-            self._input_reviews.use_layers(self._state.agent.middleware)
-            self._input_reviews.add(pending)
-            return accepted
-        self._record_queued(submission_id, kind, text, refs)
-        return submission_id
-
-    def _record_queued(
-        self, submission_id: str, kind: str, text: str, refs: list[dict[str, Any]]
-    ) -> None:
-        session = self._state.session
-
-        def decide() -> list[Any]:
-            session.queue_input(submission_id, kind, text, refs)
-            return [session]
-
-        self._state.record(decide)
-
-    def _queued_input_reviewed(self, fact: QueuedInputReviewed) -> None:
-        pending = self._input_reviews.settle(fact)
-        if pending is None:
-            return
-        accepted = pending.accepted
-        if fact.error is not None:
-            accepted.set_exception(HookFailedError(fact.error))
-            return
-        if fact.rejection is not None:
-            accepted.set_exception(InputRejectedError(fact.rejection))
-            return
-        try:
-            self._state.check_accepting()
-            self._record_queued(
-                pending.submission_id, pending.kind, pending.text, pending.attachments
-            )
-        except TurnlogError as error:
-            accepted.set_exception(error)
-            return
-        self._state.reviewed[pending.submission_id] = (fact.contexts, fact.stop)
-        accepted.set_result(pending.submission_id)
-        state = self._state
-        if pending.starts_run and state.run is None and not state.session.running:
-            self._turns.start_next_queued()  # the run it was queued behind ended
-
-    def _start_prompt(
-        self,
-        text: str,
-        attachments: tuple[SessionFileReference, ...],
-        waiter: concurrent.futures.Future[RunResult],
-        deps: Any = None,
-    ) -> str:
-        self._state.check_accepting()
-        _check_text(text)
-        if self._state.run is not None or self._state.session.running:
-            msg = (
-                f"session {self._state.session_id!r} is running; wait for the run "
-                "to end or queue the input with follow_up()"
-            )
-            raise SessionBusyError(msg)
-        submission_id = new_submission_id()
-        self._turns.start(submission_id, "prompt", text, attachments, deps)
-        assert self._state.run is not None
-        self._state.run.waiters.append(waiter)
-        return submission_id
 
     def _update_shared_state(self, changes: dict[str, Any]) -> list[Any]:
         self._state.session.update_shared_state(changes)
@@ -491,13 +410,6 @@ class SessionActor(pykka.ThreadingActor):
             waiters.append(self._receiving.waiter)  # the prompt that failed
         answer_everyone(self.actor_inbox, waiters, self._state.subscribers, error)
         self._input_reviews.fail_all(error)
-
-
-def _check_text(text: object) -> None:
-    if not isinstance(text, str):
-        msg = f"input text must be a str, not {type(text).__name__}"
-        raise InvalidInputError(msg)
-    check_encodable(text, "input text")
 
 
 __all__ = ["Event", "SessionActor", "SessionServices", "SessionSettings"]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any
 
@@ -66,6 +67,8 @@ class SessionState:
             submission_id=self.turn.submission_id if self.turn is not None else None,
             usage_totals=session.usage_totals,
             context_epoch=session.context_epoch,
+            parent_session=session.parent_session,
+            root_session=session.root_session,
         )
         self.subscribers: list[Subscriber] = []
         self.run: RunState | None = None
@@ -163,13 +166,7 @@ class SessionState:
 
     def publish_transient(self, msg: Any) -> None:
         """Publishes an EventMsg that is never recorded (a text delta)."""
-        event = Event(
-            self.session_id,
-            self.translator.submission_id,
-            self.translator.turn_id,
-            0,
-            msg,
-        )
+        event = self.translator.transient(msg, datetime.now(UTC))
         self.publish(RunEvent(self.session_id, event))
 
     def reload(self) -> None:
@@ -188,6 +185,8 @@ class SessionState:
             submission_id=self.turn.submission_id if self.turn is not None else None,
             usage_totals=self.session.usage_totals,
             context_epoch=self.session.context_epoch,
+            parent_session=self.session.parent_session,
+            root_session=self.session.root_session,
         )
 
     def _reload_after_failure(self) -> None:

@@ -152,13 +152,17 @@ class TurnDriver:
         text: str,
         attachments: tuple[SessionFileReference, ...],
         deps: Any = None,
+        *,
+        input_id: tuple[str, str] = ("", ""),
     ) -> None:
         """Starts a turn for input a caller submitted to an idle session.
 
-        ``deps``: the run's own dependencies (None: the session's).
+        ``deps``: the run's own dependencies (None: the session's);
+        ``input_id``: the caller's id for the input and its digest, if any.
         """
         refs = [msgspec.to_builtins(a) for a in attachments]
-        self._start(TurnInput(submission_id, kind, text, refs), deps)
+        fact = TurnInput(submission_id, kind, text, refs, None, *input_id)
+        self._start(fact, deps)
 
     def take(self, fact: ToldFact) -> None:
         """Carries a fact another actor told about the running turn."""

@@ -11,7 +11,8 @@ Developer mistakes are kept apart from failures at run time::
     │   ├── SessionClosedError      the session (or runtime) was closed
     │   │   └── RuntimeClosedError  the runtime holding it was closed
     │   ├── SessionBusyError        a turn is already running
-    │   └── InputRejectedError      a user_prompt hook refused queued input
+    │   ├── InputRejectedError      a user_prompt hook refused queued input
+    │   └── InputConflictError      an input id reused for other input
     ├── StoreError                  the log could not be read or written
     │   ├── NotATurnlogStoreError   the file or database is not a turnlog log
     │   └── ConcurrencyConflictError  another writer appended first
@@ -91,6 +92,24 @@ class InputRejectedError(UsageError):
     Raised by ``follow_up``, ``steer``, ``send_input`` (and ``submit``) for
     input that would be queued; the message is the hook's reason.
     """
+
+
+class InputConflictError(UsageError):
+    """An input id (``input_id=``, an ``Idempotency-Key``) was used before
+    for other content, or an approval request was decided otherwise;
+    nothing was recorded.
+
+    Attributes:
+        input_id: The id that was reused (the request id, for an approval).
+    """
+
+    def __init__(self, message: str, input_id: str = "") -> None:
+        super().__init__(message)
+        self.input_id = input_id
+
+    def __reduce__(self) -> tuple[type[InputConflictError], tuple[str, str]]:
+        # Errors cross actor futures and processes: keep the id too.
+        return type(self), (str(self), self.input_id)
 
 
 class StoreError(TurnlogError):

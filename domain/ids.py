@@ -8,6 +8,7 @@ session can be found again from its id alone.
 from __future__ import annotations
 
 import functools
+import hashlib
 import uuid
 
 from turnlog.domain.errors import InvalidInputError
@@ -57,6 +58,31 @@ def child_session_id(parent_session: str, turn: int, call_id: str) -> str:
         return readable
     derived = uuid.uuid5(session_uuid(parent_session), f"child:{turn}:{call_id}")
     return f"child-{derived.hex}"
+
+
+@functools.lru_cache(maxsize=4096)
+def trace_id_of(session_id: str) -> str:
+    """The trace id of a session: 16 bytes of a hash of its id, as hex.
+
+    The one derivation of a trace id: ``turnlog traces``, the live
+    OpenTelemetry export and every delivered ``Event`` use it, through
+    :func:`session_trace_id`.
+    """
+    digest = hashlib.sha256(f"turnlog-trace:{session_id}".encode()).digest()
+    return digest[:16].hex()
+
+
+def session_trace_id(
+    session_id: str, *, parent_session: str = "", root_session: str = ""
+) -> str:
+    """The trace ``session_id``'s spans and events belong to.
+
+    A session of its own has its own trace; a child session (an agent used
+    as a tool) joins the trace of the top of its tree of parents
+    (``root_session``, or its ``parent_session`` in histories recorded
+    before roots were).
+    """
+    return trace_id_of(root_session or parent_session or session_id)
 
 
 def new_submission_id() -> str:

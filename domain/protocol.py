@@ -9,6 +9,7 @@ deltas) are marked ``transient`` and never replayed.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import msgspec
@@ -31,6 +32,9 @@ class UserInput(msgspec.Struct, frozen=True, tag="user_input"):
 
     text: str
     attachments: tuple[SessionFileReference, ...] = ()
+    input_id: str = ""
+    """The caller's id for this input ("" for none): the same id again is
+    answered with the original submission (see ``AgentSession.prompt``)."""
 
 
 class PeerInput(msgspec.Struct, frozen=True, tag="peer_input"):
@@ -43,6 +47,9 @@ class PeerInput(msgspec.Struct, frozen=True, tag="peer_input"):
 
     text: str
     kind: str = "peer"
+    input_id: str = ""
+    """The caller's id for this input ("" for none): the same id again is
+    answered with the original submission (see ``AgentSession.prompt``)."""
 
 
 class Steer(msgspec.Struct, frozen=True, tag="steer"):
@@ -53,6 +60,9 @@ class Steer(msgspec.Struct, frozen=True, tag="steer"):
 
     text: str
     attachments: tuple[SessionFileReference, ...] = ()
+    input_id: str = ""
+    """The caller's id for this input ("" for none): the same id again is
+    answered with the original submission (see ``AgentSession.prompt``)."""
 
 
 class Interrupt(msgspec.Struct, frozen=True, tag="interrupt"):
@@ -66,10 +76,16 @@ class Interrupt(msgspec.Struct, frozen=True, tag="interrupt"):
 
 
 class ApprovalResponse(msgspec.Struct, frozen=True, tag="approval_response"):
-    """A decision on a pending approval request."""
+    """A decision on a pending approval request.
+
+    The same decision again for a decided request is a no-op; another one
+    is refused (InputConflictError).
+    """
 
     request_id: str
     decision: str
+    input_id: str = ""
+    """The caller's id for this answer ("" for none), recorded with it."""
 
 
 class Shutdown(msgspec.Struct, frozen=True, tag="shutdown"):
@@ -265,6 +281,29 @@ class AgentHandedOffMsg(msgspec.Struct, frozen=True, tag="agent_handed_off"):
     reason: str
 
 
+class JobStartedMsg(msgspec.Struct, frozen=True, tag="job_started"):
+    """Tool call ``call_id`` started background job ``job_id``."""
+
+    job_id: str
+    name: str
+    call_id: str
+
+
+class JobFinishedMsg(msgspec.Struct, frozen=True, tag="job_finished"):
+    """A background job ended (a notification: it starts no turn).
+
+    Its result reaches the model at the session's next model step.
+    ``interrupted``: it never finished (its process stopped, or its
+    session was closed).
+    """
+
+    job_id: str
+    name: str
+    output: str
+    is_error: bool
+    interrupted: bool = False
+
+
 class TurnCompletedMsg(msgspec.Struct, frozen=True, tag="turn_complete"):
     turn_id: str
     last_agent_message: str | None
@@ -319,6 +358,8 @@ EventMsg = (
     | SharedStateUpdatedMsg
     | ModelRouteChangedMsg
     | AgentHandedOffMsg
+    | JobStartedMsg
+    | JobFinishedMsg
     | TurnCompletedMsg
     | AnswerRejectedMsg
     | TurnAbortedMsg
@@ -328,6 +369,14 @@ EventMsg = (
 TRANSIENT_MESSAGES: tuple[type[Any], ...] = (AgentMessageDeltaMsg,)
 
 
+EVENT_SCHEMA_VERSION = 1
+"""The version of the ``Event`` JSON schema (envelope and messages).
+
+It goes up when a field changes meaning or goes away; new fields with
+defaults and new message types keep it (a consumer ignores what it does
+not know)."""
+
+
 class Event(msgspec.Struct, frozen=True):
     """An EventMsg with where it belongs.
 
@@ -335,6 +384,10 @@ class Event(msgspec.Struct, frozen=True):
     from (its ``session_seq``; 0 for transient messages). Several messages
     from one domain event share it. It does not depend on where the log
     lives, so a session exported to another store replays identically.
+
+    The rest of the envelope is derived from the log too, so the live
+    stream, ``rt.replay_events``, ``rt.follow``, the service's streams and a
+    restarted or another process give a message the same values.
     """
 
     session_id: str
@@ -342,11 +395,35 @@ class Event(msgspec.Struct, frozen=True):
     turn_id: str | None
     sequence: int
     msg: EventMsg
+    event_id: str | None = None
+    """The message's id, unique in its session and the same wherever and
+    whenever the message is delivered or replayed:
+    ``"<session_id>:<sequence>:<index>"``, where ``index`` counts the
+    messages of one stored event from 0 (the last two parts are digits,
+    so the id splits from the right even if the session id has colons).
+    None for a transient message: it is not in the log, never replayed."""
+    timestamp: datetime | None = None
+    """When the fact was recorded: the stored event's timestamp (UTC,
+    microseconds), shared by the messages of one stored event and never
+    decreasing while one process writes the session (the log's order is
+    ``sequence``). For a transient message, when it was streamed. None in
+    an Event made by hand or decoded from JSON written before it existed."""
+    trace_id: str = ""
+    """The OpenTelemetry trace of the session's runs, as ``turnlog traces``
+    and the live export name it (32 hex digits; a child session's is its
+    root session's)."""
+    schema_version: int = EVENT_SCHEMA_VERSION
+    """The :data:`EVENT_SCHEMA_VERSION` the Event was made with."""
 
     @property
     def transient(self) -> bool:
         """Whether the message is transient (never in the log)."""
         return isinstance(self.msg, TRANSIENT_MESSAGES)
+
+
+def event_id(session_id: str, sequence: int, index: int) -> str:
+    """The ``Event.event_id`` of message ``index`` of stored event ``sequence``."""
+    return f"{session_id}:{sequence}:{index}"
 
 
 _op_decoder = msgspec.json.Decoder(Op)

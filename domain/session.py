@@ -27,8 +27,20 @@ from turnlog.domain.events import TurnlogCreated, TurnlogEvent, register_stable_
 from turnlog.domain.handoff import AgentHandedOff  # noqa: F401 - loads with it
 from turnlog.domain.ids import session_uuid, turn_uuid
 from turnlog.domain.inputs import check_input, check_json_data
+from turnlog.domain.jobs import CLOSED_JOB_OUTPUT, interrupt_jobs
 from turnlog.domain.lineage import SessionForked, TurnOwners
 from turnlog.domain.model import check_usage
+from turnlog.domain.session_changes import (
+    ModelRouteChanged,
+    SharedStateUpdated,
+    ToolAllowedForSession,
+    UsageRecorded,
+)
+from turnlog.domain.session_queue import (
+    InputQueued,
+    QueuedInputDropped,
+    QueuedInputTaken,
+)
 
 
 class SessionCreated(TurnlogCreated):
@@ -61,71 +73,16 @@ class SessionCreated(TurnlogCreated):
         aggregate.root_session = self.root_session
 
 
-class InputQueued(TurnlogEvent):
-    """Input was accepted to run after the current turn (a follow-up).
-
-    Stored so that queued input survives a crash; its turn's
-    ``InputAccepted`` records it again when the turn takes it.
-    """
-
-    submission_id: str
-    kind: str
-    text: str
-    attachments: list[dict[str, Any]]
-
-    def apply(self, aggregate: Session) -> None:
-        aggregate.queued = [
-            *aggregate.queued,
-            {
-                "submission_id": self.submission_id,
-                "kind": self.kind,
-                "text": self.text,
-                "attachments": list(self.attachments),
-            },
-        ]
-
-
-class QueuedInputTaken(TurnlogEvent):
-    """A queued steer entered the running turn (its ``InputAccepted``)."""
-
-    submission_id: str
-    turn_id: str
-
-    def apply(self, aggregate: Session) -> None:
-        aggregate.queued = [
-            q for q in aggregate.queued if q["submission_id"] != self.submission_id
-        ]
-
-
-class QueuedInputDropped(TurnlogEvent):
-    """Queued input was dropped before it ran (``interrupt(clear_queue=True)``)."""
-
-    submission_ids: list[str]
-    reason: str
-
-    def apply(self, aggregate: Session) -> None:
-        dropped = set(self.submission_ids)
-        aggregate.queued = [
-            q for q in aggregate.queued if q["submission_id"] not in dropped
-        ]
-
-
-class ToolAllowedForSession(TurnlogEvent):
-    """Calls of ``tool_name`` need no approval for the rest of the session."""
-
-    tool_name: str
-    request_id: str
-
-    def apply(self, aggregate: Session) -> None:
-        aggregate.allowed_tools = aggregate.allowed_tools | {self.tool_name}
-
-
 class TurnStarted(TurnlogEvent):
     """A turn began; it is the session's only running turn until it ends."""
 
     turn_id: str
     number: int
     submission_id: str
+    input_id: str = ""
+    """The caller's id for the input that started the turn ("" if none)."""
+    input_digest: str = ""
+    """Digest of that input as the caller asked for it (domain.input_ids)."""
 
     def apply(self, aggregate: Session) -> None:
         aggregate.active_turn = self.number
@@ -133,6 +90,7 @@ class TurnStarted(TurnlogEvent):
         aggregate.queued = [
             q for q in aggregate.queued if q["submission_id"] != self.submission_id
         ]
+        aggregate.note_input_id(self.input_id, self.input_digest, self.submission_id)
 
 
 class TurnCompleted(TurnlogEvent):
@@ -141,9 +99,14 @@ class TurnCompleted(TurnlogEvent):
     turn_id: str
     number: int
     final_output: str | None
+    approvals: dict[str, str] | None = None
+    """How the turn's approval requests were decided (request id ->
+    decision), so a repeated answer is known after the turn; None if it
+    had none, and in histories recorded before this."""
 
     def apply(self, aggregate: Session) -> None:
         aggregate.active_turn = None
+        aggregate.note_decisions(self.approvals)
 
 
 class TurnAborted(TurnlogEvent):
@@ -157,34 +120,12 @@ class TurnAborted(TurnlogEvent):
     number: int
     reason: str
     failed: bool
+    approvals: dict[str, str] | None = None
+    """As ``TurnCompleted.approvals``."""
 
     def apply(self, aggregate: Session) -> None:
         aggregate.active_turn = None
-
-
-class UsageRecorded(TurnlogEvent):
-    """Tokens spent by one model call; ``usage`` None means unreported.
-
-    ``kind`` is ``model`` for a model step and ``compaction`` for a
-    compaction call; both count toward the totals, only model steps are
-    the session's "last usage".
-    """
-
-    turn_id: str
-    step: int
-    route: str
-    kind: str
-    usage: dict[str, int] | None
-
-    def apply(self, aggregate: Session) -> None:
-        if self.kind == "model":
-            aggregate.last_usage = None if self.usage is None else dict(self.usage)
-        if self.usage is None:
-            return
-        totals = dict(aggregate.usage_totals)
-        for key, value in self.usage.items():
-            totals[key] = totals.get(key, 0) + value
-        aggregate.usage_totals = totals
+        aggregate.note_decisions(self.approvals)
 
 
 class ContextRewritten(TurnlogEvent):
@@ -203,24 +144,6 @@ class ContextRewritten(TurnlogEvent):
         aggregate.last_rewrite_reasons = list(self.reasons)
         if "compaction" in self.reasons:
             aggregate.compaction_count += 1
-
-
-class SharedStateUpdated(TurnlogEvent):
-    """Keys of the shared state were set (a shallow merge)."""
-
-    changes: dict[str, Any]
-
-    def apply(self, aggregate: Session) -> None:
-        aggregate.shared_state = {**aggregate.shared_state, **self.changes}
-
-
-class ModelRouteChanged(TurnlogEvent):
-    """Later model calls go to another named route."""
-
-    route: str
-
-    def apply(self, aggregate: Session) -> None:
-        aggregate.model_route = self.route
 
 
 class SessionClosed(TurnlogEvent):
@@ -263,6 +186,24 @@ class Session(Aggregate):
         self.turn_owners: TurnOwners = []  # a fork's sources' turns (lineage)
         self.set_aside: list[list[int]] = []  # turn ranges rewound (lineage)
         self.set_aside_positions: list[list[int]] = []  # their log positions
+        # Every input id recorded: id -> [digest, submission id] (input_ids).
+        self.input_ids: dict[str, list[str]] = {}
+        # How the approval requests of ended turns were decided: id -> decision.
+        self.decided_approvals: dict[str, str] = {}
+        # Background jobs (domain.jobs): job id -> what JobStarted said, and
+        # the results that wait for the model's next step.
+        self.running_jobs: dict[str, dict[str, Any]] = {}
+        self.job_results: list[dict[str, Any]] = []
+
+    def note_input_id(self, input_id: str, digest: str, submission_id: str) -> None:
+        """Remembers input ``input_id`` (from an event being applied)."""
+        if input_id:
+            self.input_ids[input_id] = [digest, submission_id]
+
+    def note_decisions(self, approvals: dict[str, str] | None) -> None:
+        """Remembers an ended turn's decisions (from an event being applied)."""
+        if approvals:
+            self.decided_approvals.update(approvals)
 
     @classmethod
     def create(
@@ -331,17 +272,33 @@ class Session(Aggregate):
         kind: str,
         text: str,
         attachments: list[dict[str, Any]],
+        *,
+        input_id: str = "",
+        input_digest: str = "",
     ) -> None:
-        """Queues input to run after the current (or next) turn, in order."""
+        """Queues input to run after the current (or next) turn, in order.
+
+        ``input_id``, ``input_digest``: the caller's new id for it and the
+        digest of what it asked (domain.input_ids).
+        """
         self._check_open()
         check_input(kind, text)
+        self._check_input_id(input_id, submission_id)
         self.trigger_event(
             InputQueued,
             submission_id=submission_id,
             kind=kind,
             text=text,
             attachments=list(attachments),
+            input_id=input_id,
+            input_digest=input_digest,
         )
+
+    def _check_input_id(self, input_id: str, submission_id: str) -> None:
+        recorded = self.input_ids.get(input_id)
+        if recorded is not None and recorded[1] != submission_id:
+            msg = f"input id {input_id!r} is already recorded"
+            raise InvariantViolation(msg)
 
     def take_queued(self, submission_id: str, turn_number: int) -> dict[str, Any]:
         """Takes a queued input into the running turn; returns it."""
@@ -374,8 +331,14 @@ class Session(Aggregate):
                 ToolAllowedForSession, tool_name=tool_name, request_id=request_id
             )
 
-    def start_turn(self, submission_id: str) -> int:
-        """Starts the next turn and returns its number."""
+    def start_turn(
+        self, submission_id: str, input_id: str = "", input_digest: str = ""
+    ) -> int:
+        """Starts the next turn and returns its number.
+
+        ``input_id`` and ``input_digest``: the caller's id of the input that
+        starts it (new, or that of the queued input it takes) and its digest.
+        """
         self._check_open()
         if self.active_turn is not None:
             msg = (
@@ -383,12 +346,15 @@ class Session(Aggregate):
                 f"{self.active_turn}; wait for it or queue a follow-up"
             )
             raise SessionBusyError(msg)
+        self._check_input_id(input_id, submission_id)
         number = self.turn_count + 1
         self.trigger_event(
             TurnStarted,
             turn_id=str(turn_uuid(self.session_id, number)),
             number=number,
             submission_id=submission_id,
+            input_id=input_id,
+            input_digest=input_digest or self.input_ids.get(input_id, [""])[0],
         )
         return number
 
@@ -397,17 +363,30 @@ class Session(Aggregate):
             msg = f"turn {number} is not running in session {self.session_id!r}"
             raise InvariantViolation(msg)
 
-    def complete_turn(self, number: int, final_output: str | None) -> None:
-        """Ends the running turn normally."""
+    def complete_turn(
+        self,
+        number: int,
+        final_output: str | None,
+        approvals: dict[str, str] | None = None,
+    ) -> None:
+        """Ends the running turn normally (``approvals``: its decisions)."""
         self._check_running(number)
         self.trigger_event(
             TurnCompleted,
             turn_id=str(turn_uuid(self.session_id, number)),
             number=number,
             final_output=final_output,
+            approvals=dict(approvals) if approvals else None,
         )
 
-    def abort_turn(self, number: int, reason: str, *, failed: bool) -> None:
+    def abort_turn(
+        self,
+        number: int,
+        reason: str,
+        *,
+        failed: bool,
+        approvals: dict[str, str] | None = None,
+    ) -> None:
         """Ends the running turn early, as a failure or an abort."""
         self._check_running(number)
         self.trigger_event(
@@ -416,6 +395,7 @@ class Session(Aggregate):
             number=number,
             reason=reason,
             failed=failed,
+            approvals=dict(approvals) if approvals else None,
         )
 
     def record_usage(
@@ -464,7 +444,9 @@ class Session(Aggregate):
         """Closes the session for good; a running turn must end first.
 
         Input still queued will never run: it is dropped first, recorded
-        (``QueuedInputDropped``, reason :data:`CLOSE_REASON`). Returns the
+        (``QueuedInputDropped``, reason :data:`CLOSE_REASON`). Background
+        jobs still running are recorded as interrupted: a closed session
+        records nothing more, so their results will be dropped. Returns the
         submission ids dropped.
         """
         self._check_open()
@@ -472,6 +454,7 @@ class Session(Aggregate):
             msg = "cannot close a session while a turn is running"
             raise SessionBusyError(msg)
         dropped = self.drop_queued(CLOSE_REASON)
+        interrupt_jobs(self, CLOSED_JOB_OUTPUT)
         self.trigger_event(SessionClosed)
         return dropped
 
@@ -482,3 +465,21 @@ CLOSE_REASON = "session closed"
 """Why input still queued when its session closed was dropped."""
 
 register_stable_topic(Session)
+
+# The Session's events, those of domain.session_changes included.
+__all__ = [
+    "ContextRewritten",
+    "InputQueued",
+    "ModelRouteChanged",
+    "QueuedInputDropped",
+    "QueuedInputTaken",
+    "Session",
+    "SessionClosed",
+    "SessionCreated",
+    "SharedStateUpdated",
+    "ToolAllowedForSession",
+    "TurnAborted",
+    "TurnCompleted",
+    "TurnStarted",
+    "UsageRecorded",
+]

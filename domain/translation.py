@@ -8,6 +8,7 @@ construction (replay == live minus transient messages).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 
 import msgspec
@@ -17,6 +18,8 @@ from turnlog.domain import session as s
 from turnlog.domain import turn as t
 from turnlog.domain.chain import event_seq
 from turnlog.domain.handoff import AgentHandedOff
+from turnlog.domain.ids import session_trace_id, trace_id_of
+from turnlog.domain.jobs import JobFinished, JobStarted
 from turnlog.domain.model import final_text
 from turnlog.domain.protocol import (
     AgentHandedOffMsg,
@@ -32,6 +35,8 @@ from turnlog.domain.protocol import (
     InputAcceptedMsg,
     InputQueuedMsg,
     InputRejectedMsg,
+    JobFinishedMsg,
+    JobStartedMsg,
     ModelRouteChangedMsg,
     ModelStepCompletedMsg,
     ModelStepFailedMsg,
@@ -50,6 +55,7 @@ from turnlog.domain.protocol import (
     TurnStartedMsg,
     UsageRecordedMsg,
     WarningRaisedMsg,
+    event_id,
 )
 
 
@@ -59,10 +65,17 @@ class EventTranslator:
     It keeps the little state the envelopes need (the running turn's id
     and submission, the usage totals), so it must see a session's events in
     log order, from the start or from :meth:`resume`.
+
+    An envelope's id, timestamp and trace come from the log alone (the
+    stored event's session seq and timestamp, the session's lineage), so
+    whoever translates a stored event gives its messages the same ones.
     """
 
     def __init__(self, session_id: str) -> None:
         self.session_id = session_id
+        self.trace_id = trace_id_of(session_id)
+        """The session's trace (its root's, once a child's creation is seen)."""
+        self._timestamp: datetime | None = None  # of the event being translated
         self.turn_id: str | None = None
         self.submission_id: str | None = None
         self.usage_totals: dict[str, int] = {}
@@ -78,23 +91,62 @@ class EventTranslator:
         submission_id: str | None,
         usage_totals: dict[str, int],
         context_epoch: int = 0,
+        parent_session: str = "",
+        root_session: str = "",
     ) -> None:
         """Sets the state a session revived mid-history had reached."""
+        self.trace_id = session_trace_id(
+            self.session_id, parent_session=parent_session, root_session=root_session
+        )
         self.turn_id = turn_id
         self.submission_id = submission_id
         self.usage_totals = dict(usage_totals)
         self.context_epoch = context_epoch
 
     def _wrap(self, sequence: int, msgs: Iterable[Any]) -> list[Event]:
+        session_id, timestamp, trace_id = (
+            self.session_id,
+            self._timestamp,
+            self.trace_id,
+        )
         return [
-            Event(self.session_id, self.submission_id, self.turn_id, sequence, msg)
-            for msg in msgs
+            Event(
+                session_id,
+                self.submission_id,
+                self.turn_id,
+                sequence,
+                msg,
+                event_id(session_id, sequence, index),
+                timestamp,
+                trace_id,
+            )
+            for index, msg in enumerate(msgs)
         ]
+
+    def transient(self, msg: Any, timestamp: datetime) -> Event:
+        """``msg``, never recorded (a text delta), streamed at ``timestamp``."""
+        return Event(
+            self.session_id,
+            self.submission_id,
+            self.turn_id,
+            0,
+            msg,
+            None,
+            timestamp,
+            self.trace_id,
+        )
 
     def translate(self, event: object, sequence: int) -> list[Event]:
         """The Events that ``event`` (its session sequence ``sequence``) yields."""
+        self._timestamp = getattr(event, "timestamp", None)
         match event:
             case s.SessionCreated(agent_name=agent_name, model_route=route):
+                if event.parent_session and event.session_id == self.session_id:
+                    self.trace_id = session_trace_id(
+                        self.session_id,
+                        parent_session=event.parent_session,
+                        root_session=event.root_session,
+                    )
                 return self._wrap(
                     sequence, [SessionCreatedMsg(event.session_id, agent_name, route)]
                 )
@@ -133,6 +185,13 @@ class EventTranslator:
                 return self._wrap(sequence, [ModelRouteChangedMsg(route)])
             case AgentHandedOff(from_agent=a, to_agent=b, call_id=c, reason=r):
                 return self._wrap(sequence, [AgentHandedOffMsg(a, b, c, r)])
+            case JobStarted(job_id=job_id, name=name, call_id=call_id):
+                return self._wrap(sequence, [JobStartedMsg(job_id, name, call_id)])
+            case JobFinished(job_id=job_id, name=name, output=output):
+                ended = JobFinishedMsg(
+                    job_id, name, output, event.is_error, event.interrupted
+                )
+                return self._wrap(sequence, [ended])
             case s.SessionClosed():
                 return self._wrap(sequence, [SessionClosedMsg()])
             case _:

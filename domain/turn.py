@@ -47,6 +47,9 @@ class InputAccepted(TurnlogEvent):
     kind: str
     text: str
     attachments: list[dict[str, Any]]
+    input_id: str = ""
+    """The caller's id for the input ("" if it gave none, and in histories
+    recorded before input ids)."""
 
 
 class InputRejected(TurnlogEvent):
@@ -162,11 +165,14 @@ class ApprovalDecided(TurnlogEvent):
     call_id: str
     decision: str
     decided_by: str
+    input_id: str = ""
+    """The caller's id for its answer ("" if it gave none, or did not decide)."""
 
     def apply(self, aggregate: Turn) -> None:
         pending = dict(aggregate.pending_approvals)
         pending.pop(self.request_id, None)
         aggregate.pending_approvals = pending
+        aggregate.decided = {**aggregate.decided, self.request_id: self.decision}
 
 
 class ApprovalFailed(TurnlogEvent):
@@ -233,6 +239,7 @@ class Turn(Aggregate):
         self.requested_calls: dict[str, str] = {}
         self.compaction_open: str | None = None  # (domain.compaction)
         self.answer_rejections = 0  # final answers refused (domain.answers)
+        self.decided: dict[str, str] = {}  # approval request id -> decision
 
     def unanswered_calls(self) -> dict[str, str]:
         """Calls of the last step without an output yet (id -> tool name)."""
@@ -259,8 +266,9 @@ class Turn(Aggregate):
         kind: str,
         text: str,
         attachments: list[dict[str, Any]] | None = None,
+        input_id: str = "",
     ) -> None:
-        """Records input that enters this turn."""
+        """Records input that enters this turn (``input_id``: the caller's id)."""
         check_input(kind, text)
         self.trigger_event(
             InputAccepted,
@@ -268,6 +276,7 @@ class Turn(Aggregate):
             kind=kind,
             text=text,
             attachments=list(attachments or []),
+            input_id=input_id,
         )
 
     def reject_input(self, submission_id: str, reason: str) -> None:
@@ -410,8 +419,11 @@ class Turn(Aggregate):
             arguments=arguments,
         )
 
-    def decide_approval(self, request_id: str, decision: str, decided_by: str) -> None:
-        """Records the decision on a pending approval."""
+    def decide_approval(
+        self, request_id: str, decision: str, decided_by: str, input_id: str = ""
+    ) -> None:
+        """Records the decision on a pending approval (``input_id``: the
+        caller's id for its answer, if it gave one)."""
         if decision not in APPROVAL_DECISIONS:
             msg = f"unknown approval decision {decision!r}"
             raise InvalidInputError(msg)
@@ -425,6 +437,7 @@ class Turn(Aggregate):
             call_id=call_id,
             decision=decision,
             decided_by=decided_by,
+            input_id=input_id,
         )
 
     def fail_approval(self, request_id: str, error: str) -> None:

@@ -36,7 +36,7 @@ def completed(
     output: Any = UNSET,
 ) -> EndTurn:
     """Records that ``turn`` completed with ``final_output``."""
-    session.complete_turn(turn.number, final_output)
+    session.complete_turn(turn.number, final_output, turn.decided)
     return EndTurn("completed", final_output, None, settled, output)
 
 
@@ -55,7 +55,7 @@ def aborted(
     """
     cancelled = reason if cancelled is None else cancelled
     close_open_work(turn, cancelled, interrupted=cancelled == INTERRUPT_REASON)
-    session.abort_turn(turn.number, reason, failed=failed)
+    session.abort_turn(turn.number, reason, failed=failed, approvals=turn.decided)
     status: RunStatus = "failed" if failed else "aborted"
     return EndTurn(status, None, reason if error is None else error)
 

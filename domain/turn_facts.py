@@ -67,6 +67,10 @@ class TurnInput(msgspec.Struct, frozen=True):
     text: str
     attachments: list[dict[str, Any]]
     reviewed: Reviewed | None = None
+    input_id: str = ""
+    """The caller's id for the input ("" if none; see domain.input_ids)."""
+    input_digest: str = ""
+    """Digest of the input as the caller asked for it ("" if no id)."""
 
 
 class InputReviewed(msgspec.Struct, frozen=True):
@@ -159,6 +163,8 @@ class Decide(msgspec.Struct, frozen=True):
     request_id: str
     decision: str
     decided_by: str
+    input_id: str = ""
+    """The caller's id for its answer ("" if none)."""
 
 
 class ApprovalProviderFailed(msgspec.Struct, frozen=True):

@@ -67,6 +67,7 @@ from typing import assert_never
 from turnlog.domain.approval import ApprovalRequest
 from turnlog.domain.compaction import start_compaction
 from turnlog.domain.instructions import record_instructions
+from turnlog.domain.jobs import take_job_results
 from turnlog.domain.model import final_text
 from turnlog.domain.protocol import Interrupt
 from turnlog.domain.turn import Turn
@@ -218,7 +219,9 @@ class TurnMachine:
         """Starts a turn for ``fact``, reviewing it first if hooks must."""
         state, rules = self._state, self._rules
         session = state.session
-        number = session.start_turn(fact.submission_id)
+        number = session.start_turn(
+            fact.submission_id, fact.input_id, fact.input_digest
+        )
         turn = Turn.open(rules.session_id, number, fact.submission_id)
         state.turn = turn
         switched = self._switch()
@@ -266,6 +269,8 @@ class TurnMachine:
             return IGNORED
         session = self._state.session
         record_preparation(session, turn, fact)
+        if fact.error is None:
+            take_job_results(session, turn)  # as steers are, just below
         if fact.error is not None:
             reason = f"turn failed: {fact.error}"
             effects = self._abort(turn, reason, failed=True, cancelled=fact.error)
@@ -337,7 +342,9 @@ class TurnMachine:
         state, request_id = self._state, fact.request_id
         session, turn = state.session, pending_turn(state, request_id)
         if fact.decision == "abort":
-            turn.decide_approval(request_id, fact.decision, fact.decided_by)
+            turn.decide_approval(
+                request_id, fact.decision, fact.decided_by, fact.input_id
+            )
             effects = self._abort(turn, APPROVAL_ABORT_REASON, failed=False)
             effects = (SettleApprovals((request_id,)), *effects)
             return Transition((session, turn), effects)
@@ -414,7 +421,9 @@ class TurnMachine:
         stop: str | None,
     ) -> Effects:
         """Records input entering its turn; a hook's stop ends the turn there."""
-        turn.accept_input(turn.submission_id, fact.kind, fact.text, fact.attachments)
+        turn.accept_input(
+            turn.submission_id, fact.kind, fact.text, fact.attachments, fact.input_id
+        )
         for kind, text in contexts:
             turn.add_hook_context(kind, text)
         if stop is not None:
@@ -427,7 +436,8 @@ class TurnMachine:
 
         At the agent's step limit the turn fails; with middleware the hooks
         prepare the step first (PrepareModelStep, then StepPrepared starts
-        it); otherwise the step starts now, with the queued steers taken in.
+        it); otherwise the step starts now, with the queued steers (and the
+        results of background jobs that finished, domain.jobs) taken in.
         """
         switched = self._switch()
         rules = self._rules
@@ -438,6 +448,7 @@ class TurnMachine:
         if rules.prepares_steps:
             route = self._state.session.model_route
             return (*switched, PrepareModelStep(str(turn.id), turn.steps + 1, route))
+        take_job_results(self._state.session, turn)
         take_steers(self._state.session, turn, self._state.reviewed)
         return (*switched, *self._call_model(turn))
 

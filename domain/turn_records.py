@@ -160,18 +160,18 @@ def record_decision(
     settled: list[str] = [request_id]
     run_now: list[Item | None] = []
     if decision in ("allow", "allow_session"):
-        allowed = (decision, fact.decided_by)
+        allowed = (decision, fact.decided_by, fact.input_id)
         run_now.append(allow_call(turn, state, rules, request_id, allowed))
     if decision == "allow_session":
         name = turn.requested_calls[call_id]
         session.allow_tool_for_session(name, request_id)
-        allowance = ("allow", "session allowance")
+        allowance = ("allow", "session allowance", "")
         for other, other_call in list(turn.pending_approvals.items()):
             if turn.requested_calls[other_call] == name:
                 run_now.append(allow_call(turn, state, rules, other, allowance))
                 settled.append(other)
     elif decision != "allow":
-        turn.decide_approval(request_id, decision, fact.decided_by)
+        turn.decide_approval(request_id, decision, fact.decided_by, fact.input_id)
         reason = (
             "approval timed out; the call was not run"
             if decision == "timeout"
@@ -186,9 +186,10 @@ def allow_call(
     state: TurnState,
     rules: TurnRules,
     request_id: str,
-    decided: tuple[str, str],
+    decided: tuple[str, str, str],
 ) -> Item | None:
-    """Records request ``request_id`` as ``decided`` (decision, by whom) and
+    """Records request ``request_id`` as ``decided`` (decision, by whom, the
+    caller's id for its answer) and
     its call's start; returns the call.
 
     A call of a tool the agent in charge lacks (asked for by an agent that
@@ -295,7 +296,11 @@ def take_steers(
             submission_id = queued["submission_id"]
             session.take_queued(submission_id, turn.number)
             turn.accept_input(
-                submission_id, "steer", queued["text"], queued["attachments"]
+                submission_id,
+                "steer",
+                queued["text"],
+                queued["attachments"],
+                queued.get("input_id", ""),  # queued before input ids: none
             )
             contexts, asked = reviewed.pop(submission_id, ((), None))
             for kind, text in contexts:
@@ -331,4 +336,5 @@ def oldest_queued(session: Session, reviewed: dict[str, Reviewed]) -> TurnInput:
         queued["text"],
         attachments,
         reviewed.pop(queued["submission_id"], None),
+        queued.get("input_id", ""),  # queued before input ids: none
     )

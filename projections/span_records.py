@@ -45,12 +45,6 @@ class SpanRecord(msgspec.Struct, frozen=True, gc=False):
     events: tuple[SpanEvent, ...] = ()
 
 
-def trace_id_of(session_id: str) -> str:
-    """The trace id of a session: 16 bytes of a hash of its id, as hex."""
-    digest = hashlib.sha256(f"turnlog-trace:{session_id}".encode()).digest()
-    return digest[:16].hex()
-
-
 def span_id_of(originator_id: UUID, originator_version: int) -> str:
     """The id of the span an event opens: 8 bytes of a hash of its identity."""
     key = f"turnlog-span:{originator_id}:{originator_version}".encode()

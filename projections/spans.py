@@ -50,6 +50,7 @@ from turnlog.domain import compaction as c
 from turnlog.domain import session as s
 from turnlog.domain import turn as t
 from turnlog.domain.handoff import AgentHandedOff
+from turnlog.domain.ids import session_trace_id, trace_id_of
 from turnlog.projections.open_spans import SESSION_KEY, UNFINISHED, OpenSpans
 from turnlog.projections.span_records import (
     Attribute,
@@ -58,7 +59,6 @@ from turnlog.projections.span_records import (
     child_call_span_id,
     span_id_of,
     time_ns,
-    trace_id_of,
 )
 
 
@@ -145,8 +145,11 @@ class SpanFold:
         self.agent_name = event.agent_name
         if event.parent_session:
             # A child session joins its root's trace, under the call that runs it.
-            root = event.root_session or event.parent_session
-            self._spans.trace_id = trace_id_of(root)
+            self._spans.trace_id = session_trace_id(
+                self.session_id,
+                parent_session=event.parent_session,
+                root_session=event.root_session,
+            )
         span = self._spans.begin(
             SESSION_KEY,
             event,

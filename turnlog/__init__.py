@@ -11,6 +11,7 @@ from turnlog.domain.context import Message
 from turnlog.domain.errors import (
     ConcurrencyConflictError,
     DomainError,
+    InputConflictError,
     InputRejectedError,
     InvalidInputError,
     InvariantViolation,
@@ -113,6 +114,7 @@ __all__ = [
     "FunctionTool",
     "HistoryPoint",
     "HookResult",
+    "InputConflictError",
     "InputRejectedError",
     "Interrupt",
     "InvalidInputError",

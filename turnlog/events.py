@@ -21,6 +21,12 @@ reports no single domain event, its wire tag (``AgentMessageDeltaMsg``,
 ``FrontendMsg``). Each has a ``type`` tag (snake_case) on the wire; the
 tags, not the class names, are what JSON consumers see, and they do not
 change with the class names.
+
+Besides its place (``session_id``, ``submission_id``, ``turn_id``,
+``sequence``), an ``Event`` carries ``event_id`` (stable across replays,
+restarts and processes), ``timestamp`` (when its fact was recorded),
+``trace_id`` (the session's trace, as ``turnlog traces`` shows it) and
+``schema_version`` (``turnlog.domain.protocol.EVENT_SCHEMA_VERSION``).
 """
 
 from __future__ import annotations
@@ -41,6 +47,8 @@ from turnlog.domain.protocol import (
     InputAcceptedMsg,
     InputQueuedMsg,
     InputRejectedMsg,
+    JobFinishedMsg,
+    JobStartedMsg,
     ModelRouteChangedMsg,
     ModelStepCompletedMsg,
     ModelStepFailedMsg,
@@ -84,6 +92,8 @@ __all__ = [
     "InputAcceptedMsg",
     "InputQueuedMsg",
     "InputRejectedMsg",
+    "JobFinishedMsg",
+    "JobStartedMsg",
     "ModelRouteChangedMsg",
     "ModelStepCompletedMsg",
     "ModelStepFailedMsg",

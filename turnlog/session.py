@@ -31,6 +31,7 @@ from turnlog.actors.messages import (
     MessagesQuery,
     PendingApprovalsQuery,
     QueuedQuery,
+    RecordedInputQuery,
     Reply,
     Rewind,
     RunningQuery,
@@ -49,6 +50,7 @@ from turnlog.domain.errors import (
     SessionClosedError,
     TurnlogError,
 )
+from turnlog.domain.input_ids import check_input_id
 from turnlog.domain.inputs import check_attachments, check_input
 from turnlog.domain.protocol import (
     ApprovalResponse,
@@ -264,14 +266,19 @@ class AgentSession:
             raise self._actor.closed_error()
 
     def _start(
-        self, text: str, attachments: Sequence[SessionFileReference], deps: object
+        self,
+        text: str,
+        attachments: Sequence[SessionFileReference],
+        deps: object,
+        input_id: str | None,
     ) -> concurrent.futures.Future[RunResult]:
         check_input("prompt", text)
         refs = check_attachments(attachments)
+        given_id = _input_id(input_id)
         if deps is not None and self._check_deps is not None:
             self._check_deps(deps)
         waiter: concurrent.futures.Future[RunResult] = concurrent.futures.Future()
-        self._actor.tell(StartPrompt(text, refs, waiter, deps))
+        self._actor.tell(StartPrompt(text, refs, waiter, deps, given_id))
         return waiter
 
     def prompt(
@@ -281,6 +288,7 @@ class AgentSession:
         attachments: Sequence[SessionFileReference] = (),
         timeout: float | None = None,
         deps: object = None,
+        input_id: str | None = None,
     ) -> RunResult:
         """Runs ``text`` (and any queued follow-ups); returns when the run ends.
 
@@ -288,9 +296,15 @@ class AgentSession:
         in place of the session's (never recorded; checked against the
         agent's ``deps_type``, InvalidInputError if they do not fit).
 
+        ``input_id``: the caller's id for this prompt, recorded with it, so
+        that a retry is safe: the same id and text again records nothing
+        and returns the original run's result (waiting for it while it
+        runs), in any process; the same id with other text raises
+        InputConflictError, recording nothing.
+
         Raises SessionBusyError, recording nothing, if a run is in progress.
         """
-        return self._start(text, attachments, deps).result(timeout)
+        return self._start(text, attachments, deps, input_id).result(timeout)
 
     async def prompt_async(
         self,
@@ -298,6 +312,7 @@ class AgentSession:
         *,
         attachments: Sequence[SessionFileReference] = (),
         deps: object = None,
+        input_id: str | None = None,
         detach_on_cancel: bool = False,
     ) -> RunResult:
         """``prompt`` for asyncio callers; never blocks the event loop.
@@ -311,7 +326,8 @@ class AgentSession:
         if not isinstance(detach_on_cancel, bool):
             msg = "detach_on_cancel must be a bool"
             raise InvalidInputError(msg)
-        waiter = self._start(text, attachments, deps)  # a tell: it never blocks
+        # a tell: it never blocks
+        waiter = self._start(text, attachments, deps, input_id)
         abandon = None if detach_on_cancel else lambda: self._abandon(waiter)
         return await await_run(waiter, abandon)
 
@@ -324,25 +340,52 @@ class AgentSession:
         return done
 
     def follow_up(
-        self, text: str, *, attachments: Sequence[SessionFileReference] = ()
+        self,
+        text: str,
+        *,
+        attachments: Sequence[SessionFileReference] = (),
+        input_id: str | None = None,
     ) -> str:
         """Queues ``text`` to run after the current (or next) run's turns.
 
-        Returns the submission id.
+        Returns the submission id. With ``input_id``, a retry returns the
+        original submission id and records nothing (see :meth:`prompt`).
         """
         check_input("follow_up", text)
-        result: str = self._actor.ask(FollowUp(text, check_attachments(attachments)))
+        refs = check_attachments(attachments)
+        result: str = self._actor.ask(FollowUp(text, refs, _input_id(input_id)))
         return result
 
-    def send_input(self, text: str, *, kind: str = "peer") -> str:
+    def send_input(
+        self, text: str, *, kind: str = "peer", input_id: str | None = None
+    ) -> str:
         """Input from a peer agent or the host (``kind`` peer or system).
 
         It starts a turn, or waits behind the running one, without being a
-        user prompt. Returns the submission id at once.
+        user prompt. Returns the submission id at once (with ``input_id``,
+        a retry returns the original one; see :meth:`prompt`).
         """
         check_input("peer", text)
-        result: str = self._actor.ask(Submit(PeerInput(text, kind)))
+        op = PeerInput(text, kind, _input_id(input_id))
+        result: str = self._actor.ask(Submit(op))
         return result
+
+    def recorded_submission(
+        self, input_id: str, text: str, *, kind: str = "prompt"
+    ) -> str | None:
+        """The submission id input ``input_id`` was recorded under, if it was.
+
+        ``text`` and ``kind`` (prompt, follow_up, steer, peer, system) are
+        what the caller sends with the id: a service checks a retry with
+        this before it answers it. Read from the log's state of the
+        session, so it holds in any process.
+
+        Raises:
+            InputConflictError: the id was recorded for other input.
+        """
+        check_input(kind, text)
+        query = RecordedInputQuery(check_input_id(input_id), kind, text)
+        return self._actor.query(query)
 
     def set_model_route(self, route: str) -> None:
         """Sends later model calls to the named route (recorded).
@@ -377,16 +420,22 @@ class AgentSession:
         return result
 
     def steer(
-        self, text: str, *, attachments: Sequence[SessionFileReference] = ()
+        self,
+        text: str,
+        *,
+        attachments: Sequence[SessionFileReference] = (),
+        input_id: str | None = None,
     ) -> str:
         """Adds ``text`` to the running turn before its next model call.
 
         With no turn running, it waits for the next turn like a follow-up.
-        Returns the submission id.
+        Returns the submission id (with ``input_id``, a retry returns the
+        original one and records nothing; see :meth:`prompt`).
         """
         check_input("steer", text)
         refs = check_attachments(attachments)
-        result: str = self._actor.ask(Submit(Steer(text, refs)))
+        op = Steer(text, refs, _input_id(input_id))
+        result: str = self._actor.ask(Submit(op))
         return result
 
     def interrupt(self, *, clear_queue: bool = False) -> None:
@@ -400,24 +449,35 @@ class AgentSession:
             raise InvalidInputError(msg)
         self._actor.ask(Submit(Interrupt(clear_queue=clear_queue)))
 
-    def approve(self, request_id: str, decision: ApprovalDecision | str) -> None:
+    def approve(
+        self,
+        request_id: str,
+        decision: ApprovalDecision | str,
+        *,
+        input_id: str | None = None,
+    ) -> None:
         """Decides a pending approval request.
 
         A request of a child session (an agent tool's, listed by
         :meth:`pending_approvals`) is answered in that child.
 
-        Raises UsageError, recording nothing, if ``request_id`` is not
-        pending (unknown, stale or already decided).
+        Answering a decided request again with the decision it was decided
+        with does nothing (a retry is safe); ``input_id``, the caller's id
+        for the answer, is recorded with the decision.
+
+        Raises UsageError, recording nothing, if ``request_id`` is unknown,
+        and InputConflictError if it was decided otherwise.
         """
         if not isinstance(request_id, str):
             msg = f"request_id must be a str, not {type(request_id).__name__}"
             raise InvalidInputError(msg)
         kind = check_decision(decision).kind
+        given_id = _input_id(input_id)
         child = self._child_asking(request_id)
         if child is not None:
-            child.approve(request_id, kind)
+            child.approve(request_id, kind, input_id=input_id)
             return
-        self._actor.ask(Submit(ApprovalResponse(request_id, kind)))
+        self._actor.ask(Submit(ApprovalResponse(request_id, kind, given_id)))
 
     def _child_asking(self, request_id: str) -> AgentSession | None:
         """The child session (of an agent tool) whose request this is, if any."""
@@ -577,6 +637,11 @@ def _check_timeout(timeout: object) -> None:
         raise InvalidInputError(msg)
 
 
+def _input_id(input_id: str | None) -> str:
+    """The input id an op carries ("" for none), checked at the boundary."""
+    return "" if input_id is None else check_input_id(input_id)
+
+
 class AgentHandle:
     """The protocol face of a session: submit Ops, read Events."""
 
@@ -602,6 +667,9 @@ class AgentHandle:
             msg = f"not an Op: {op!r}"
             raise InvalidInputError(msg)
         check_encodable(op, type(op).__name__)
+        given_id = getattr(op, "input_id", "")
+        if given_id:
+            check_input_id(given_id)
         target = self.session
         if isinstance(op, ApprovalResponse):
             check_decision(op.decision)

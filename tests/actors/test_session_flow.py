@@ -225,8 +225,11 @@ def test_approval_policy_ask_waits_for_the_caller_and_records_the_decision(
         ]
         assert [(d.decision, d.decided_by) for d in decided] == [("allow", "user")]
         assert rt.checkpoints.load("ap").pending_approval is None
-        with pytest.raises(Exception, match="not pending"):
-            session.approve(request.event.msg.request_id, ApprovalDecision.allow())
+        # The same answer again is a retry: a no-op (issue 23); another is refused.
+        session.approve(request.event.msg.request_id, ApprovalDecision.allow())
+        with pytest.raises(Exception, match="already decided 'allow'"):
+            session.approve(request.event.msg.request_id, ApprovalDecision.deny())
+        assert len([e for e in rt.replay_events("ap") if e.msg == decided[0]]) == 1
 
 
 @pytest.mark.parametrize(

@@ -182,7 +182,7 @@ def test_an_unanswered_request_times_out_recorded_and_unrun(sqlite_url: str) -> 
         request, _ = wait_for(events, lambda m: isinstance(m, p.ApprovalRequestedMsg))
         assert resolutions(rt, "s") == [("timeout", "timeout")]
         assert outputs(model, 1) == ["approval timed out; the call was not run"]
-        with pytest.raises(UsageError, match="not pending"):
+        with pytest.raises(UsageError, match="already decided 'timeout'"):
             session.approve(request.event.msg.request_id, ApprovalDecision.allow())
     assert ran == []
 

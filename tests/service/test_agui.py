@@ -30,7 +30,7 @@ def run(
     """One AG-UI run: its events, each validated by the SDK's models."""
     body: dict[str, Any] = {"threadId": thread_id, "runId": run_id, "messages": []}
     if prompt is not None:
-        body["messages"] = [{"id": "m1", "role": "user", "content": prompt}]
+        body["messages"] = [{"id": f"m-{run_id}", "role": "user", "content": prompt}]
     if resume is not None:
         body["resume"] = resume
     if state is not None:

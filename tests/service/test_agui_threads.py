@@ -35,7 +35,9 @@ def run_body(
 ) -> dict[str, Any]:
     body: dict[str, Any] = {"threadId": thread_id, "runId": "run-1", "messages": []}
     if prompt is not None:
-        body["messages"] = [{"id": "m1", "role": "user", "content": prompt}]
+        # A message id is the prompt's input id: each new prompt has its own.
+        message_id = f"m-{uuid.uuid4().hex}"
+        body["messages"] = [{"id": message_id, "role": "user", "content": prompt}]
     if agent is not None:
         body["forwardedProps"] = {"agent": agent}
     return {**body, **extra}

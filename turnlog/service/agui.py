@@ -14,6 +14,10 @@ approval included) and streams until its turn ends, or until the turn
 waits on approvals: then ``RUN_FINISHED`` has an ``interrupt`` outcome
 listing the pending requests (tool, arguments; the interrupt id is the
 request id). The turn waits in the session, durably, not in the request.
+The message's id is the prompt's input id: a retry of the same message
+starts nothing and streams that run again, its durable events from the
+log (and, while it goes on, the rest as they come); the same id with
+other text is a 409.
 
 With ``resume``, each entry decides one of those requests: a ``resolved``
 entry's payload is ``{"decision": "allow" | "allow_session" | "deny" |
@@ -46,7 +50,8 @@ from starlette.requests import Request
 from starlette.routing import Route
 
 from turnlog.domain.approval import ApprovalRequest
-from turnlog.domain.errors import SessionBusyError, TurnlogError
+from turnlog.domain.errors import InvalidInputError, SessionBusyError, TurnlogError
+from turnlog.domain.input_ids import check_input_id
 from turnlog.domain.protocol import (
     ApprovalRequestedMsg,
     Event,
@@ -59,6 +64,7 @@ from turnlog.service.agui_threads import AguiThreads, requested_agent
 from turnlog.service.context import ServiceContext
 from turnlog.service.parsing import parse_json
 from turnlog.service.problems import Problem
+from turnlog.service.retries import replayed_prompt
 from turnlog.service.sse_framing import sse_response
 from turnlog.session import AgentSession, Subscription
 
@@ -81,9 +87,16 @@ stream (an agent used as a tool runs a session of its own)."""
 class Scope:
     """Which events belong to an AG-UI run: its submission's, or its turn's."""
 
-    def __init__(self, submission_id: str | None, turn_id: str | None) -> None:
+    def __init__(
+        self,
+        submission_id: str | None,
+        turn_id: str | None,
+        replayed: list[Event] | None = None,
+    ) -> None:
         self.submission_id = submission_id
         self.turn_id = turn_id
+        self.replayed = replayed or []
+        """For a retried prompt: the log's events, streamed before live ones."""
 
     def covers(self, event: Event) -> bool:
         """Whether ``event`` is of this run."""
@@ -108,6 +121,7 @@ class AguiEndpoint:
         run_input = await _decode(request)
         decisions = _decisions(run_input.resume) if run_input.resume else None
         prompt = None if decisions is not None else _prompt(run_input)
+        message_id = "" if decisions is not None else _message_id(run_input)
         state = _state(run_input.state)
         owned = await self.threads.session_of(
             tenant,
@@ -127,7 +141,9 @@ class AguiEndpoint:
                 )
             else:
                 assert prompt is not None
-                scope = await self._prompt(session, subscription, prompt, state)
+                scope = await self._prompt(
+                    session, subscription, (prompt, message_id), state
+                )
                 pending = []
             shared = await asyncio.to_thread(session.shared_state)
         except BaseException:
@@ -150,10 +166,16 @@ class AguiEndpoint:
         self,
         session: AgentSession,
         subscription: Subscription,
-        text: str,
+        message: tuple[str, str],
         state: dict[str, Any] | None,
     ) -> Scope:
+        text, input_id = message
         async with self.context.prompt_lock(session.session_id):
+            replay = await replayed_prompt(session, input_id, text)
+            if replay is not None:  # a retried message: its run, again
+                log = self.context.runtime.replay_events
+                events = await asyncio.to_thread(log, session.session_id)
+                return Scope(replay[0], None, _from_submission(events, replay[0]))
             if await asyncio.to_thread(session.running):
                 raise SessionBusyError(f"session {session.session_id!r} is running")
             if state:
@@ -161,7 +183,7 @@ class AguiEndpoint:
             # The run outlives its stream: a client that goes away, or the
             # service stopping (which cancels this task), leaves it going.
             run = asyncio.ensure_future(
-                session.prompt_async(text, detach_on_cancel=True)
+                session.prompt_async(text, input_id=input_id, detach_on_cancel=True)
             )
             started = asyncio.ensure_future(
                 asyncio.to_thread(_run_started, subscription)
@@ -243,9 +265,15 @@ class AguiEndpoint:
                     yield _sse(item)
                 return
             open_calls: set[str] = set()
+            backlog = [RunEvent(session.session_id, e) for e in scope.replayed]
+            replayed_to = max((e.sequence for e in scope.replayed), default=None)
             while not translator.finished:
                 poll = CHILD_POLL if open_calls or watch_children else None
-                batch = await asyncio.to_thread(_next_batch, subscription, poll)
+                if backlog:  # a retried prompt's events from the log, first
+                    batch, backlog = list(backlog), []
+                else:
+                    batch = await asyncio.to_thread(_next_batch, subscription, poll)
+                    batch = _after(batch, replayed_to)
                 if not batch:  # quiet while a call runs: a child may be asking
                     waiting = await self._children_waiting(session)
                     if waiting:
@@ -366,6 +394,41 @@ def _prompt(run_input: RunAgentInput) -> str:
     if not text.strip():
         raise Problem(422, "the prompt is empty", field="$.messages")
     return text
+
+
+def _message_id(run_input: RunAgentInput) -> str:
+    """The prompt's id: the last message's (checked in :func:`_prompt`)."""
+    message = run_input.messages[-1]
+    try:
+        return check_input_id(message.id)
+    except InvalidInputError as error:
+        index = len(run_input.messages) - 1
+        raise Problem(422, str(error), field=f"$.messages[{index}].id") from None
+
+
+def _from_submission(events: list[Event], submission_id: str) -> list[Event]:
+    """The log's events from the first of ``submission_id``'s on."""
+    for index, event in enumerate(events):
+        if event.submission_id == submission_id:
+            return events[index:]
+    return []
+
+
+def _after(batch: list[Any], replayed_to: int | None) -> list[Any]:
+    """``batch`` without what a replay from the log already streamed.
+
+    A retried prompt's stream is its durable events: live ones at or
+    before the log's last are in it already, and deltas are left out
+    (the durable message after them carries the whole text).
+    """
+    if replayed_to is None:
+        return batch
+    return [
+        item
+        for item in batch
+        if not isinstance(item, RunEvent)
+        or (not item.event.transient and item.event.sequence > replayed_to)
+    ]
 
 
 def _decisions(entries: list[ResumeEntry]) -> dict[str, str]:

@@ -18,11 +18,19 @@ when the turn was aborted, ``interrupt`` when it waits on approvals) or
 Everything else in the log (model steps, token counts...) has no AG-UI
 counterpart and is left out. The translator is pure: the endpoint feeds
 it events and sends what it returns.
+
+Every event carries ``timestamp`` (milliseconds since the epoch, as
+AG-UI's ``BaseEvent`` has it): an event made from a turnlog event has
+that event's ``timestamp`` (when the fact was recorded; for a streamed
+delta, when it was streamed); the run's own frame (``RUN_STARTED``, the
+first state snapshot, an interrupt or error the endpoint ends the run
+with) has the time it was made.
 """
 
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import msgspec
@@ -99,6 +107,23 @@ def approval_interrupt(request: ApprovalRequest, thread_id: str = "") -> Interru
     )
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MILLISECOND = timedelta(milliseconds=1)
+
+
+def timestamp_ms(moment: datetime) -> int:
+    """``moment`` as AG-UI's ``timestamp``: whole milliseconds since the epoch."""
+    return (moment - _EPOCH) // _MILLISECOND
+
+
+def _stamped(events: list[BaseEvent], moment: datetime | None) -> list[BaseEvent]:
+    """``events``, each given ``moment`` (now, if None) as its timestamp."""
+    ms = timestamp_ms(moment if moment is not None else datetime.now(UTC))
+    for event in events:
+        event.timestamp = ms
+    return events
+
+
 HANDOFF_EVENT = "turnlog.agent_handed_off"
 """The ``CUSTOM`` event's name for a handoff: the agent in charge changed."""
 
@@ -126,17 +151,18 @@ class AguiTranslator:
 
     def start(self) -> list[BaseEvent]:
         """``RUN_STARTED`` and the shared state as the run starts."""
-        return [
-            RunStartedEvent(
-                thread_id=self.thread_id,
-                run_id=self.run_id,
-                protocol_version=PROTOCOL_VERSION,
-            ),
-            StateSnapshotEvent(snapshot=dict(self.state)),
-        ]
+        started = RunStartedEvent(
+            thread_id=self.thread_id,
+            run_id=self.run_id,
+            protocol_version=PROTOCOL_VERSION,
+        )
+        return _stamped([started, StateSnapshotEvent(snapshot=dict(self.state))], None)
 
     def delta(self, event: Event) -> list[BaseEvent]:
         """A streamed text delta: text message start (once) and content."""
+        return _stamped(self._delta(event), event.timestamp)
+
+    def _delta(self, event: Event) -> list[BaseEvent]:
         msg = event.msg
         if self.finished or not isinstance(msg, AgentMessageDeltaMsg) or not msg.delta:
             return []
@@ -150,6 +176,9 @@ class AguiTranslator:
 
     def durable(self, event: Event) -> list[BaseEvent]:
         """A durable event of the run's turn, as AG-UI events (maybe none)."""
+        return _stamped(self._durable(event), event.timestamp)
+
+    def _durable(self, event: Event) -> list[BaseEvent]:
         if self.finished:
             return []
         msg = event.msg
@@ -200,11 +229,11 @@ class AguiTranslator:
         outcome = RunFinishedInterruptOutcome(
             interrupts=[approval_interrupt(r, self.thread_id) for r in pending]
         )
-        return self._finish(self._finished(outcome))
+        return _stamped(self._finish(self._finished(outcome)), None)
 
     def error(self, message: str, code: str) -> list[BaseEvent]:
         """The run ends with ``RUN_ERROR`` (closing any open text first)."""
-        return self._finish(RunErrorEvent(message=message, code=code))
+        return _stamped(self._finish(RunErrorEvent(message=message, code=code)), None)
 
     def _finished(
         self, outcome: RunFinishedOutcome | None = None, result: object = None
@@ -250,4 +279,5 @@ __all__ = [
     "PROTOCOL_VERSION",
     "AguiTranslator",
     "approval_interrupt",
+    "timestamp_ms",
 ]

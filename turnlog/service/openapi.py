@@ -18,6 +18,14 @@ _SESSION = {
     "required": True,
     "schema": {"type": "string"},
 }
+_IDEMPOTENCY_KEY = {
+    "name": "Idempotency-Key",
+    "in": "header",
+    "description": "the client's id for this input: a retry with it is "
+    "answered as the original request was, recording nothing; with another "
+    "body it is a 409",
+    "schema": {"type": "string", "minLength": 1, "maxLength": 200},
+}
 _TEXT = {
     "required": True,
     "content": {
@@ -82,6 +90,7 @@ def openapi_document() -> dict[str, Any]:
                 "parameters": [
                     _SESSION,
                     {"name": "wait", "in": "query", "schema": {"type": "boolean"}},
+                    _IDEMPOTENCY_KEY,
                 ],
                 "requestBody": _TEXT,
                 "responses": {
@@ -94,17 +103,17 @@ def openapi_document() -> dict[str, Any]:
         "/sessions/{session_id}/follow-ups": {
             "post": {
                 "summary": "Queue input behind the running turn",
-                "parameters": [_SESSION],
+                "parameters": [_SESSION, _IDEMPOTENCY_KEY],
                 "requestBody": _TEXT,
-                "responses": _ok("queued", "202"),
+                "responses": {**_ok("queued", "202"), "409": _PROBLEM},
             }
         },
         "/sessions/{session_id}/steer": {
             "post": {
                 "summary": "Add input to the running turn before its next model call",
-                "parameters": [_SESSION],
+                "parameters": [_SESSION, _IDEMPOTENCY_KEY],
                 "requestBody": _TEXT,
-                "responses": _ok("accepted", "202"),
+                "responses": {**_ok("accepted", "202"), "409": _PROBLEM},
             }
         },
         "/sessions/{session_id}/interrupt": {
@@ -132,7 +141,8 @@ def openapi_document() -> dict[str, Any]:
         },
         "/sessions/{session_id}/approvals/{request_id}": {
             "post": {
-                "summary": "Decide an approval request",
+                "summary": "Decide an approval request (again with the same "
+                "decision: a no-op; with another: a 409)",
                 "parameters": [
                     _SESSION,
                     {
@@ -141,6 +151,7 @@ def openapi_document() -> dict[str, Any]:
                         "required": True,
                         "schema": {"type": "string"},
                     },
+                    _IDEMPOTENCY_KEY,
                 ],
                 "requestBody": {
                     "required": True,
@@ -163,7 +174,7 @@ def openapi_document() -> dict[str, Any]:
                         }
                     },
                 },
-                "responses": _ok("decided"),
+                "responses": {**_ok("decided"), "409": _PROBLEM},
             }
         },
         "/sessions/{session_id}/transcript": {
@@ -213,7 +224,13 @@ def openapi_document() -> dict[str, Any]:
                     "The session's event stream (text/event-stream). Each durable "
                     "event's id is its log position (POSITION or POSITION:INDEX); "
                     "reconnect with Last-Event-ID to resume with no gap and no "
-                    "duplicate. Text deltas carry no id and are not resumable."
+                    "duplicate. Text deltas carry no id and are not resumable. "
+                    "Each event's data is an Event as JSON: session_id, "
+                    "submission_id, turn_id, sequence, msg, event_id "
+                    "(SESSION:SEQUENCE:INDEX, stable across replays and "
+                    "processes; null for a delta), timestamp (RFC 3339, when "
+                    "the fact was recorded), trace_id (the session's "
+                    "OpenTelemetry trace) and schema_version."
                 ),
                 "parameters": [
                     _SESSION,

@@ -21,7 +21,12 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from turnlog.domain.chain import SEQ_FIELD
-from turnlog.domain.errors import SessionBusyError, TurnlogError
+from turnlog.domain.errors import (
+    InputConflictError,
+    SessionBusyError,
+    TurnlogError,
+    UsageError,
+)
 from turnlog.domain.run import RunResult, RunStarted
 from turnlog.projections.anchors import expected_heads
 from turnlog.projections.readers import TranscriptItem
@@ -29,6 +34,7 @@ from turnlog.service.context import ServiceContext, unknown_session
 from turnlog.service.listing import session_entries
 from turnlog.service.parsing import decode_json, path_session_id, query_integer
 from turnlog.service.problems import Problem
+from turnlog.service.retries import idempotency_key, replayed_prompt, running
 from turnlog.service.tenancy import OwnedSession
 from turnlog.store.verify import verify_session
 
@@ -213,23 +219,37 @@ class SessionResources:
         wait = request.query_params.get("wait", "false").lower()
         if wait not in ("true", "false", "1", "0"):
             raise Problem(422, "wait must be true or false", field="wait")
+        key = idempotency_key(request)
         if wait in ("true", "1"):
             # No run id to report early: the run's own result says it all,
             # and a busy session refuses it (SessionBusyError, a 409). A
-            # client that goes away leaves its run going (detach_on_cancel).
+            # retried key answers the original run's result. A client that
+            # goes away leaves its run going (detach_on_cancel).
             session = await self.context.session_async(owned)
-            return json_response(
-                _run_json(await session.prompt_async(body.text, detach_on_cancel=True))
+            result = await session.prompt_async(
+                body.text, input_id=key, detach_on_cancel=True
             )
+            return json_response(_run_json(result))
         session = await self.context.session_async(owned)
         # One prompt at a time from here: its run is the next.
         async with self.context.prompt_lock(owned.session_id):
+            replay = None
+            if key is not None:
+                replay = await replayed_prompt(session, key, body.text)
+            if replay is not None:  # a retry: answered as the original was
+                original, goes_on = replay
+                if goes_on:
+                    return json_response(running(owned.session_id, original), 202)
+                result = await session.prompt_async(
+                    body.text, input_id=key, detach_on_cancel=True
+                )
+                return json_response(_run_json(result))
             if await asyncio.to_thread(session.running):
                 raise SessionBusyError(f"session {owned.session_id!r} is running")
             subscription = await asyncio.to_thread(session.subscribe)
             try:
                 run = asyncio.ensure_future(  # it outlives the request
-                    session.prompt_async(body.text, detach_on_cancel=True)
+                    session.prompt_async(body.text, input_id=key, detach_on_cancel=True)
                 )
                 started = asyncio.ensure_future(
                     asyncio.to_thread(_run_started, subscription)
@@ -247,27 +267,26 @@ class SessionResources:
         submission = started.result() if started.done() else None
         self.context.running_tasks.add(run)
         run.add_done_callback(_forget_run(self.context))
-        return json_response(
-            {
-                "session_id": owned.session_id,
-                "submission_id": submission,
-                "status": "running",
-            },
-            202,
-        )
+        return json_response(running(owned.session_id, submission), 202)
 
     async def follow_up(self, request: Request) -> Response:
         owned = await self._owned(request)
         body = await decode_body(request, TextInput)
+        key = idempotency_key(request)
         session = await self.context.session_async(owned)
-        submission = await asyncio.to_thread(session.follow_up, body.text)
+        submission = await asyncio.to_thread(
+            lambda: session.follow_up(body.text, input_id=key)
+        )
         return json_response({"submission_id": submission}, 202)
 
     async def steer(self, request: Request) -> Response:
         owned = await self._owned(request)
         body = await decode_body(request, TextInput)
+        key = idempotency_key(request)
         session = await self.context.session_async(owned)
-        submission = await asyncio.to_thread(session.steer, body.text)
+        submission = await asyncio.to_thread(
+            lambda: session.steer(body.text, input_id=key)
+        )
         return json_response({"submission_id": submission}, 202)
 
     async def interrupt(self, request: Request) -> Response:
@@ -347,13 +366,20 @@ class SessionResources:
         owned = await self._owned(request)
         body = await decode_body(request, DecisionInput)
         request_id = request.path_params["request_id"]
+        key = idempotency_key(request)
         session = await self.context.session_async(owned)
 
         def decide() -> None:
-            pending = {r.request_id for r in session.pending_approvals()}
-            if request_id not in pending:
-                raise Problem(404, f"no pending approval {request_id!r}")
-            session.approve(request_id, body.decision)
+            # A decided request answered again with its decision is a retry:
+            # answered as the first time; with another, a 409 conflict.
+            try:
+                session.approve(request_id, body.decision, input_id=key)
+            except InputConflictError:
+                raise
+            except UsageError as error:
+                if type(error) is UsageError:  # neither pending nor decided
+                    raise Problem(404, f"no pending approval {request_id!r}") from None
+                raise
 
         await asyncio.to_thread(decide)
         return json_response({"request_id": request_id, "decision": body.decision})

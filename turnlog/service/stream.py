@@ -11,7 +11,10 @@ since the id is a place in the shared log. Streamed text deltas
 (``agent_message_delta``) carry no id: they are sent live to streams
 open when they happen, and never again. A comment line goes out every
 ``heartbeat`` seconds so that proxies keep an idle stream open. A stream
-ends after the session's ``session_closed`` event. Lines end with ``\n``
+ends after the session's ``session_closed`` event. Each event's data is
+the ``Event`` as JSON, its whole envelope included (``event_id``,
+``timestamp``, ``trace_id``, ``schema_version``: see
+:class:`turnlog.domain.protocol.Event`). Lines end with ``\n``
 (:mod:`turnlog.service.sse_framing`), as on every stream of the service.
 """
 
