@@ -77,7 +77,7 @@ class SessionState:
         # Callers of close() waiting for the running turn to end first.
         self.close_waiters: list[concurrent.futures.Future[None]] = []
         # The SessionClosedMsg event as delivered, for subscribers that come
-        # after the close (actors.session_end.tell_closed).
+        # after the close (actors.closing.add_subscriber).
         self.closed_event: Event | None = None
         self.lease_error: LeaseLostError | None = None
         # What the user_prompt hooks answered for queued input accepted in
