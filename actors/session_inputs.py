@@ -64,7 +64,7 @@ class SessionInputs:
         original, digest = retried_submission(state, input_id, kind, text, attachments)
         if original is not None:
             return original
-        state.check_open()
+        state.check_accepting()
         submitted: str | concurrent.futures.Future[str]
         if state.session.running or state.run is not None:
             queued_kind = "follow_up" if kind == "prompt" else kind
@@ -102,7 +102,7 @@ class SessionInputs:
         original, digest = retried_submission(state, input_id, asked, text, attachments)
         if original is not None:
             return original
-        state.check_open()
+        state.check_accepting()
         submission_id = new_submission_id()
         refs = [msgspec.to_builtins(a) for a in attachments]
         if self._turns.reviews_input:
@@ -156,7 +156,7 @@ class SessionInputs:
             accepted.set_exception(InputRejectedError(fact.rejection))
             return
         try:
-            self._state.check_open()
+            self._state.check_accepting()
             # The same input may have been recorded while this one was reviewed.
             original = seen_submission(
                 self._state.session.input_ids, pending.input_id, pending.input_digest
@@ -196,7 +196,7 @@ class SessionInputs:
         if original is not None:
             answer_retried_prompt(state, original, waiter)
             return original
-        self._state.check_open()
+        self._state.check_accepting()
         if self._state.run is not None or self._state.session.running:
             msg = (
                 f"session {self._state.session_id!r} is running; wait for the run "

@@ -46,6 +46,10 @@ class CanRecordSessions(Protocol):
         """Up to ``limit`` stored events of an aggregate before a log position."""
         ...
 
+    def events(self, aggregate_id: uuid.UUID, *, gt: int | None = None) -> list[Any]:
+        """The domain events of one aggregate after version ``gt``, in order."""
+        ...
+
 
 class SessionServices(msgspec.Struct, frozen=True):
     """What every SessionActor of a runtime shares."""

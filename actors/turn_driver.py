@@ -41,6 +41,7 @@ from turnlog.domain.protocol import Interrupt, SessionFileReference
 from turnlog.domain.run import RunFinished, RunResult, RunStarted
 from turnlog.domain.turn_facts import (
     IGNORED,
+    ApprovalProviderFailed,
     AskApprovals,
     BeginTurn,
     Decide,
@@ -64,7 +65,7 @@ from turnlog.domain.turn_machine import TurnMachine
 
 logger = logging.getLogger(__name__)
 
-ToldFact = ReportedFact | Decide
+ToldFact = ReportedFact | Decide | ApprovalProviderFailed
 """The facts other actors tell a session about its running turn."""
 
 
@@ -165,12 +166,12 @@ class TurnDriver:
 
     def take(self, fact: ToldFact) -> None:
         """Carries a fact another actor told about the running turn."""
-        if isinstance(fact, Decide):
+        if isinstance(fact, Decide | ApprovalProviderFailed):
             try:
                 self._carry(fact)
             except UsageError:
                 # Someone decided first (the user, or a timeout); the first
-                # decision stands and this one is dropped.
+                # decision stands and this one (or this failure) is dropped.
                 logger.debug("late decision dropped: %s", fact)
             return
         if isinstance(fact, TurnActorFailed):
@@ -285,7 +286,12 @@ class TurnDriver:
             )
 
     def start_next_queued(self) -> bool:
-        """Starts the turn of the oldest queued input; False if none started."""
+        """Starts the turn of the oldest queued input; False if none started.
+
+        None starts once close() was asked for: the close drops them.
+        """
+        if self._state.close_when_idle:
+            return False
         fact = self._machine.next_input()
         if fact is None:
             return False

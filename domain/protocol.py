@@ -207,6 +207,17 @@ class ApprovalDecidedMsg(msgspec.Struct, frozen=True, tag="approval_resolved"):
     decided_by: str
 
 
+class ApprovalFailedMsg(msgspec.Struct, frozen=True, tag="approval_failed"):
+    """Nobody decided the request: the approval provider failed with ``error``.
+
+    The call is not run and the turn fails with that error.
+    """
+
+    request_id: str
+    call_id: str
+    error: str
+
+
 class HookContextAddedMsg(msgspec.Struct, frozen=True, tag="hook_context"):
     hook: str
     text: str
@@ -338,6 +349,7 @@ EventMsg = (
     | ToolCallFinishedMsg
     | ApprovalRequestedMsg
     | ApprovalDecidedMsg
+    | ApprovalFailedMsg
     | HookContextAddedMsg
     | UsageRecordedMsg
     | FrontendMsg

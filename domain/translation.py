@@ -26,6 +26,7 @@ from turnlog.domain.protocol import (
     AgentMessageMsg,
     AnswerRejectedMsg,
     ApprovalDecidedMsg,
+    ApprovalFailedMsg,
     ApprovalRequestedMsg,
     ContextRewrittenMsg,
     Event,
@@ -229,6 +230,8 @@ class EventTranslator:
                 return self._wrap(sequence, [ApprovalRequestedMsg(r, c, n, a)])
             case t.ApprovalDecided(request_id=r, call_id=c, decision=d, decided_by=b):
                 return self._wrap(sequence, [ApprovalDecidedMsg(r, c, d, b)])
+            case t.ApprovalFailed(request_id=r, call_id=c, error=error):
+                return self._wrap(sequence, [ApprovalFailedMsg(r, c, error)])
             case compaction.CompactionStarted(compaction_id=cid):
                 return self._compaction(sequence, cid, "Context compacting", "pending")
             case compaction.ContextCompacted(compaction_id=cid):

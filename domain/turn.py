@@ -7,7 +7,7 @@ are Session events, saved in the same transaction as the turn's own.
 Invariants (a violation raises and records nothing):
 - model steps run one at a time, numbered 1, 2, ...;
 - a tool call starts once and finishes once, and only after it started;
-- an approval is decided once, and only after it was requested.
+- an approval is decided (or fails) once, and only after it was requested.
 """
 
 from __future__ import annotations
@@ -173,6 +173,24 @@ class ApprovalDecided(TurnlogEvent):
         pending.pop(self.request_id, None)
         aggregate.pending_approvals = pending
         aggregate.decided = {**aggregate.decided, self.request_id: self.decision}
+
+
+class ApprovalFailed(TurnlogEvent):
+    """Nobody decided a pending approval: the approval provider failed.
+
+    A failure is not a decision: the call does not run, and the turn fails
+    with ``error`` (the provider's exception, or what it returned instead
+    of a decision).
+    """
+
+    request_id: str
+    call_id: str
+    error: str
+
+    def apply(self, aggregate: Turn) -> None:
+        pending = dict(aggregate.pending_approvals)
+        pending.pop(self.request_id, None)
+        aggregate.pending_approvals = pending
 
 
 class HookContextAdded(TurnlogEvent):
@@ -420,6 +438,16 @@ class Turn(Aggregate):
             decision=decision,
             decided_by=decided_by,
             input_id=input_id,
+        )
+
+    def fail_approval(self, request_id: str, error: str) -> None:
+        """Records that the provider asked about a pending approval failed."""
+        call_id = self.pending_approvals.get(request_id)
+        if call_id is None:
+            msg = f"approval {request_id!r} is not pending"
+            raise InvariantViolation(msg)
+        self.trigger_event(
+            ApprovalFailed, request_id=request_id, call_id=call_id, error=error
         )
 
     def add_hook_context(self, hook: str, text: str) -> None:

@@ -167,6 +167,14 @@ class Decide(msgspec.Struct, frozen=True):
     """The caller's id for its answer ("" if none)."""
 
 
+class ApprovalProviderFailed(msgspec.Struct, frozen=True):
+    """The approval provider failed on a pending request (from the broker):
+    it raised, or returned something that is not a decision."""
+
+    request_id: str
+    error: str
+
+
 class TurnActorFailed(msgspec.Struct, frozen=True):
     """The turn's actor work broke: its TurnActor died (a handler raised) or
     the ToolExecutor it hands calls to is gone; ``error`` says which and why.
@@ -204,6 +212,7 @@ Fact = (
     | StepFailed
     | ToolFinished
     | Decide
+    | ApprovalProviderFailed
     | Interrupt
     | TurnActorFailed
     | TurnFailed
@@ -230,6 +239,7 @@ TEXT_OF: dict[type, str] = {
     CompactionBegan: "the compaction's reason",
     ToolFinished: "what the post_tool hooks returned",
     TurnActorFailed: "the turn actor's error",
+    ApprovalProviderFailed: "the approval provider's error",
 }
 """What each reported fact's text is, for the warning recorded when some of
 it could not be stored as it was (actors.encodable_facts)."""

@@ -36,6 +36,7 @@ Transitions (``State --(Fact)--> State [effects]``)::
     Approval  --(Decide)-->          Preparing [SettleApprovals, PrepareModelStep]
     Approval  --(Decide)-->          ModelCall [SettleApprovals, RunModelStep]
     Approval  --(Decide)-->          Idle      [SettleApprovals, EndTurn]
+    Approval  --(ApprovalProviderFailed)--> Idle [SettleApprovals, EndTurn]
     Running   --(Interrupt)-->       Idle      [EndTurn]
     Running   --(TurnActorFailed)--> Idle      [EndTurn]
     Running   --(TurnFailed)-->      Idle      [EndTurn]
@@ -81,6 +82,7 @@ from turnlog.domain.turn_endings import (
 from turnlog.domain.turn_facts import (
     IGNORED,
     AnswerChecked,
+    ApprovalProviderFailed,
     AskApprovals,
     BeginTurn,
     CompactionBegan,
@@ -200,6 +202,8 @@ class TurnMachine:
                 return self._on_tool_finished(fact)
             case Decide():
                 return self._on_decide(fact)
+            case ApprovalProviderFailed():
+                return self._on_approval_failed(fact)
             case Interrupt():
                 return self._on_interrupt(fact)
             case TurnActorFailed():
@@ -351,6 +355,21 @@ class TurnMachine:
         elif not turn.unanswered_calls():  # it answered the step's last call
             effects = (*effects, *self._next_step(turn))
         return Transition((session, turn), effects)
+
+    def _on_approval_failed(self, fact: ApprovalProviderFailed) -> Transition:
+        """The provider failed: recorded as a failure, not as a decision; the
+        call is not run and the turn fails with the provider's error.
+
+        Raises UsageError, triggering nothing, if the request is not pending
+        (decided meanwhile, by someone else: that decision stands).
+        """
+        state, request_id = self._state, fact.request_id
+        session, turn = state.session, pending_turn(state, request_id)
+        turn.fail_approval(request_id, fact.error)
+        open_requests = (request_id, *turn.pending_approvals)
+        reason = f"approval provider failed: {fact.error}"
+        effects = self._abort(turn, reason, failed=True)
+        return Transition((session, turn), (SettleApprovals(open_requests), *effects))
 
     def _on_interrupt(self, fact: Interrupt) -> Transition:
         """Ends the running turn as interrupted (and drops queued input if asked).

@@ -22,8 +22,10 @@ import pykka
 
 from turnlog.actors.activation import Activation
 from turnlog.actors.messages import (
+    AbandonRun,
     ActiveRunQuery,
     ChangeRoute,
+    CloseSession,
     FollowUp,
     LatestRunQuery,
     MessagesQuery,
@@ -64,6 +66,7 @@ from turnlog.domain.protocol import (
 from turnlog.domain.run import QueuedInput, RunEvent, RunResult, SessionEvent
 from turnlog.domain.text import check_encodable
 from turnlog.forking import check_point_args
+from turnlog.run_waiting import await_run
 
 ASK_TIMEOUT: float | None = None
 """How long a call waits for the session actor's answer: as long as it lives.
@@ -310,11 +313,31 @@ class AgentSession:
         attachments: Sequence[SessionFileReference] = (),
         deps: object = None,
         input_id: str | None = None,
+        detach_on_cancel: bool = False,
     ) -> RunResult:
-        """``prompt`` for asyncio callers; never blocks the event loop."""
+        """``prompt`` for asyncio callers; never blocks the event loop.
+
+        Cancelling the task that awaits it interrupts its run, as
+        ``interrupt()`` does (recorded; queued follow-ups are kept), and
+        the cancellation reaches the task once the interrupt is recorded.
+        With ``detach_on_cancel=True`` a cancellation only ends the wait:
+        the run goes on to its end (a service whose client went away).
+        """
+        if not isinstance(detach_on_cancel, bool):
+            msg = "detach_on_cancel must be a bool"
+            raise InvalidInputError(msg)
         # a tell: it never blocks
         waiter = self._start(text, attachments, deps, input_id)
-        return await asyncio.wrap_future(waiter)
+        abandon = None if detach_on_cancel else lambda: self._abandon(waiter)
+        return await await_run(waiter, abandon)
+
+    def _abandon(
+        self, waiter: concurrent.futures.Future[RunResult]
+    ) -> concurrent.futures.Future[None]:
+        """Asks the session to interrupt the run ``waiter`` waits on."""
+        done: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self._actor.tell(AbandonRun(waiter, done))
+        return done
 
     def follow_up(
         self,
@@ -546,13 +569,7 @@ class AgentSession:
         instead (closed, failed, or taken by another process). A later call
         on the session starts it again.
         """
-        if timeout is not None and (
-            isinstance(timeout, bool)
-            or not isinstance(timeout, int | float)
-            or not timeout >= 0
-        ):
-            msg = f"timeout must be a number of seconds >= 0, not {timeout!r}"
-            raise InvalidInputError(msg)
+        _check_timeout(timeout)
         return self._actor.wait_passivated(timeout)
 
     def reachable(self) -> bool:
@@ -572,9 +589,35 @@ class AgentSession:
         submission_id, turn_id = active
         return RunHandle(self, submission_id, turn_id)
 
-    def close(self) -> None:
-        """Closes the session for good (after the running turn, if any)."""
-        self._actor.ask(Submit(Shutdown()))
+    def close(self, *, abort: bool = False, timeout: float | None = None) -> None:
+        """Closes the session for good; returns once the close is recorded.
+
+        Input still queued is dropped (recorded as dropped, reason
+        "session closed") and never runs. A running turn finishes first
+        (its approvals and tools too), then the session closes; with
+        ``abort=True`` the turn is interrupted instead, as ``interrupt()``
+        would, and the session closes at once. From the call on, new input
+        is refused with SessionClosedError.
+
+        Raises SessionClosedError if the session is closed already, and
+        TimeoutError if ``timeout`` seconds pass before the running turn
+        ends: the close is still due then, when the turn ends (call
+        ``close(abort=True)`` to end it now).
+        """
+        if not isinstance(abort, bool):
+            msg = "abort must be a bool"
+            raise InvalidInputError(msg)
+        _check_timeout(timeout)
+        closed: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self._actor.ask(CloseSession(abort, closed))
+        try:
+            closed.result(timeout)
+        except TimeoutError:
+            msg = (
+                f"session {self.session_id!r}: its turn did not end within "
+                f"{timeout} s; it closes when the turn ends"
+            )
+            raise TimeoutError(msg) from None
 
     def __repr__(self) -> str:
         return f"AgentSession({self.session_id!r})"
@@ -582,6 +625,16 @@ class AgentSession:
 
 def _no_children() -> list[AgentSession]:
     return []
+
+
+def _check_timeout(timeout: object) -> None:
+    if timeout is not None and (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, int | float)
+        or not timeout >= 0
+    ):
+        msg = f"timeout must be a number of seconds >= 0, not {timeout!r}"
+        raise InvalidInputError(msg)
 
 
 def _input_id(input_id: str | None) -> str:

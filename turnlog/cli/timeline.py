@@ -55,6 +55,7 @@ from turnlog.domain.session import (
 )
 from turnlog.domain.turn import (
     ApprovalDecided,
+    ApprovalFailed,
     ApprovalRequested,
     ChildSessionStarted,
     HookContextAdded,
@@ -330,6 +331,11 @@ def _turn_summary(event: object, seen: Seen) -> str | None:
             )
         case ApprovalDecided():
             return _approval_decided(event, seen)
+        case ApprovalFailed(request_id=request, error=error):
+            return (
+                f"request {_id(request)} not decided: the approval provider "
+                f"failed: {one_line(error)}"
+            )
         case CompactionStarted(compaction_id=compaction, reason=reason):
             return f"compaction {_id(compaction)} started: {one_line(reason)}"
         case ContextCompacted(compaction_id=compaction, items=items, usage=usage):
