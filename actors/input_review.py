@@ -37,6 +37,9 @@ class PendingInput(msgspec.Struct):
     accepted: concurrent.futures.Future[str]
     starts_run: bool
     """Whether it runs on its own if the session is idle once recorded."""
+    for_run: str | None = None
+    """The run a run handle gave it to (its submission id): refused if that
+    run has ended by the time the hooks accepted it."""
 
 
 class InputReviews:

@@ -34,6 +34,7 @@ from turnlog.actors.messages import (
     ChangeRoute,
     ClosedQuery,
     FollowUp,
+    ForRun,
     LatestRunQuery,
     LeaseLost,
     MessagesQuery,
@@ -65,6 +66,7 @@ from turnlog.domain.context import messages_of
 from turnlog.domain.errors import (
     InputRejectedError,
     InvalidInputError,
+    RunEndedError,
     SessionBusyError,
     SessionClosedError,
     SessionFailedError,
@@ -205,6 +207,8 @@ class SessionActor(pykka.ThreadingActor):
                 return self._submit(op, waiter)
             case FollowUp(text=text, attachments=attachments):
                 return self._queue_input(text, attachments)
+            case ForRun(run=run, message=inner):
+                return self._for_run(run, inner)
             case StartPrompt(text=text, attachments=attachments, waiter=waiter):
                 # Told, not asked: the caller waits on ``waiter`` alone, which
                 # carries a refusal as well as the run's result.
@@ -338,6 +342,29 @@ class SessionActor(pykka.ThreadingActor):
                 msg = f"not an Op: {op!r}"
                 raise InvalidInputError(msg)
 
+    def _for_run(
+        self, run: str, message: Submit | FollowUp
+    ) -> str | concurrent.futures.Future[str]:
+        """Input a run handle gives its own run; RunEndedError once it ended."""
+        self._check_run(run)
+        match message:
+            case FollowUp(text=text, attachments=attachments):
+                return self._queue_input(text, attachments, for_run=run)
+            case Submit(op=Steer(text=text, attachments=attachments)):
+                return self._queue_input(text, attachments, "steer", for_run=run)
+            case Submit(op=op, waiter=waiter):
+                return self._submit(op, waiter)
+
+    def _check_run(self, run: str) -> None:
+        """Raises RunEndedError unless the run ``run`` started is in progress."""
+        active = self._state.run
+        if active is None or active.submission_id != run:
+            msg = (
+                f"run {run!r} of session {self._state.session_id!r} has ended; "
+                "use the session (or session.active_run_handle()) for what runs now"
+            )
+            raise RunEndedError(msg)
+
     def _queue_input(
         self,
         text: str,
@@ -345,6 +372,7 @@ class SessionActor(pykka.ThreadingActor):
         kind: str = "follow_up",
         *,
         starts_run: bool = False,
+        for_run: str | None = None,
     ) -> str | concurrent.futures.Future[str]:
         """Records queued input, or (with a user_prompt hook) has it reviewed.
 
@@ -359,7 +387,7 @@ class SessionActor(pykka.ThreadingActor):
         if self._turns.reviews_input:
             accepted: concurrent.futures.Future[str] = concurrent.futures.Future()
             pending = PendingInput(
-                submission_id, kind, text, refs, accepted, starts_run
+                submission_id, kind, text, refs, accepted, starts_run, for_run
             )
             self._input_reviews.use_layers(self._state.agent.middleware)
             self._input_reviews.add(pending)
@@ -370,6 +398,9 @@ class SessionActor(pykka.ThreadingActor):
     def _record_queued(
         self, submission_id: str, kind: str, text: str, refs: list[dict[str, Any]]
     ) -> None:
+        if kind == "steer":  # the turn machine's: it skips calls not started
+            self._turns.steer(submission_id, text, refs)
+            return
         session = self._state.session
 
         def decide() -> list[Any]:
@@ -391,6 +422,8 @@ class SessionActor(pykka.ThreadingActor):
             return
         try:
             self._state.check_open()
+            if pending.for_run is not None:  # its run may have ended meanwhile
+                self._check_run(pending.for_run)
             self._record_queued(
                 pending.submission_id, pending.kind, pending.text, pending.attachments
             )

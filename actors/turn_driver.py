@@ -54,6 +54,7 @@ from turnlog.domain.turn_facts import (
     RunModelStep,
     RunToolCalls,
     SettleApprovals,
+    SteerArrived,
     SwitchAgent,
     TurnActorFailed,
     TurnFailed,
@@ -126,6 +127,7 @@ class TurnDriver:
             handoffs=agent.handoff_tools,
             output_retries=agent.output_retries,
             child_agent=child_agent,
+            parallel_tool_calls=agent.parallel_tool_calls,
         )
 
     def _rules_for(self, name: str) -> TurnRules:
@@ -183,6 +185,13 @@ class TurnDriver:
     def decide(self, fact: Decide) -> None:
         """Records an approval decision (UsageError if it is not pending)."""
         self._carry(fact)
+
+    def steer(
+        self, submission_id: str, text: str, attachments: list[dict[str, Any]]
+    ) -> None:
+        """Queues a steer for the running turn: its calls that have not
+        started are skipped, and its next step takes the steer in."""
+        self._carry(SteerArrived(submission_id, text, attachments))
 
     def interrupt(self, op: Interrupt) -> None:
         """Ends the running turn (UsageError if it is not running)."""

@@ -62,6 +62,7 @@ from turnlog.domain.protocol import (
 from turnlog.domain.run import QueuedInput, RunEvent, RunResult, SessionEvent
 from turnlog.domain.text import check_encodable
 from turnlog.forking import check_point_args
+from turnlog.run_handle import RunHandle
 
 ASK_TIMEOUT: float | None = None
 """How long a call waits for the session actor's answer: as long as it lives.
@@ -210,19 +211,6 @@ class _ActorHandle:
 
     def wait_passivated(self, timeout: float | None) -> bool:
         return self._activation.wait_passivated(timeout)
-
-
-class RunHandle:
-    """The run in progress: which submission started it, and its turn."""
-
-    def __init__(self, session: AgentSession, submission_id: str, turn_id: str | None):
-        self.session = session
-        self.submission_id = submission_id
-        self.turn_id = turn_id
-
-    def interrupt(self) -> None:
-        """Aborts the running turn."""
-        self.session.interrupt()
 
 
 class AgentSession:
