@@ -9,7 +9,8 @@ the answers user_prompt hooks gave for queued input. The actor leaves them
 with its :class:`SessionHost`, which outlives it, and the next actor takes
 them back.
 
-"Idle" (:func:`is_idle`): no run in progress, no input waiting for review;
+"Idle" (:func:`is_idle`): no run in progress, no input waiting for review,
+no background job running;
 or a turn that waits for nothing but approval decisions (no model step, no
 tool call running). Such a turn may wait for hours; its actor stops too,
 and a decision, from whoever gives it, starts a new one that goes on.
@@ -89,6 +90,8 @@ class SessionHost(Protocol):
 
 def is_idle(session: Session, turn: Turn | None, run: RunState | None) -> bool:
     """Whether a session may passivate: nothing runs that would report back."""
+    if session.running_jobs:  # a background job reports to this actor
+        return False
     if not session.running:
         return run is None
     if turn is None or turn.step_open or turn.open_calls:

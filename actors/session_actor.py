@@ -25,6 +25,13 @@ import msgspec
 import pykka
 
 from turnlog.actors.agent_in_charge import agent_in_charge_of
+from turnlog.actors.background_jobs import (
+    JobDone,
+    StartJob,
+    record_job_done,
+    record_job_start,
+    start_restarted_jobs,
+)
 from turnlog.actors.contracts import AgentDefinition
 from turnlog.actors.encodable_facts import encodable_fact
 from turnlog.actors.hooks import HookFailedError
@@ -160,6 +167,7 @@ class SessionActor(pykka.ThreadingActor):
         state, kept = self._state, self._kept
         # Revived after passivating, the broker still holds the requests.
         self._turns.resume(ask_approvals=kept is None)
+        start_restarted_jobs(state)
         if kept is not None:
             self._kept = None
             state.latest_run, state.reviewed = kept.latest_run, kept.reviewed
@@ -222,6 +230,12 @@ class SessionActor(pykka.ThreadingActor):
                 return None
             case Unsubscribe(subscriber=subscriber):
                 self._unsubscribe(subscriber)
+                return None
+            case StartJob():
+                record_job_start(self._state, message)  # a tool's: it waits
+                return None
+            case JobDone():
+                record_job_done(self._state, message)
                 return None
             case UpdateSharedState(waiter=waiter) if waiter is not None:
                 record_tool_update(self._state, message)  # a tool's: it waits

@@ -26,6 +26,7 @@ import msgspec
 import pykka
 
 from turnlog.actors.answers import AnswerCheck
+from turnlog.actors.background_jobs import JobStarter
 from turnlog.actors.contracts import AgentDefinition
 from turnlog.actors.hooks import (
     HookFailedError,
@@ -361,8 +362,9 @@ def tool_order(
     """The ToolExecutor's order to run ``call`` (recorded as started).
 
     ``run`` (``SessionState.tool_run``) adds what the call's ToolContext
-    carries: the agent's name, the shared state, the deps, and a writer
-    through which the call updates the shared state.
+    carries: the agent's name, the shared state, the deps, a writer
+    through which the call updates the shared state, and a starter of its
+    background jobs.
     """
     context: dict[str, Any] = {
         "session_id": session_id,
@@ -380,6 +382,15 @@ def tool_order(
         )
     tool = agent.tools_by_name[call["name"]]
     limit = tool.max_output
+    if run is not None:
+        context["job_starter"] = JobStarter(
+            run["session"],
+            session_id,
+            call=(turn_id, call["call_id"]),
+            tool=call["name"],
+            declared=getattr(tool, "jobs", {}),
+            max_output=agent.max_tool_output if limit is None else limit,
+        )
     return RunTool(
         key=turn_id,
         turn=turn,

@@ -14,6 +14,7 @@ import msgspec
 
 from turnlog.domain.answers import AnswerRejected, answer_feedback
 from turnlog.domain.compaction import ContextCompacted
+from turnlog.domain.jobs import JobResultTaken, job_note
 from turnlog.domain.model import Item, function_call_output, user_message
 from turnlog.domain.turn import (
     HookContextAdded,
@@ -86,6 +87,15 @@ def context_items(event: object) -> list[Item]:
                     "role": "developer",
                     "content": text,
                     "turnlog_kind": hook,
+                }
+            ]
+        case JobResultTaken():
+            return [
+                {
+                    "type": "message",
+                    "role": "developer",
+                    "content": job_note(event),
+                    "turnlog_kind": "job_result",
                 }
             ]
         case AnswerRejected(final=False):

@@ -259,6 +259,29 @@ class AgentHandedOffMsg(msgspec.Struct, frozen=True, tag="agent_handed_off"):
     reason: str
 
 
+class JobStartedMsg(msgspec.Struct, frozen=True, tag="job_started"):
+    """Tool call ``call_id`` started background job ``job_id``."""
+
+    job_id: str
+    name: str
+    call_id: str
+
+
+class JobFinishedMsg(msgspec.Struct, frozen=True, tag="job_finished"):
+    """A background job ended (a notification: it starts no turn).
+
+    Its result reaches the model at the session's next model step.
+    ``interrupted``: it never finished (its process stopped, or its
+    session was closed).
+    """
+
+    job_id: str
+    name: str
+    output: str
+    is_error: bool
+    interrupted: bool = False
+
+
 class TurnCompletedMsg(msgspec.Struct, frozen=True, tag="turn_complete"):
     turn_id: str
     last_agent_message: str | None
@@ -312,6 +335,8 @@ EventMsg = (
     | SharedStateUpdatedMsg
     | ModelRouteChangedMsg
     | AgentHandedOffMsg
+    | JobStartedMsg
+    | JobFinishedMsg
     | TurnCompletedMsg
     | AnswerRejectedMsg
     | TurnAbortedMsg

@@ -27,6 +27,7 @@ from turnlog.domain.events import TurnlogCreated, TurnlogEvent, register_stable_
 from turnlog.domain.handoff import AgentHandedOff  # noqa: F401 - loads with it
 from turnlog.domain.ids import session_uuid, turn_uuid
 from turnlog.domain.inputs import check_input, check_json_data
+from turnlog.domain.jobs import CLOSED_JOB_OUTPUT, interrupt_jobs
 from turnlog.domain.lineage import SessionForked, TurnOwners
 from turnlog.domain.model import check_usage
 
@@ -263,6 +264,10 @@ class Session(Aggregate):
         self.turn_owners: TurnOwners = []  # a fork's sources' turns (lineage)
         self.set_aside: list[list[int]] = []  # turn ranges rewound (lineage)
         self.set_aside_positions: list[list[int]] = []  # their log positions
+        # Background jobs (domain.jobs): job id -> what JobStarted said, and
+        # the results that wait for the model's next step.
+        self.running_jobs: dict[str, dict[str, Any]] = {}
+        self.job_results: list[dict[str, Any]] = []
 
     @classmethod
     def create(
@@ -461,11 +466,16 @@ class Session(Aggregate):
             self.trigger_event(ModelRouteChanged, route=route)
 
     def close(self) -> None:
-        """Closes the session for good; a running turn must end first."""
+        """Closes the session for good; a running turn must end first.
+
+        Background jobs still running are recorded as interrupted: a closed
+        session records nothing more, so their results will be dropped.
+        """
         self._check_open()
         if self.active_turn is not None:
             msg = "cannot close a session while a turn is running"
             raise SessionBusyError(msg)
+        interrupt_jobs(self, CLOSED_JOB_OUTPUT)
         self.trigger_event(SessionClosed)
 
 

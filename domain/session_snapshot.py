@@ -53,6 +53,8 @@ class SessionSnapshot(Snapshot):
         state.setdefault("turn_owners", [])  # snapshots from before forks
         state.setdefault("set_aside", [])
         state.setdefault("set_aside_positions", [])
+        state.setdefault("running_jobs", {})  # snapshots from before jobs
+        state.setdefault("job_results", [])
         state["_id"] = self.originator_id
         state["_version"] = self.originator_version
         state["_pending_events"] = []

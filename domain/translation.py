@@ -17,6 +17,7 @@ from turnlog.domain import session as s
 from turnlog.domain import turn as t
 from turnlog.domain.chain import event_seq
 from turnlog.domain.handoff import AgentHandedOff
+from turnlog.domain.jobs import JobFinished, JobStarted
 from turnlog.domain.model import final_text
 from turnlog.domain.protocol import (
     AgentHandedOffMsg,
@@ -31,6 +32,8 @@ from turnlog.domain.protocol import (
     InputAcceptedMsg,
     InputQueuedMsg,
     InputRejectedMsg,
+    JobFinishedMsg,
+    JobStartedMsg,
     ModelRouteChangedMsg,
     ModelStepCompletedMsg,
     ModelStepFailedMsg,
@@ -132,6 +135,13 @@ class EventTranslator:
                 return self._wrap(sequence, [ModelRouteChangedMsg(route)])
             case AgentHandedOff(from_agent=a, to_agent=b, call_id=c, reason=r):
                 return self._wrap(sequence, [AgentHandedOffMsg(a, b, c, r)])
+            case JobStarted(job_id=job_id, name=name, call_id=call_id):
+                return self._wrap(sequence, [JobStartedMsg(job_id, name, call_id)])
+            case JobFinished(job_id=job_id, name=name, output=output):
+                ended = JobFinishedMsg(
+                    job_id, name, output, event.is_error, event.interrupted
+                )
+                return self._wrap(sequence, [ended])
             case s.SessionClosed():
                 return self._wrap(sequence, [SessionClosedMsg()])
             case _:

@@ -79,6 +79,7 @@ from typing import assert_never
 from turnlog.domain.approval import ApprovalRequest
 from turnlog.domain.compaction import start_compaction
 from turnlog.domain.instructions import record_instructions
+from turnlog.domain.jobs import take_job_results
 from turnlog.domain.model import final_text
 from turnlog.domain.protocol import Interrupt
 from turnlog.domain.tool_dispatch import skip_unstarted, start_due, steer_waiting
@@ -279,6 +280,8 @@ class TurnMachine:
             return IGNORED
         session = self._state.session
         record_preparation(session, turn, fact)
+        if fact.error is None:
+            take_job_results(session, turn)  # as steers are, just below
         if fact.error is not None:
             reason = f"turn failed: {fact.error}"
             effects = self._abort(turn, reason, failed=True, cancelled=fact.error)
@@ -451,7 +454,8 @@ class TurnMachine:
 
         At the agent's step limit the turn fails; with middleware the hooks
         prepare the step first (PrepareModelStep, then StepPrepared starts
-        it); otherwise the step starts now, with the queued steers taken in.
+        it); otherwise the step starts now, with the queued steers (and the
+        results of background jobs that finished, domain.jobs) taken in.
         """
         switched = self._switch()
         rules = self._rules
@@ -462,6 +466,7 @@ class TurnMachine:
         if rules.prepares_steps:
             route = self._state.session.model_route
             return (*switched, PrepareModelStep(str(turn.id), turn.steps + 1, route))
+        take_job_results(self._state.session, turn)
         take_steers(self._state.session, turn, self._state.reviewed)
         return (*switched, *self._call_model(turn))
 

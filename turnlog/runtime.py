@@ -23,6 +23,7 @@ import pykka
 from turnlog.actors.activation import Activation
 from turnlog.actors.agent_in_charge import agent_in_charge_of
 from turnlog.actors.approval_broker import ApprovalBrokerActor
+from turnlog.actors.background_jobs import recover_jobs
 from turnlog.actors.io_loop import IoLoop
 from turnlog.actors.messages import ClosedQuery, LeaseLost
 from turnlog.actors.revive import load_turn, recover_turn
@@ -431,6 +432,7 @@ class Runtime:
             recover_turn(
                 self.store, session, load_turn(self.store, session), idempotent
             )
+            recover_jobs(self.store, session, in_charge.tools_by_name)
             if shared_state:
                 session.update_shared_state(shared_state)
                 self.store.save(session)
@@ -614,7 +616,9 @@ class Runtime:
 
         It does not wait for sync tool calls still running: their results
         are dropped, and the log shows each such call as started, not
-        finished, so reopening the session closes it as interrupted.
+        finished, so reopening the session closes it as interrupted. Nor
+        does it wait for background jobs (``ToolContext.start_job``): the
+        same holds for them, unless a job is idempotent (it runs again).
 
         Once the sessions have stopped, it waits up to ``views_timeout``
         seconds for the views this process keeps (see ``follow_projections``)

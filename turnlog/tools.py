@@ -27,6 +27,7 @@ from turnlog.domain.tool_output import checked_limit
 
 ApprovalRule = bool | Callable[[dict[str, Any]], bool]
 _NO_STATE: Mapping[str, Any] = MappingProxyType({})
+_NO_JOBS: Mapping[str, Callable[..., Any]] = MappingProxyType({})
 
 
 class ToolResult(msgspec.Struct, frozen=True):
@@ -53,6 +54,26 @@ class SharedStateUpdater(Protocol):
     async def update_async(self, changes: dict[str, Any]) -> dict[str, Any]: ...
 
 
+class JobStarter(Protocol):
+    """How a ToolContext starts background jobs (the session gives one)."""
+
+    def start(
+        self,
+        name: str,
+        work: Callable[..., Any],
+        arguments: tuple[Any, ...],
+        idempotent: bool,
+    ) -> str: ...
+
+    async def start_async(
+        self,
+        name: str,
+        work: Callable[..., Any],
+        arguments: tuple[Any, ...],
+        idempotent: bool,
+    ) -> str: ...
+
+
 @dataclass(frozen=True, kw_only=True)
 class ToolContext(RunContext[Deps]):
     """Where a call runs; a handler gets it if it has a ``context`` parameter.
@@ -68,6 +89,8 @@ class ToolContext(RunContext[Deps]):
     """The id of the call, as the model gave it."""
     updater: SharedStateUpdater | None = field(default=None, repr=False, compare=False)
     """The session's side of ``update_shared_state`` (None outside a session)."""
+    jobs: JobStarter | None = field(default=None, repr=False, compare=False)
+    """The session's side of ``start_job`` (None outside a session)."""
 
     def update_shared_state(self, **changes: Any) -> dict[str, Any]:
         """Sets keys of the session's shared state; returns the new state.
@@ -87,6 +110,59 @@ class ToolContext(RunContext[Deps]):
     async def update_shared_state_async(self, **changes: Any) -> dict[str, Any]:
         """:meth:`update_shared_state` for async tools (never blocks the loop)."""
         return await self._updater().update_async(changes)
+
+    def start_job(
+        self,
+        name: str,
+        work: Callable[..., Any],
+        *args: object,
+        idempotent: bool = False,
+    ) -> str:
+        """Starts a background job: ``work(*args)`` runs on after this call.
+
+        ``work`` is a plain function (it runs on a thread of its own) or a
+        coroutine function (on the runtime's I/O loop). ``JobStarted`` is
+        recorded before it begins; this returns the job's id at once, for
+        the tool's output ("build started as job J"). What ``work`` returns
+        (text, a ToolResult, or JSON data) or raises is recorded as
+        ``JobFinished`` and reaches the model at its next step, as a steer
+        does; a session that is idle by then gets a ``JobFinishedMsg``
+        notification, and no turn starts for it. Waits for the session: in
+        an ``async`` tool use :meth:`start_job_async`.
+
+        Args:
+            name: what the job is ("build"); the model sees it with the result.
+            work: the function to run.
+            *args: its arguments.
+            idempotent: whether running it again is harmless: if its
+                process stops first, a reopened session runs it again
+                (otherwise it is recorded as interrupted). Such a job must
+                be declared on its tool, ``function_tool(jobs={name:
+                work})``, and its ``args`` must be JSON data (recorded).
+
+        Raises:
+            SessionClosedError: the session is closed.
+            UsageError: the call is no longer running, an idempotent job is
+                not declared, or this was called on the event loop.
+            InvalidInputError: an idempotent job's ``args`` are not JSON data.
+        """
+        return self._job_starter().start(name, work, args, idempotent)
+
+    async def start_job_async(
+        self,
+        name: str,
+        work: Callable[..., Any],
+        *args: object,
+        idempotent: bool = False,
+    ) -> str:
+        """:meth:`start_job` for async tools (never blocks the loop)."""
+        return await self._job_starter().start_async(name, work, args, idempotent)
+
+    def _job_starter(self) -> JobStarter:
+        if self.jobs is None:
+            msg = "this ToolContext belongs to no running session"
+            raise UsageError(msg)
+        return self.jobs
 
     def _updater(self) -> SharedStateUpdater:
         if self.updater is None:
@@ -124,6 +200,7 @@ class FunctionTool:
         timeout: float | None = None,
         idempotent: bool = False,
         max_output: int | None = None,
+        jobs: Mapping[str, Callable[..., Any]] | None = None,
     ) -> None:
         if not callable(handler):
             msg = f"a tool handler must be callable, not {type(handler).__name__}"
@@ -146,6 +223,7 @@ class FunctionTool:
         self._timeout = float(timeout) if timeout is not None else None
         self._idempotent = idempotent
         self._max_output = checked_limit(max_output, "max_output")
+        self._jobs = _checked_jobs(jobs)
         self._is_async = inspect.iscoroutinefunction(handler)
         signature = inspect.signature(handler)
         self._wants_context = "context" in signature.parameters
@@ -185,6 +263,11 @@ class FunctionTool:
     def max_output(self) -> int | None:
         """Characters of a call's output the model sees (None: the agent's limit)."""
         return self._max_output
+
+    @property
+    def jobs(self) -> Mapping[str, Callable[..., Any]]:
+        """The background jobs its calls may start as idempotent, by name."""
+        return self._jobs
 
     @property
     def is_async(self) -> bool:
@@ -250,6 +333,7 @@ class FunctionTool:
                 shared_state=context.get("shared_state", _NO_STATE),
                 deps=context.get("deps"),
                 updater=context.get("shared_state_writer"),
+                jobs=context.get("job_starter"),
             )
         return kwargs
 
@@ -280,6 +364,19 @@ class FunctionTool:
 
     def __repr__(self) -> str:
         return f"FunctionTool({self._name!r})"
+
+
+def _checked_jobs(
+    jobs: Mapping[str, Callable[..., Any]] | None,
+) -> Mapping[str, Callable[..., Any]]:
+    if jobs is None:
+        return _NO_JOBS
+    if not isinstance(jobs, Mapping) or not all(
+        isinstance(name, str) and name and callable(work) for name, work in jobs.items()
+    ):
+        msg = "jobs must map job names to the functions that run them"
+        raise InvalidInputError(msg)
+    return MappingProxyType(dict(jobs))
 
 
 def _arguments_model(
@@ -321,6 +418,7 @@ def function_tool(
     timeout: float | None = None,
     idempotent: bool = False,
     max_output: int | None = None,
+    jobs: Mapping[str, Callable[..., Any]] | None = None,
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 
 
@@ -335,6 +433,7 @@ def function_tool(
     timeout: float | None = None,
     idempotent: bool = False,
     max_output: int | None = None,
+    jobs: Mapping[str, Callable[..., Any]] | None = None,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """Makes a tool of a function: ``@function_tool`` or ``@function_tool(...)``.
 
@@ -348,6 +447,9 @@ def function_tool(
         idempotent: whether a call may safely run again after a crash.
         max_output: characters of a call's output the model sees; the rest
             is cut, with a marker (default: the agent's ``max_tool_output``).
+        jobs: the background jobs its calls may start as idempotent
+            (``ToolContext.start_job``), by name: a reopened session finds
+            here what to run again.
     """
 
     def build(function: Callable[..., Any]) -> FunctionTool:
@@ -360,6 +462,7 @@ def function_tool(
             timeout=timeout,
             idempotent=idempotent,
             max_output=max_output,
+            jobs=jobs,
         )
 
     if handler is not None:

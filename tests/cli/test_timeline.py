@@ -25,6 +25,7 @@ from turnlog import (
 )
 from turnlog.cli.timeline import Seen, format_duration, summarize
 from turnlog.domain import compaction as c
+from turnlog.domain import jobs as j
 from turnlog.domain import session as s
 from turnlog.domain import turn as t
 
@@ -151,6 +152,30 @@ def event(cls, *, seconds: float = 0, **fields):
         (
             event(s.QueuedInputTaken, submission_id="a", turn_id="t"),
             "queued submission a taken into the running turn",
+        ),
+        (
+            event(
+                j.JobStarted,
+                job_id="job_1",
+                name="build",
+                turn_id="t",
+                call_id="c1",
+                tool="build",
+                idempotent=False,
+                arguments=[],
+            ),
+            "job job_1 (build) started by call c1",
+        ),
+        (
+            event(
+                j.JobFinished,
+                job_id="job_1",
+                name="build",
+                output="interrupted; outcome unknown",
+                is_error=True,
+                interrupted=True,
+            ),
+            'job job_1 (build) interrupted: "interrupted; outcome unknown"',
         ),
         (
             event(s.ToolAllowedForSession, tool_name="deploy", request_id="r1"),

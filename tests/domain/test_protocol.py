@@ -40,6 +40,8 @@ def test_ops_round_trip_through_json(op: p.Op) -> None:
         p.TurnAbortedMsg("t1", "interrupted", False),
         p.TurnCompletedMsg("t1", None),
         p.SharedStateUpdatedMsg({"k": [1, {"_type_": "datetime", "_data_": "x"}]}),
+        p.JobStartedMsg("job_1", "build", "c1"),
+        p.JobFinishedMsg("job_1", "build", "interrupted", True, interrupted=True),
     ],
 )
 def test_events_round_trip_through_json(msg: p.EventMsg) -> None:

@@ -29,6 +29,13 @@ from turnlog.domain.compaction import (
 from turnlog.domain.events import event_name
 from turnlog.domain.handoff import AgentHandedOff
 from turnlog.domain.instructions import InstructionsEvaluated
+from turnlog.domain.jobs import (
+    JobFinished,
+    JobRestarted,
+    JobResultsTaken,
+    JobResultTaken,
+    JobStarted,
+)
 from turnlog.domain.lineage import SessionForked, SessionRewound
 from turnlog.domain.model import final_text, tool_calls_in
 from turnlog.domain.session import (
@@ -267,6 +274,20 @@ def _session_summary(event: object, seen: Seen) -> str | None:
                 f"{_id(source)} handed off to {_id(target)}{why} "
                 f"(call {_id(event.call_id)}, route {one_line(event.model_route)})"
             )
+        case JobStarted(job_id=job, name=name, call_id=call):
+            again = ", may run again" if event.idempotent else ""
+            return (
+                f"job {_id(job)} ({one_line(name)}) started by call {_id(call)}{again}"
+            )
+        case JobFinished(job_id=job, name=name, output=output, is_error=is_error):
+            verdict = (
+                "interrupted" if event.interrupted else ("error" if is_error else "ok")
+            )
+            return f"job {_id(job)} ({one_line(name)}) {verdict}: {_quoted(output)}"
+        case JobRestarted(job_id=job, reason=reason):
+            return f"job {_id(job)} runs again: {one_line(reason)}"
+        case JobResultsTaken(job_ids=jobs):
+            return f"result of job(s) {', '.join(_id(j) for j in jobs)} taken in"
         case SessionClosed():
             return "closed for good"
         case SessionForked(source_session_id=source, source_position=at):
@@ -327,6 +348,8 @@ def _turn_summary(event: object, seen: Seen) -> str | None:
             return f"compaction {_id(compaction)} cancelled, context unchanged"
         case HookContextAdded(hook=hook, text=text):
             return f"hook {_id(hook)} added context {_quoted(text)}"
+        case JobResultTaken(job_id=job, output=output):
+            return f"the model is told job {_id(job)}'s result {_quoted(output)}"
         case WarningRaised(message=message):
             return one_line(message)
         case AnswerRejected(attempt=attempt, rejected_by=by, reason=reason):
