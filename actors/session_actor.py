@@ -63,7 +63,7 @@ from turnlog.actors.messages import (
 from turnlog.actors.passivation import IdleClock, KeptState, SessionHost, is_idle
 from turnlog.actors.rewinding import rewind_session
 from turnlog.actors.session_end import answer_everyone
-from turnlog.actors.session_parts import SessionServices, SessionSettings
+from turnlog.actors.session_parts import SessionServices, SessionSettings, check_run
 from turnlog.actors.session_state import SessionState
 from turnlog.actors.shared_state_writer import record_tool_update
 from turnlog.actors.store_faults import caught_up
@@ -73,7 +73,6 @@ from turnlog.domain.context import messages_of
 from turnlog.domain.errors import (
     InputRejectedError,
     InvalidInputError,
-    RunEndedError,
     SessionBusyError,
     SessionClosedError,
     SessionFailedError,
@@ -360,7 +359,7 @@ class SessionActor(pykka.ThreadingActor):
         self, run: str, message: Submit | FollowUp
     ) -> str | concurrent.futures.Future[str]:
         """Input a run handle gives its own run; RunEndedError once it ended."""
-        self._check_run(run)
+        check_run(self._state.run, run, self._state.session_id)
         match message:
             case FollowUp(text=text, attachments=attachments):
                 return self._queue_input(text, attachments, for_run=run)
@@ -368,16 +367,6 @@ class SessionActor(pykka.ThreadingActor):
                 return self._queue_input(text, attachments, "steer", for_run=run)
             case Submit(op=op, waiter=waiter):
                 return self._submit(op, waiter)
-
-    def _check_run(self, run: str) -> None:
-        """Raises RunEndedError unless the run ``run`` started is in progress."""
-        active = self._state.run
-        if active is None or active.submission_id != run:
-            msg = (
-                f"run {run!r} of session {self._state.session_id!r} has ended; "
-                "use the session (or session.active_run_handle()) for what runs now"
-            )
-            raise RunEndedError(msg)
 
     def _queue_input(
         self,
@@ -427,7 +416,7 @@ class SessionActor(pykka.ThreadingActor):
         pending = self._input_reviews.settle(fact)
         if pending is None:
             return
-        accepted = pending.accepted
+        accepted, state = pending.accepted, self._state
         if fact.error is not None:
             accepted.set_exception(HookFailedError(fact.error))
             return
@@ -437,7 +426,7 @@ class SessionActor(pykka.ThreadingActor):
         try:
             self._state.check_open()
             if pending.for_run is not None:  # its run may have ended meanwhile
-                self._check_run(pending.for_run)
+                check_run(state.run, pending.for_run, state.session_id)
             self._record_queued(
                 pending.submission_id, pending.kind, pending.text, pending.attachments
             )
@@ -446,7 +435,6 @@ class SessionActor(pykka.ThreadingActor):
             return
         self._state.reviewed[pending.submission_id] = (fact.contexts, fact.stop)
         accepted.set_result(pending.submission_id)
-        state = self._state
         if pending.starts_run and state.run is None and not state.session.running:
             self._turns.start_next_queued()  # the run it was queued behind ended
 

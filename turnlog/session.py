@@ -25,6 +25,7 @@ from turnlog.actors.messages import (
     ActiveRunQuery,
     ChangeRoute,
     FollowUp,
+    ForRun,
     LatestRunQuery,
     MessagesQuery,
     PendingApprovalsQuery,
@@ -62,7 +63,6 @@ from turnlog.domain.protocol import (
 from turnlog.domain.run import QueuedInput, RunEvent, RunResult, SessionEvent
 from turnlog.domain.text import check_encodable
 from turnlog.forking import check_point_args
-from turnlog.run_handle import RunHandle
 
 ASK_TIMEOUT: float | None = None
 """How long a call waits for the session actor's answer: as long as it lives.
@@ -211,6 +211,59 @@ class _ActorHandle:
 
     def wait_passivated(self, timeout: float | None) -> bool:
         return self._activation.wait_passivated(timeout)
+
+
+class RunHandle:
+    """A run: which submission started it, and the turn it was running.
+
+    It acts on its own run only: once that run has ended, ``steer``,
+    ``follow_up`` and ``interrupt`` raise RunEndedError, recording nothing
+    (they never reach a later run of the session).
+    """
+
+    def __init__(self, session: AgentSession, submission_id: str, turn_id: str | None):
+        self.session = session
+        self.submission_id = submission_id
+        """The submission that started the run: the run's id."""
+        self.turn_id = turn_id
+        """The turn it was running when the handle was made."""
+
+    def steer(
+        self, text: str, *, attachments: Sequence[SessionFileReference] = ()
+    ) -> str:
+        """Steers the run's running turn (see ``AgentSession.steer``): its
+        tool calls that have not started are skipped, and its next model
+        call takes ``text`` in. Returns the submission id.
+
+        Raises RunEndedError if the run has ended.
+        """
+        check_input("steer", text)
+        refs = check_attachments(attachments)
+        return self._ask(Submit(Steer(text, refs)))
+
+    def follow_up(
+        self, text: str, *, attachments: Sequence[SessionFileReference] = ()
+    ) -> str:
+        """Queues ``text`` to run in this run, after its queued input.
+
+        Returns the submission id. Raises RunEndedError if the run has ended.
+        """
+        check_input("follow_up", text)
+        return self._ask(FollowUp(text, check_attachments(attachments)))
+
+    def interrupt(self) -> None:
+        """Aborts the run's running turn (queued input runs next).
+
+        Raises RunEndedError if the run has ended.
+        """
+        self._ask(Submit(Interrupt()))
+
+    def _ask(self, message: Submit | FollowUp) -> str:
+        result: str = self.session._actor.ask(ForRun(self.submission_id, message))
+        return result
+
+    def __repr__(self) -> str:
+        return f"RunHandle({self.session.session_id!r}, {self.submission_id!r})"
 
 
 class AgentSession:

@@ -10,6 +10,7 @@ import pytest
 
 from turnlog import (
     Agent,
+    Middleware,
     RunEndedError,
     Runtime,
     ScriptedModel,
@@ -109,3 +110,50 @@ def test_the_handle_of_an_ended_run_refuses_and_records_nothing(
         kinds = [type(e.msg) for e in rt.replay_events("ended")]
         assert p.InputQueuedMsg not in kinds
         assert p.TurnAbortedMsg not in kinds
+
+
+class HeldReview(Middleware):
+    """A user_prompt hook that holds follow-ups under review until told."""
+
+    def __init__(self) -> None:
+        self.reviewing, self.go = threading.Event(), threading.Event()
+
+    def user_prompt(self, info: Any) -> None:
+        if info.kind == "follow_up":
+            self.reviewing.set()
+            assert self.go.wait(10)
+
+
+def test_a_follow_up_whose_run_ended_under_review_is_refused(store_url: str) -> None:
+    hook = HeldReview()
+    held = HeldModel(ScriptedModel(["first"]))
+    with Runtime.open(store_url) as rt:
+        session = rt.create_session(
+            Agent("a", model=held, middleware=[hook]), session_id="late"
+        )
+        results: list[Any] = []
+        worker = threading.Thread(
+            target=lambda: results.append(session.prompt("go", timeout=20))
+        )
+        worker.start()
+        assert held.entered.wait(10)
+        handle = session.active_run_handle()
+        assert handle is not None
+        refused: list[BaseException] = []
+
+        def follow_up() -> None:
+            try:
+                handle.follow_up("too late by the time it is accepted")
+            except RunEndedError as error:
+                refused.append(error)
+
+        asking = threading.Thread(target=follow_up)
+        asking.start()
+        assert hook.reviewing.wait(10)
+        held.release()
+        worker.join(20)  # the run ended while the hook reviewed the input
+        assert results[0].final_output == "first"
+        hook.go.set()
+        asking.join(20)
+        assert len(refused) == 1
+        assert session.queued() == []
