@@ -308,16 +308,13 @@ class TurnMachine:
         elif fact.stop is not None or not calls:
             effects = self._complete(turn, final_text(output), settled=True)
         else:
-            # A steer that came while the model answered: no call starts.
-            steered = steer_waiting(session)
-            if not steered:
+            to_run, asks = [], []
+            if steer_waiting(session):  # it came while the model answered
+                skip_unstarted(turn)  # so no call of the step starts
+            else:
                 calls = take_handoffs(session, turn, calls, self._rules)
-            allowed = session.allowed_tools
-            to_run, asks = sort_calls(
-                turn, calls, self._rules, allowed, steered=steered
-            )
-            if steered:
-                skip_unstarted(turn)
+                allowed = session.allowed_tools
+                to_run, asks = sort_calls(turn, calls, self._rules, allowed)
             if not turn.unanswered_calls():
                 effects = self._next_step(turn)  # handoffs, unknown tools, steers
             else:

@@ -83,8 +83,6 @@ def sort_calls(
     calls: Sequence[Item],
     rules: TurnRules,
     allowed: frozenset[str],
-    *,
-    steered: bool = False,
 ) -> tuple[list[Item], list[ApprovalRequest]]:
     """Records what becomes of each call a step asked for: (to run, to ask).
 
@@ -92,20 +90,17 @@ def sort_calls(
     call that needs approval (and whose tool the session has not allowed)
     is recorded as waiting; any other is recorded as started, or, without
     ``rules.parallel_tool_calls``, only the first (the others start in
-    turn, see ``domain.tool_dispatch``). ``steered``: a steer came while
-    the model answered, so no call starts: the caller skips them all.
+    turn, see ``domain.tool_dispatch``).
     """
     to_run: list[Item] = []
     asks: list[ApprovalRequest] = []
-    held = steered  # whether the calls after this one wait for their turn
+    held = False  # whether the calls after this one wait for their turn
     for call in calls:
         call_id, name, arguments = call["call_id"], call["name"], call["arguments"]
         if name not in rules.tool_names:
             known = ", ".join(sorted(rules.tool_names)) or "none"
             unknown = f"unknown tool {name!r}; available tools: {known}"
             turn.finish_tool_call(call_id, unknown, is_error=True)
-        elif steered:
-            continue
         elif name not in allowed and rules.needs_approval(name, arguments):
             request_id = rules.new_request_id()
             turn.request_approval(request_id, call_id, name, arguments)

@@ -17,6 +17,7 @@ from turn_machine_support import (
     calls,
     decide,
     finished,
+    handoff_rules,
     prepared,
 )
 
@@ -68,6 +69,22 @@ STEER_ROWS: list[tuple[str, dict[str, Any], Given, Any, list[str], list[str]]] =
         {},
         [PROMPT, steered],
         calls("echo", "risky"),
+        [
+            "ModelStepCompleted",
+            "UsageRecorded",
+            "ToolCallFinished",
+            "ToolCallFinished",
+            "QueuedInputTaken",
+            "InputAccepted",
+            "ModelStepStarted",
+        ],
+        ["RunModelStep(2)"],
+    ),
+    (
+        "a step's answer after a steer hands off to no one",
+        {"handoffs": {"b": handoff_rules("b", ("lookup",))}},
+        [PROMPT, steered],
+        calls("transfer_to_b", "echo"),
         [
             "ModelStepCompleted",
             "UsageRecorded",
