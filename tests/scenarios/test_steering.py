@@ -280,3 +280,45 @@ def _prompt_until_closed(session: Any, refused: list[BaseException]) -> None:
         session.prompt("do three things", timeout=20)
     except SessionClosedError as error:  # the runtime closed under it
         refused.append(error)
+
+
+def test_a_call_waiting_its_turn_runs_in_it_after_reopening(store_url: str) -> None:
+    # One after another: the runtime closes (as a crash would stop it)
+    # while the first, idempotent, call runs and the others wait. Reopened,
+    # the first runs again and the others then run in their turn.
+    tools = Tools(first_idempotent=True)
+    agent = Agent(
+        "a",
+        model=ScriptedModel([three_calls()]),
+        tools=tools.all,
+        parallel_tool_calls=False,
+    )
+    rt = Runtime.open(store_url)
+    try:
+        session = rt.create_session(agent, session_id="waited")
+        refused: list[BaseException] = []
+        waiter = threading.Thread(target=_prompt_until_closed, args=(session, refused))
+        waiter.start()
+        assert tools.entered.wait(10)
+    finally:
+        rt.close()
+    tools.release.set()
+    waiter.join(20)
+    again = Tools(first_idempotent=True)
+    again.release.set()
+    model = ScriptedModel(["all three done"])
+    held = HeldModel(model)
+    with Runtime.open(store_url) as rt:
+        session = rt.create_session(
+            agent.clone(model=held, tools=again.all), session_id="waited"
+        )
+        events = session.subscribe()
+        assert held.entered.wait(10)
+        held.release()
+        wait_for(events, lambda m: isinstance(m, p.TurnCompletedMsg))
+        assert again.ran == ["first", "second", "second"]
+        assert outputs(model.requests[0]) == {
+            "c1": "first done",
+            "c2": "second done",
+            "c3": "second done",
+        }
