@@ -399,6 +399,10 @@ class AgentSession:
     ) -> str:
         """Adds ``text`` to the running turn before its next model call.
 
+        The turn's tool calls that have not started are not run: each is
+        answered as skipped because the user steered (recorded so), and
+        calls already running finish; then the next model step takes
+        ``text`` in (README, "Steering"). It returns once that is recorded.
         With no turn running, it waits for the next turn like a follow-up.
         Returns the submission id.
         """
