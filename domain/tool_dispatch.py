@@ -19,11 +19,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from turnlog.domain.approval import ApprovalRequest
 from turnlog.domain.model import Item
 from turnlog.domain.session import Session
 from turnlog.domain.turn import Turn
 from turnlog.domain.turn_facts import TurnRules
-from turnlog.domain.turn_records import call_item, start_call
+from turnlog.domain.turn_records import call_item, sort_calls, start_call, take_handoffs
 
 STEERED = "steered"
 """``ToolCallFinished.skipped`` of a call a steer skipped."""
@@ -36,6 +37,22 @@ STEER_DECIDER = "steer"
 def steer_waiting(session: Session) -> bool:
     """Whether a steer is queued for the running turn's next step."""
     return any(queued["kind"] == "steer" for queued in session.queued)
+
+
+def start_step_calls(
+    session: Session, turn: Turn, calls: Sequence[Item], rules: TurnRules
+) -> tuple[list[Item], list[ApprovalRequest]]:
+    """Records what becomes of the calls a model step asked for: (to run,
+    to ask), as ``turn_records.sort_calls`` says, after its handoffs.
+
+    A steer that came while the model answered was not seen by it: then no
+    call of the step starts (handoffs included), every one is skipped.
+    """
+    if steer_waiting(session):
+        skip_unstarted(turn)
+        return [], []
+    calls = take_handoffs(session, turn, calls, rules)
+    return sort_calls(turn, calls, rules, session.allowed_tools)
 
 
 def skip_unstarted(turn: Turn) -> list[str]:

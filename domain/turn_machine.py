@@ -48,12 +48,8 @@ Transitions (``State --(Fact)--> State [effects]``)::
     Running   --(Resumed)-->         Running   [BeginTurn, RunToolCalls, AskApprovals]
     ModelCall --(StepSucceeded)-->   ModelCall [SwitchAgent, RunModelStep]
 
-Tool calls start when they are handed to the executor: all of a step's
-at once, or one after another (``TurnRules.parallel_tool_calls``; see
-:mod:`turnlog.domain.tool_dispatch`). A steer (SteerArrived) is queued;
-in Tools or Approval the calls that have not started are skipped (their
-requests withdrawn), and once no call runs the next step takes it in. A
-step the model answered after a steer came starts none of its calls.
+Tool calls start as they are handed over, and a steer (SteerArrived)
+skips those that have not: :mod:`turnlog.domain.tool_dispatch`.
 
 Handoffs: a step's first handoff call is answered and recorded
 (AgentHandedOff); once every call is answered, SwitchAgent leads the
@@ -82,7 +78,7 @@ from turnlog.domain.instructions import record_instructions
 from turnlog.domain.jobs import take_job_results
 from turnlog.domain.model import final_text
 from turnlog.domain.protocol import Interrupt
-from turnlog.domain.tool_dispatch import skip_unstarted, start_due, steer_waiting
+from turnlog.domain.tool_dispatch import skip_unstarted, start_due, start_step_calls
 from turnlog.domain.turn import Turn
 from turnlog.domain.turn_endings import (
     APPROVAL_ABORT_REASON,
@@ -134,8 +130,6 @@ from turnlog.domain.turn_records import (
     record_preparation,
     record_step,
     running_turn,
-    sort_calls,
-    take_handoffs,
     take_steers,
 )
 
@@ -308,13 +302,7 @@ class TurnMachine:
         elif fact.stop is not None or not calls:
             effects = self._complete(turn, final_text(output), settled=True)
         else:
-            to_run, asks = [], []
-            if steer_waiting(session):  # it came while the model answered
-                skip_unstarted(turn)  # so no call of the step starts
-            else:
-                calls = take_handoffs(session, turn, calls, self._rules)
-                allowed = session.allowed_tools
-                to_run, asks = sort_calls(turn, calls, self._rules, allowed)
+            to_run, asks = start_step_calls(session, turn, calls, self._rules)
             if not turn.unanswered_calls():
                 effects = self._next_step(turn)  # handoffs, unknown tools, steers
             else:
