@@ -73,6 +73,15 @@ class AbandonRun(msgspec.Struct, frozen=True):
     done: concurrent.futures.Future[None]
 
 
+class ForRun(msgspec.Struct, frozen=True):
+    """``message`` (a steer, a follow-up or an interrupt) for the run that
+    ``run`` (its submission id) started; RunEndedError once it has ended.
+    Replies as ``message`` does."""
+
+    run: str
+    message: Submit | FollowUp
+
+
 class SessionQuery(msgspec.Struct, Generic[Reply], frozen=True):
     """A read of the SessionActor's in-memory state; replies a ``Reply``."""
 

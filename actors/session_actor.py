@@ -47,6 +47,7 @@ from turnlog.actors.messages import (
     ClosedQuery,
     CloseSession,
     FollowUp,
+    ForRun,
     LatestRunQuery,
     LeaseLost,
     MessagesQuery,
@@ -73,7 +74,7 @@ from turnlog.actors.retried_inputs import (
 from turnlog.actors.rewinding import rewind_session
 from turnlog.actors.session_end import answer_everyone
 from turnlog.actors.session_inputs import SessionInputs
-from turnlog.actors.session_parts import SessionServices, SessionSettings
+from turnlog.actors.session_parts import SessionServices, SessionSettings, check_run
 from turnlog.actors.session_state import SessionState
 from turnlog.actors.shared_state_writer import record_tool_update
 from turnlog.actors.store_faults import caught_up
@@ -225,6 +226,8 @@ class SessionActor(pykka.ThreadingActor):
                 return self._submit(op, waiter)
             case FollowUp(text=text, attachments=attachments):
                 return self._inputs.queue(text, attachments, input_id=message.input_id)
+            case ForRun(run=run, message=inner):
+                return self._for_run(run, inner)
             case StartPrompt(text=text, attachments=attachments, waiter=waiter):
                 # Told, not asked: the caller waits on ``waiter`` alone, which
                 # carries a refusal as well as the run's result.
@@ -352,6 +355,25 @@ class SessionActor(pykka.ThreadingActor):
             case _:
                 msg = f"not an Op: {op!r}"
                 raise InvalidInputError(msg)
+
+    def _for_run(
+        self, run: str, message: Submit | FollowUp
+    ) -> str | concurrent.futures.Future[str]:
+        """Input a run handle gives its own run; RunEndedError once it ended."""
+        check_run(self._state.run, run, self._state.session_id)
+        match message:
+            case FollowUp(text=text, attachments=attachments):
+                return self._inputs.queue(
+                    text, attachments, input_id=message.input_id, for_run=run
+                )
+            case Submit(
+                op=Steer(text=text, attachments=attachments, input_id=input_id)
+            ):
+                return self._inputs.queue(
+                    text, attachments, "steer", input_id=input_id, for_run=run
+                )
+            case Submit(op=op, waiter=waiter):
+                return self._submit(op, waiter)
 
     def _update_shared_state(self, changes: dict[str, Any]) -> list[Any]:
         self._state.session.update_shared_state(changes)

@@ -23,6 +23,7 @@ from turnlog.actors.retried_inputs import (
     answer_retried_prompt,
     retried_submission,
 )
+from turnlog.actors.session_parts import check_run
 from turnlog.actors.session_state import SessionState
 from turnlog.actors.turn_driver import TurnDriver
 from turnlog.domain.errors import (
@@ -87,6 +88,7 @@ class SessionInputs:
         *,
         starts_run: bool = False,
         input_id: str = "",
+        for_run: str | None = None,
     ) -> str | concurrent.futures.Future[str]:
         """Records queued input, or (with a user_prompt hook) has it reviewed.
 
@@ -94,7 +96,9 @@ class SessionInputs:
         once the input is recorded, or failed if the hook refused it: the
         handle waits on it, off this thread. Input whose ``input_id`` was
         recorded before answers the original submission (a prompt queued
-        behind a run, ``starts_run``, is matched as a prompt).
+        behind a run, ``starts_run``, is matched as a prompt). Input a run
+        handle gives its run (``for_run``) is refused if that run has ended
+        by the time its review accepts it.
         """
         check_text(text)
         asked = "prompt" if starts_run and kind == "follow_up" else kind
@@ -108,7 +112,15 @@ class SessionInputs:
         if self._turns.reviews_input:
             accepted: concurrent.futures.Future[str] = concurrent.futures.Future()
             pending = PendingInput(
-                submission_id, kind, text, refs, accepted, starts_run, input_id, digest
+                submission_id,
+                kind,
+                text,
+                refs,
+                accepted,
+                starts_run,
+                input_id,
+                digest,
+                for_run,
             )
             self._input_reviews.use_layers(self._state.agent.middleware)
             self._input_reviews.add(pending)
@@ -124,6 +136,9 @@ class SessionInputs:
         refs: list[dict[str, Any]],
         input_id: tuple[str, str] = ("", ""),
     ) -> None:
+        if kind == "steer":  # the turn machine's: it skips calls not started
+            self._turns.steer(submission_id, text, refs, input_id)
+            return
         session = self._state.session
 
         def decide() -> list[Any]:
@@ -148,7 +163,7 @@ class SessionInputs:
         pending = self._input_reviews.settle(fact)
         if pending is None:
             return
-        accepted = pending.accepted
+        accepted, state = pending.accepted, self._state
         if fact.error is not None:
             accepted.set_exception(HookFailedError(fact.error))
             return
@@ -156,7 +171,9 @@ class SessionInputs:
             accepted.set_exception(InputRejectedError(fact.rejection))
             return
         try:
-            self._state.check_accepting()
+            state.check_accepting()
+            if pending.for_run is not None:  # its run may have ended meanwhile
+                check_run(state.run, pending.for_run, state.session_id)
             # The same input may have been recorded while this one was reviewed.
             original = seen_submission(
                 self._state.session.input_ids, pending.input_id, pending.input_digest
@@ -177,7 +194,6 @@ class SessionInputs:
             return
         self._state.reviewed[pending.submission_id] = (fact.contexts, fact.stop)
         accepted.set_result(pending.submission_id)
-        state = self._state
         if pending.starts_run and state.run is None and not state.session.running:
             self._turns.start_next_queued()  # the run it was queued behind ended
 

@@ -55,6 +55,7 @@ from turnlog.domain.turn_facts import (
     RunModelStep,
     RunToolCalls,
     SettleApprovals,
+    SteerArrived,
     SwitchAgent,
     TurnActorFailed,
     TurnFailed,
@@ -127,6 +128,7 @@ class TurnDriver:
             handoffs=agent.handoff_tools,
             output_retries=agent.output_retries,
             child_agent=child_agent,
+            parallel_tool_calls=agent.parallel_tool_calls,
         )
 
     def _rules_for(self, name: str) -> TurnRules:
@@ -188,6 +190,18 @@ class TurnDriver:
     def decide(self, fact: Decide) -> None:
         """Records an approval decision (UsageError if it is not pending)."""
         self._carry(fact)
+
+    def steer(
+        self,
+        submission_id: str,
+        text: str,
+        attachments: list[dict[str, Any]],
+        input_id: tuple[str, str] = ("", ""),
+    ) -> None:
+        """Queues a steer for the running turn: its calls that have not
+        started are skipped, and its next step takes the steer in.
+        ``input_id``: the caller's id for it and its digest (domain.input_ids)."""
+        self._carry(SteerArrived(submission_id, text, attachments, *input_id))
 
     def interrupt(self, op: Interrupt) -> None:
         """Ends the running turn (UsageError if it is not running)."""

@@ -180,11 +180,16 @@ class ToolCallStartedMsg(msgspec.Struct, frozen=True, tag="tool_call_begin"):
     arguments: str
 
 
-class ToolCallFinishedMsg(msgspec.Struct, frozen=True, tag="tool_call_end"):
+class ToolCallFinishedMsg(
+    msgspec.Struct, frozen=True, tag="tool_call_end", omit_defaults=True
+):
     call_id: str
     name: str
     output: str
     is_error: bool
+    skipped: str = ""
+    """Why the call was answered without running (``steered``: the user
+    steered before it started); "" (and absent on the wire) otherwise."""
 
 
 class ApprovalRequestedMsg(msgspec.Struct, frozen=True, tag="approval_request"):

@@ -225,7 +225,8 @@ class EventTranslator:
                     sequence, [ToolCallStartedMsg(call_id, name, arguments)]
                 )
             case t.ToolCallFinished(call_id=c, name=n, output=o, is_error=e):
-                return self._wrap(sequence, [ToolCallFinishedMsg(c, n, o, e)])
+                finished = ToolCallFinishedMsg(c, n, o, e, event.skipped)
+                return self._wrap(sequence, [finished])
             case t.ApprovalRequested(request_id=r, call_id=c, name=n, arguments=a):
                 return self._wrap(sequence, [ApprovalRequestedMsg(r, c, n, a)])
             case t.ApprovalDecided(request_id=r, call_id=c, decision=d, decided_by=b):

@@ -135,6 +135,11 @@ class ToolCallFinished(TurnlogEvent):
     media: Sequence[MediaPart] = field(default=(), kw_only=True)
     """Image and audio parts of the output (see ``domain.model.MediaPart``),
     stored here once. Events recorded before it existed load with none."""
+    skipped: str = field(default="", kw_only=True)
+    """Why the call was answered without being run, when it was skipped:
+    ``steered`` (the user steered the turn before it started). "" for a
+    call that ran, or was refused on its own account, and in histories
+    recorded before this was recorded."""
 
     def apply(self, aggregate: Turn) -> None:
         open_calls = dict(aggregate.open_calls)
@@ -247,6 +252,16 @@ class Turn(Aggregate):
             call_id: name
             for call_id, name in self.requested_calls.items()
             if call_id not in self.finished_calls
+        }
+
+    def unstarted_calls(self) -> dict[str, str]:
+        """Calls of the last step neither answered nor started (id -> tool
+        name), in the order the model asked for them; with those waiting
+        for an approval decision."""
+        return {
+            call_id: name
+            for call_id, name in self.unanswered_calls().items()
+            if call_id not in self.open_calls
         }
 
     @classmethod
@@ -382,11 +397,13 @@ class Turn(Aggregate):
         *,
         is_error: bool,
         media: Sequence[Mapping[str, str]] = (),
+        skipped: str = "",
     ) -> None:
         """Records a tool call's output (with its image and audio parts).
 
         A requested call may be answered without having started (an unknown
-        tool, a denied approval); every call is answered exactly once.
+        tool, a denied approval, a call ``skipped`` because the user
+        steered); every call is answered exactly once.
         """
         if call_id in self.finished_calls:
             msg = f"tool call {call_id!r} already finished"
@@ -402,6 +419,7 @@ class Turn(Aggregate):
             output=output,
             is_error=is_error,
             media=[dict(part) for part in media],
+            skipped=skipped,
         )
 
     def request_approval(

@@ -203,6 +203,21 @@ class Resumed(msgspec.Struct, frozen=True):
     ask_approvals: bool = True
 
 
+class SteerArrived(msgspec.Struct, frozen=True):
+    """A steer was submitted (and accepted by the hooks, if they review it).
+
+    It is queued; the running turn takes it in at its next model step,
+    skipping its tool calls that have not started (domain.tool_dispatch).
+    """
+
+    submission_id: str
+    text: str
+    attachments: list[dict[str, Any]]
+    input_id: str = ""
+    """The caller's id for the steer and its digest ("" for none)."""
+    input_digest: str = ""
+
+
 Fact = (
     TurnInput
     | InputReviewed
@@ -217,6 +232,7 @@ Fact = (
     | TurnActorFailed
     | TurnFailed
     | Resumed
+    | SteerArrived
 )
 """Everything the turn machine takes in (``Interrupt`` is the protocol's op)."""
 
@@ -279,6 +295,9 @@ class TurnRules(msgspec.Struct, frozen=True):
     child_agent: Callable[[str], str] = lambda _name: ""
     """The agent a tool runs as a child session ("" for any other tool):
     a started call of it records ``ChildSessionStarted``."""
+    parallel_tool_calls: bool = True
+    """Whether a step's calls start together (True) or one after another,
+    in the model's order, each once the one before it has its output."""
 
 
 class TurnState(Protocol):

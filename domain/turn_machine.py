@@ -27,6 +27,7 @@ Transitions (``State --(Fact)--> State [effects]``)::
       (a checked final answer sent back to the model: Preparing, ModelCall)
     ModelCall --(StepFailed)-->      Idle      [EndTurn]
     Tools     --(ToolFinished)-->    Tools     []
+    Tools     --(ToolFinished)-->    Tools     [RunToolCalls]
     Tools     --(ToolFinished)-->    Preparing [PrepareModelStep]
     Tools     --(ToolFinished)-->    ModelCall [RunModelStep]
     Tools     --(ToolFinished)-->    Idle      [EndTurn]
@@ -37,11 +38,19 @@ Transitions (``State --(Fact)--> State [effects]``)::
     Approval  --(Decide)-->          ModelCall [SettleApprovals, RunModelStep]
     Approval  --(Decide)-->          Idle      [SettleApprovals, EndTurn]
     Approval  --(ApprovalProviderFailed)--> Idle [SettleApprovals, EndTurn]
+    Idle      --(SteerArrived)-->    Idle      []
+    Running   --(SteerArrived)-->    Running   []
+    Approval  --(SteerArrived)-->    Tools     [SettleApprovals]
+    Approval  --(SteerArrived)-->    Preparing [SettleApprovals, PrepareModelStep]
+    Approval  --(SteerArrived)-->    ModelCall [SettleApprovals, RunModelStep]
     Running   --(Interrupt)-->       Idle      [EndTurn]
     Running   --(TurnActorFailed)--> Idle      [EndTurn]
     Running   --(TurnFailed)-->      Idle      [EndTurn]
     Running   --(Resumed)-->         Running   [BeginTurn, RunToolCalls, AskApprovals]
     ModelCall --(StepSucceeded)-->   ModelCall [SwitchAgent, RunModelStep]
+
+Tool calls start as they are handed over, and a steer (SteerArrived)
+skips those that have not: :mod:`turnlog.domain.tool_dispatch`.
 
 Handoffs: a step's first handoff call is answered and recorded
 (AgentHandedOff); once every call is answered, SwitchAgent leads the
@@ -70,6 +79,7 @@ from turnlog.domain.instructions import record_instructions
 from turnlog.domain.jobs import take_job_results
 from turnlog.domain.model import final_text
 from turnlog.domain.protocol import Interrupt
+from turnlog.domain.tool_dispatch import skip_unstarted, start_due, start_step_calls
 from turnlog.domain.turn import Turn
 from turnlog.domain.turn_endings import (
     APPROVAL_ABORT_REASON,
@@ -98,6 +108,7 @@ from turnlog.domain.turn_facts import (
     RunModelStep,
     RunToolCalls,
     SettleApprovals,
+    SteerArrived,
     StepFailed,
     StepPrepared,
     StepSucceeded,
@@ -121,8 +132,6 @@ from turnlog.domain.turn_records import (
     record_preparation,
     record_step,
     running_turn,
-    sort_calls,
-    take_handoffs,
     take_steers,
 )
 
@@ -212,6 +221,8 @@ class TurnMachine:
                 return self._on_turn_failed(fact)
             case Resumed():
                 return self._on_resumed(fact)
+            case SteerArrived():
+                return self._on_steer(fact)
             case _:
                 assert_never(fact)
 
@@ -297,10 +308,9 @@ class TurnMachine:
         elif fact.stop is not None or not calls:
             effects = self._complete(turn, final_text(output), settled=True)
         else:
-            calls = take_handoffs(session, turn, calls, self._rules)
-            to_run, asks = sort_calls(turn, calls, self._rules, session.allowed_tools)
+            to_run, asks = start_step_calls(session, turn, calls, self._rules)
             if not turn.unanswered_calls():
-                effects = self._next_step(turn)  # handoffs, unknown tools
+                effects = self._next_step(turn)  # handoffs, unknown tools, steers
             else:
                 runs: Effects = (RunToolCalls(tuple(to_run)),) if to_run else ()
                 effects = (*runs, AskApprovals(tuple(asks))) if asks else runs
@@ -332,6 +342,8 @@ class TurnMachine:
             effects = self._abort(turn, reason, failed=True, cancelled=fact.hook_error)
         elif not turn.unanswered_calls():
             effects = self._next_step(turn)
+        else:  # one after another: the next call's turn
+            effects = self._run_due(turn)
         return Transition((self._state.session, turn), effects)
 
     def _on_decide(self, fact: Decide) -> Transition:
@@ -348,11 +360,32 @@ class TurnMachine:
             effects = self._abort(turn, APPROVAL_ABORT_REASON, failed=False)
             effects = (SettleApprovals((request_id,)), *effects)
             return Transition((session, turn), effects)
-        settled, run_now = record_decision(session, turn, state, self._rules, fact)
+        settled = record_decision(session, turn, self._rules, fact)
         effects = (SettleApprovals(tuple(settled)),)
-        if run_now:
-            effects = (*effects, RunToolCalls(tuple(run_now)))
-        elif not turn.unanswered_calls():  # it answered the step's last call
+        if not turn.unanswered_calls():  # it answered the step's last call
+            effects = (*effects, *self._next_step(turn))
+        else:
+            effects = (*effects, *self._run_due(turn))
+        return Transition((session, turn), effects)
+
+    def _on_steer(self, fact: SteerArrived) -> Transition:
+        """Queues a steer; the running turn's calls that have not started
+        are skipped, and once none runs the next step takes the steer in."""
+        session, turn = self._state.session, self._state.turn
+        session.queue_input(
+            fact.submission_id,
+            "steer",
+            fact.text,
+            fact.attachments,
+            input_id=fact.input_id,
+            input_digest=fact.input_digest,
+        )
+        if self.phase() not in (Phase.TOOLS, Phase.APPROVAL):
+            return Transition((session,))  # it waits for the next step
+        assert turn is not None
+        withdrawn = skip_unstarted(turn)
+        effects: Effects = (SettleApprovals(tuple(withdrawn)),) if withdrawn else ()
+        if not turn.unanswered_calls():
             effects = (*effects, *self._next_step(turn))
         return Transition((session, turn), effects)
 
@@ -404,12 +437,14 @@ class TurnMachine:
         if turn is None or not self._state.session.running:
             return IGNORED
         calls = open_calls(turn, self._state.context)
+        # One after another: the call whose turn came, if none runs.
+        due = start_due(turn, self._rules, self._state.context)
         effects: Effects = (BeginTurn(turn),)
-        if calls:
-            effects = (*effects, RunToolCalls(calls))
+        if calls or due:
+            effects = (*effects, RunToolCalls((*calls, *due)))
         if fact.ask_approvals and turn.pending_approvals:
             effects = (*effects, AskApprovals(tuple(self.pending_approvals())))
-        return Transition((), effects)
+        return Transition((turn,) if due else (), effects)
 
     # -- what the handlers share -----------------------------------------------------
 
@@ -451,6 +486,13 @@ class TurnMachine:
         take_job_results(self._state.session, turn)
         take_steers(self._state.session, turn, self._state.reviewed)
         return (*switched, *self._call_model(turn))
+
+    def _run_due(self, turn: Turn) -> Effects:
+        """Starts the calls that are due now (see ``domain.tool_dispatch``)."""
+        due = start_due(turn, self._rules, self._state.context)
+        if not turn.unanswered_calls():  # due calls of tools no longer there
+            return self._next_step(turn)
+        return (RunToolCalls(tuple(due)),) if due else ()
 
     def _switch(self) -> Effects:
         """Takes on the rules of the agent a handoff put in charge (once)."""

@@ -27,6 +27,7 @@ from turnlog.actors.messages import (
     ChangeRoute,
     CloseSession,
     FollowUp,
+    ForRun,
     LatestRunQuery,
     MessagesQuery,
     PendingApprovalsQuery,
@@ -218,16 +219,56 @@ class _ActorHandle:
 
 
 class RunHandle:
-    """The run in progress: which submission started it, and its turn."""
+    """A run: which submission started it, and the turn it was running.
+
+    It acts on its own run only: once that run has ended, ``steer``,
+    ``follow_up`` and ``interrupt`` raise RunEndedError, recording nothing
+    (they never reach a later run of the session).
+    """
 
     def __init__(self, session: AgentSession, submission_id: str, turn_id: str | None):
         self.session = session
         self.submission_id = submission_id
+        """The submission that started the run: the run's id."""
         self.turn_id = turn_id
+        """The turn it was running when the handle was made."""
+
+    def steer(
+        self, text: str, *, attachments: Sequence[SessionFileReference] = ()
+    ) -> str:
+        """Steers the run's running turn (see ``AgentSession.steer``): its
+        tool calls that have not started are skipped, and its next model
+        call takes ``text`` in. Returns the submission id.
+
+        Raises RunEndedError if the run has ended.
+        """
+        check_input("steer", text)
+        refs = check_attachments(attachments)
+        return self._ask(Submit(Steer(text, refs)))
+
+    def follow_up(
+        self, text: str, *, attachments: Sequence[SessionFileReference] = ()
+    ) -> str:
+        """Queues ``text`` to run in this run, after its queued input.
+
+        Returns the submission id. Raises RunEndedError if the run has ended.
+        """
+        check_input("follow_up", text)
+        return self._ask(FollowUp(text, check_attachments(attachments)))
 
     def interrupt(self) -> None:
-        """Aborts the running turn."""
-        self.session.interrupt()
+        """Aborts the run's running turn (queued input runs next).
+
+        Raises RunEndedError if the run has ended.
+        """
+        self._ask(Submit(Interrupt()))
+
+    def _ask(self, message: Submit | FollowUp) -> str:
+        result: str = self.session._actor.ask(ForRun(self.submission_id, message))
+        return result
+
+    def __repr__(self) -> str:
+        return f"RunHandle({self.session.session_id!r}, {self.submission_id!r})"
 
 
 class AgentSession:
@@ -428,6 +469,10 @@ class AgentSession:
     ) -> str:
         """Adds ``text`` to the running turn before its next model call.
 
+        The turn's tool calls that have not started are not run: each is
+        answered as skipped because the user steered (recorded so), and
+        calls already running finish; then the next model step takes
+        ``text`` in (README, "Steering"). It returns once that is recorded.
         With no turn running, it waits for the next turn like a follow-up.
         Returns the submission id (with ``input_id``, a retry returns the
         original one and records nothing; see :meth:`prompt`).

@@ -13,6 +13,7 @@ from typing import Any
 
 import msgspec
 import pytest
+from turn_machine_steer_rows import STEER_ROWS
 from turn_machine_support import (
     PROMPT,
     Given,
@@ -312,11 +313,11 @@ ROWS: list[tuple[str, dict[str, Any], Given, Any, list[str], list[str]]] = [
         {},
         [PROMPT, calls("risky", "risky")],
         decide("r1", "allow_session"),
-        [
+        [  # every call decided first, then started as it is handed over
             "ApprovalDecided",
-            "ToolCallStarted",
             "ToolAllowedForSession",
             "ApprovalDecided",
+            "ToolCallStarted",
             "ToolCallStarted",
         ],
         ["SettleApprovals(r1,r2)", "RunToolCalls(c1,c2)"],
@@ -420,6 +421,7 @@ ROWS: list[tuple[str, dict[str, Any], Given, Any, list[str], list[str]]] = [
         [],
         ["BeginTurn(1)", "RunToolCalls(c1)"],
     ),
+    *STEER_ROWS,
 ]
 
 

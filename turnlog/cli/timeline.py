@@ -322,6 +322,8 @@ def _turn_summary(event: object, seen: Seen) -> str | None:
             return f"{where}, {one_line(error_type)}: {one_line(message)}"
         case ToolCallStarted(name=name, arguments=arguments, call_id=call_id):
             return f"{_id(name)} {readable_arguments(arguments)} (call {_id(call_id)})"
+        case ToolCallFinished(name=name, skipped=skipped) if skipped:
+            return f"{_id(name)} skipped, not run ({one_line(skipped)})"
         case ToolCallFinished(name=name, output=output, is_error=is_error):
             verdict = "error" if is_error else "ok"
             return f"{_id(name)} {verdict}: {_quoted(output)}"
