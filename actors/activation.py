@@ -188,10 +188,17 @@ class Activation:
             return self._actor().ask(message, block=False)
 
     def subscribe(self, subscriber: Subscriber) -> pykka.Future[Any] | None:
-        """Adds ``subscriber``; a passivated session is not woken for it."""
+        """Adds ``subscriber``; a passivated session is not woken for it.
+
+        A closed one tells it so at once and ends it.
+        """
         with self._lock:
             if self._ref is None and not self._closing:
-                self._subscribers.append(subscriber)
+                closed = self._kept.closed if self._kept is not None else None
+                if closed is not None:
+                    subscriber.end_with(closed)
+                else:
+                    self._subscribers.append(subscriber)
                 return None
             return self._actor().ask(Subscribe(subscriber), block=False)
 

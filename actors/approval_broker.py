@@ -9,7 +9,10 @@ deadlock, because the broker never waits for the provider and the session
 never waits for the broker.
 
 Decisions go to the SessionActor as ``Decide`` messages; the session is the
-single writer and records the first decision, refusing any later one.
+single writer and records the first decision, refusing any later one. A
+provider that raises, or returns something that is not a decision, has
+decided nothing: that goes to the session as ``ApprovalProviderFailed``,
+and the turn fails with it (the call is not run).
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from turnlog.actors.messages import (
 )
 from turnlog.domain.approval import ApprovalDecision
 from turnlog.domain.errors import UsageError
-from turnlog.domain.turn_facts import Decide
+from turnlog.domain.turn_facts import ApprovalProviderFailed, Decide
 
 logger = logging.getLogger(__name__)
 
@@ -107,16 +110,15 @@ class ApprovalBrokerActor(pykka.ThreadingActor):
         error = future.exception()
         if error is not None:
             logger.warning("approval provider failed on %s: %s", request_id, error)
-            _tell(ask.session, Decide(request_id, "deny", f"provider error: {error}"))
+            failure = f"{type(error).__name__}: {error}"
+            _tell(ask.session, ApprovalProviderFailed(request_id, failure))
             return
         decision = future.result()
         if decision is None:
             return  # the provider answers later, through session.approve()
         if not isinstance(decision, ApprovalDecision):
-            _tell(
-                ask.session,
-                Decide(request_id, "deny", f"provider returned {decision!r}"),
-            )
+            failure = f"it returned {decision!r}, not an ApprovalDecision or None"
+            _tell(ask.session, ApprovalProviderFailed(request_id, failure))
             return
         _tell(ask.session, Decide(request_id, decision.kind, "provider"))
 

@@ -129,6 +129,11 @@ class AgentDefinition(Protocol):
         ...
 
     @property
+    def parallel_tool_calls(self) -> bool:
+        """Whether a step's tool calls run together, or one after another."""
+        ...
+
+    @property
     def middleware(self) -> Sequence[Any]: ...
 
     @property

@@ -40,6 +40,9 @@ class PendingInput(msgspec.Struct):
     input_id: str = ""
     """The caller's id for it, and the digest of what it asked ("" if none)."""
     input_digest: str = ""
+    for_run: str | None = None
+    """The run a run handle gave it to (its submission id): refused if that
+    run has ended by the time the hooks accepted it."""
 
 
 class InputReviews:

@@ -53,6 +53,36 @@ class FollowUp(msgspec.Struct, frozen=True):
     """The caller's id for the input ("" for none; domain.input_ids)."""
 
 
+class CloseSession(msgspec.Struct, frozen=True):
+    """Close the session for good; raises SessionClosedError if it is closed.
+
+    Idle, it closes at once. With a turn running it closes once the turn
+    ends, or, with ``abort``, interrupts the turn first. ``waiter`` is set
+    once the close is recorded (or failed to be).
+    """
+
+    abort: bool
+    waiter: concurrent.futures.Future[None]
+
+
+class AbandonRun(msgspec.Struct, frozen=True):
+    """The caller waiting on ``waiter`` gave up (its asyncio task was cancelled):
+    interrupt the turn running for that run, if it is still the running one.
+    ``done`` is set once that is recorded (or there was nothing to do)."""
+
+    waiter: concurrent.futures.Future[Any]
+    done: concurrent.futures.Future[None]
+
+
+class ForRun(msgspec.Struct, frozen=True):
+    """``message`` (a steer, a follow-up or an interrupt) for the run that
+    ``run`` (its submission id) started; RunEndedError once it has ended.
+    Replies as ``message`` does."""
+
+    run: str
+    message: Submit | FollowUp
+
+
 class SessionQuery(msgspec.Struct, Generic[Reply], frozen=True):
     """A read of the SessionActor's in-memory state; replies a ``Reply``."""
 

@@ -29,7 +29,7 @@ from turnlog.actors.io_loop import IoLoop
 from turnlog.actors.messages import PassivateIfIdle
 from turnlog.actors.session_parts import RunState
 from turnlog.actors.subscribers import Subscriber
-from turnlog.domain.run import RunResult
+from turnlog.domain.run import RunEvent, RunResult
 from turnlog.domain.session import Session
 from turnlog.domain.turn import Turn
 from turnlog.domain.turn_facts import Reviewed
@@ -38,17 +38,21 @@ from turnlog.domain.turn_facts import Reviewed
 class KeptState:
     """What a passivated session holds in memory only, kept for its next actor."""
 
-    __slots__ = ("latest_run", "reviewed", "run")
+    __slots__ = ("closed", "latest_run", "reviewed", "run")
 
     def __init__(
         self,
         run: RunState | None = None,
         latest_run: RunResult | None = None,
         reviewed: dict[str, Reviewed] | None = None,
+        closed: RunEvent | None = None,
     ) -> None:
         self.run = run
         self.latest_run = latest_run
         self.reviewed = reviewed or {}
+        self.closed = closed
+        """The closed event of a closed session: what a subscriber that
+        comes while it is passive is told at once (see Activation.subscribe)."""
 
 
 class SessionHost(Protocol):

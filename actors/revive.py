@@ -84,8 +84,9 @@ def recover_turn(
 
     A turn that was waiting for approvals, or running tools declared
     idempotent, resumes: its approvals stay pending (and can still be
-    decided), its idempotent calls run again. Every other tool call that
-    had started is closed as interrupted, and a turn with nothing left to
+    decided), its idempotent calls run again, and its calls that were
+    waiting their turn to start run in it. Every other tool call that had
+    started is closed as interrupted, and a turn with nothing left to
     resume is recorded as aborted (failed).
     """
     if session.active_turn is None:
@@ -96,11 +97,13 @@ def recover_turn(
     for call_id, name in list(turn.open_calls.items()):
         if name not in idempotent_tools:
             turn.finish_tool_call(call_id, INTERRUPTED_OUTPUT, is_error=True)
-    waiting = set(turn.pending_approvals.values())
-    for call_id in list(turn.unanswered_calls()):
-        if call_id not in turn.open_calls and call_id not in waiting:
-            turn.finish_tool_call(call_id, NOT_RUN_OUTPUT, is_error=True)
     resumes = bool(turn.pending_approvals or turn.open_calls) and not turn.step_open
+    waiting = set(turn.pending_approvals.values())
+    for call_id in list(turn.unstarted_calls()):
+        # A call waiting its turn (calls run one after another) never ran:
+        # it runs in its turn if the turn resumes.
+        if call_id not in waiting and not resumes:
+            turn.finish_tool_call(call_id, NOT_RUN_OUTPUT, is_error=True)
     if not resumes:
         for request_id in list(turn.pending_approvals):
             turn.decide_approval(request_id, "abort", "recovery")

@@ -31,15 +31,24 @@ from turnlog.actors.background_jobs import (
     record_job_start,
     start_restarted_jobs,
 )
+from turnlog.actors.closing import (
+    abandon_run,
+    add_subscriber,
+    close,
+    tell_subscribers_if_closed,
+)
 from turnlog.actors.contracts import AgentDefinition
 from turnlog.actors.encodable_facts import encodable_fact
 from turnlog.actors.input_review import InputReviews
 from turnlog.actors.messages import (
+    AbandonRun,
     ActiveRunQuery,
     ChangeRoute,
     ClosedQuery,
+    CloseSession,
     ContextQuery,
     FollowUp,
+    ForRun,
     LatestRunQuery,
     LeaseLost,
     MessagesQuery,
@@ -66,7 +75,7 @@ from turnlog.actors.retried_inputs import (
 from turnlog.actors.rewinding import rewind_session
 from turnlog.actors.session_end import answer_everyone
 from turnlog.actors.session_inputs import SessionInputs
-from turnlog.actors.session_parts import SessionServices, SessionSettings
+from turnlog.actors.session_parts import SessionServices, SessionSettings, check_run
 from turnlog.actors.session_state import SessionState
 from turnlog.actors.shared_state_writer import record_tool_update
 from turnlog.actors.store_faults import caught_up
@@ -93,7 +102,7 @@ from turnlog.domain.protocol import (
 from turnlog.domain.run import QueuedInput
 from turnlog.domain.session import Session
 from turnlog.domain.text import encodable_text
-from turnlog.domain.turn_facts import Decide, ReportedFact
+from turnlog.domain.turn_facts import ApprovalProviderFailed, Decide, ReportedFact
 
 logger = logging.getLogger(__name__)
 
@@ -172,6 +181,9 @@ class SessionActor(pykka.ThreadingActor):
             state.latest_run, state.reviewed = kept.latest_run, kept.reviewed
             if kept.run is not None:
                 state.run = kept.run  # its callers still wait on it
+            if kept.closed is not None:
+                state.closed_event = kept.closed.event
+        tell_subscribers_if_closed(state)
         if self._idle_clock is not None:
             self._idle_clock.touch()
 
@@ -207,13 +219,15 @@ class SessionActor(pykka.ThreadingActor):
             case Decide() if message.decided_by in ("user",):
                 self._inputs.decide(message)
                 return None
-            case Decide():
+            case Decide() | ApprovalProviderFailed():
                 self._handle_fact(message)
                 return None
             case Submit(op=op, waiter=waiter):
                 return self._submit(op, waiter)
             case FollowUp(text=text, attachments=attachments):
                 return self._inputs.queue(text, attachments, input_id=message.input_id)
+            case ForRun(run=run, message=inner):
+                return self._for_run(run, inner)
             case StartPrompt(text=text, attachments=attachments, waiter=waiter):
                 # Told, not asked: the caller waits on ``waiter`` alone, which
                 # carries a refusal as well as the run's result.
@@ -223,8 +237,11 @@ class SessionActor(pykka.ThreadingActor):
                     waiter.set_exception(error)
                 return None
             case Subscribe(subscriber=subscriber):
-                self._state.subscribers.append(subscriber)
-                return None
+                return add_subscriber(self._state, subscriber)
+            case CloseSession(abort=abort, waiter=closed):
+                return close(self._state, self._turns, abort, closed)
+            case AbandonRun():
+                return abandon_run(self._state, self._turns, message)
             case Unsubscribe(subscriber=subscriber):
                 self._unsubscribe(subscriber)
                 return None
@@ -335,15 +352,30 @@ class SessionActor(pykka.ThreadingActor):
                 self._inputs.decide(Decide(request_id, decision, "user", op.input_id))
                 return new_submission_id()
             case Shutdown():
-                self._state.check_open()
-                if self._state.session.running:
-                    self._state.close_when_idle = True
-                else:
-                    self._state.close_session()
+                close(self._state, self._turns, abort=False, waiter=None)
                 return new_submission_id()
             case _:
                 msg = f"not an Op: {op!r}"
                 raise InvalidInputError(msg)
+
+    def _for_run(
+        self, run: str, message: Submit | FollowUp
+    ) -> str | concurrent.futures.Future[str]:
+        """Input a run handle gives its own run; RunEndedError once it ended."""
+        check_run(self._state.run, run, self._state.session_id)
+        match message:
+            case FollowUp(text=text, attachments=attachments):
+                return self._inputs.queue(
+                    text, attachments, input_id=message.input_id, for_run=run
+                )
+            case Submit(
+                op=Steer(text=text, attachments=attachments, input_id=input_id)
+            ):
+                return self._inputs.queue(
+                    text, attachments, "steer", input_id=input_id, for_run=run
+                )
+            case Submit(op=op, waiter=waiter):
+                return self._submit(op, waiter)
 
     def _update_shared_state(self, changes: dict[str, Any]) -> list[Any]:
         self._state.session.update_shared_state(changes)
@@ -367,7 +399,8 @@ class SessionActor(pykka.ThreadingActor):
             or not is_idle(state.session, state.turn, state.run)
         ):
             return  # the next message sets the clock going again
-        kept = KeptState(state.run, state.latest_run, state.reviewed)
+        closed = state.closed_notice() if state.session.closed else None
+        kept = KeptState(state.run, state.latest_run, state.reviewed, closed)
         if self._host.passivate(self.actor_inbox.empty, kept):
             self._passivating = True
             self.actor_ref.stop(block=False)
@@ -393,7 +426,10 @@ class SessionActor(pykka.ThreadingActor):
 
     def _end(self, error: TurnlogError) -> None:
         self._slot.stop()
-        waiters = self._state.run_waiters()
+        waiters: list[concurrent.futures.Future[Any]] = [
+            *self._state.run_waiters(),
+            *self._state.close_waiters,
+        ]
         if isinstance(self._receiving, StartPrompt):
             waiters.append(self._receiving.waiter)  # the prompt that failed
         answer_everyone(self.actor_inbox, waiters, self._state.subscribers, error)

@@ -15,7 +15,11 @@ import queue
 from collections.abc import Iterable
 from typing import Any
 
-from turnlog.actors.messages import StartPrompt, UpdateSharedState
+from turnlog.actors.messages import (
+    AbandonRun,
+    StartPrompt,
+    UpdateSharedState,
+)
 from turnlog.actors.subscribers import Subscriber
 from turnlog.domain.errors import SessionFailedError, TurnlogError
 
@@ -38,9 +42,11 @@ def answer_everyone(
             envelope = inbox.get_nowait()
         except queue.Empty:
             break
-        if isinstance(envelope.message, StartPrompt):
-            pending.append(envelope.message.waiter)
         message = envelope.message
+        if isinstance(message, StartPrompt):
+            pending.append(message.waiter)
+        if isinstance(message, AbandonRun):
+            pending.append(message.done)  # a cancelled caller waits on it
         if isinstance(message, UpdateSharedState) and message.waiter is not None:
             pending.append(message.waiter)  # a tool waits on it
         if envelope.reply_to is not None:

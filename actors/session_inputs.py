@@ -23,6 +23,7 @@ from turnlog.actors.retried_inputs import (
     answer_retried_prompt,
     retried_submission,
 )
+from turnlog.actors.session_parts import check_run
 from turnlog.actors.session_state import SessionState
 from turnlog.actors.turn_driver import TurnDriver
 from turnlog.domain.errors import (
@@ -65,7 +66,7 @@ class SessionInputs:
         original, digest = retried_submission(state, input_id, kind, text, attachments)
         if original is not None:
             return original
-        state.check_open()
+        state.check_accepting()
         submitted: str | concurrent.futures.Future[str]
         if state.session.running or state.run is not None:
             queued_kind = "follow_up" if kind == "prompt" else kind
@@ -88,6 +89,7 @@ class SessionInputs:
         *,
         starts_run: bool = False,
         input_id: str = "",
+        for_run: str | None = None,
     ) -> str | concurrent.futures.Future[str]:
         """Records queued input, or (with a user_prompt hook) has it reviewed.
 
@@ -95,7 +97,9 @@ class SessionInputs:
         once the input is recorded, or failed if the hook refused it: the
         handle waits on it, off this thread. Input whose ``input_id`` was
         recorded before answers the original submission (a prompt queued
-        behind a run, ``starts_run``, is matched as a prompt).
+        behind a run, ``starts_run``, is matched as a prompt). Input a run
+        handle gives its run (``for_run``) is refused if that run has ended
+        by the time its review accepts it.
         """
         check_text(text)
         asked = "prompt" if starts_run and kind == "follow_up" else kind
@@ -103,13 +107,21 @@ class SessionInputs:
         original, digest = retried_submission(state, input_id, asked, text, attachments)
         if original is not None:
             return original
-        state.check_open()
+        state.check_accepting()
         submission_id = new_submission_id()
         refs = [msgspec.to_builtins(a) for a in attachments]
         if self._turns.reviews_input:
             accepted: concurrent.futures.Future[str] = concurrent.futures.Future()
             pending = PendingInput(
-                submission_id, kind, text, refs, accepted, starts_run, input_id, digest
+                submission_id,
+                kind,
+                text,
+                refs,
+                accepted,
+                starts_run,
+                input_id,
+                digest,
+                for_run,
             )
             self._input_reviews.use_layers(self._state.agent.middleware)
             self._input_reviews.add(pending)
@@ -127,6 +139,9 @@ class SessionInputs:
         *,
         rewrite: InputRewrite | None = None,
     ) -> None:
+        if kind == "steer":  # the turn machine's: it skips calls not started
+            self._turns.steer(submission_id, text, refs, input_id, rewrite)
+            return
         session = self._state.session
         # As the hooks rewrote it: a redacted original is stored nowhere.
         rewritten_by, original = (
@@ -157,7 +172,7 @@ class SessionInputs:
         pending = self._input_reviews.settle(fact)
         if pending is None:
             return
-        accepted = pending.accepted
+        accepted, state = pending.accepted, self._state
         if fact.error is not None:
             accepted.set_exception(HookFailedError(fact.error))
             return
@@ -165,7 +180,9 @@ class SessionInputs:
             accepted.set_exception(InputRejectedError(fact.rejection))
             return
         try:
-            self._state.check_open()
+            state.check_accepting()
+            if pending.for_run is not None:  # its run may have ended meanwhile
+                check_run(state.run, pending.for_run, state.session_id)
             # The same input may have been recorded while this one was reviewed.
             original = seen_submission(
                 self._state.session.input_ids, pending.input_id, pending.input_digest
@@ -187,7 +204,6 @@ class SessionInputs:
             return
         self._state.reviewed[pending.submission_id] = (fact.contexts, fact.stop)
         accepted.set_result(pending.submission_id)
-        state = self._state
         if pending.starts_run and state.run is None and not state.session.running:
             self._turns.start_next_queued()  # the run it was queued behind ended
 
@@ -206,7 +222,7 @@ class SessionInputs:
         if original is not None:
             answer_retried_prompt(state, original, waiter)
             return original
-        self._state.check_open()
+        self._state.check_accepting()
         if self._state.run is not None or self._state.session.running:
             msg = (
                 f"session {self._state.session_id!r} is running; wait for the run "

@@ -14,6 +14,7 @@ from eventsourcing.persistence import Recording
 
 from turnlog.actors.contracts import ApprovalDecider
 from turnlog.actors.io_loop import IoLoop
+from turnlog.domain.errors import RunEndedError
 from turnlog.domain.run import RunResult, RunStatus
 
 
@@ -44,6 +45,10 @@ class CanRecordSessions(Protocol):
         self, aggregate_id: uuid.UUID, position: int, limit: int = 1
     ) -> list[tuple[int, uuid.UUID, int, str, bytes]]:
         """Up to ``limit`` stored events of an aggregate before a log position."""
+        ...
+
+    def events(self, aggregate_id: uuid.UUID, *, gt: int | None = None) -> list[Any]:
+        """The domain events of one aggregate after version ``gt``, in order."""
         ...
 
 
@@ -96,3 +101,14 @@ class RunState:
         self.error: str | None = None
         self.output: Any = msgspec.UNSET
         """The last turn's validated answer (JSON data), with an output type."""
+
+
+def check_run(active: RunState | None, run: str, session_id: str) -> None:
+    """Raises RunEndedError unless ``active`` is the run ``run`` started:
+    a run handle's input never reaches another run."""
+    if active is None or active.submission_id != run:
+        msg = (
+            f"run {run!r} of session {session_id!r} has ended; use the session "
+            "(or session.active_run_handle()) for what runs now"
+        )
+        raise RunEndedError(msg)

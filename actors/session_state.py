@@ -35,6 +35,7 @@ from turnlog.domain.context import (
 )
 from turnlog.domain.errors import LeaseLostError, SessionClosedError
 from turnlog.domain.model import Item
+from turnlog.domain.protocol import Event, SessionClosedMsg
 from turnlog.domain.run import RunEvent, RunResult, SessionEvent
 from turnlog.domain.run_context import RunContext
 from turnlog.domain.session import Session
@@ -82,6 +83,11 @@ class SessionState:
         self.run: RunState | None = None
         self.latest_run: RunResult | None = None
         self.close_when_idle = False
+        # Callers of close() waiting for the running turn to end first.
+        self.close_waiters: list[concurrent.futures.Future[None]] = []
+        # The SessionClosedMsg event as delivered, for subscribers that come
+        # after the close (actors.closing.add_subscriber).
+        self.closed_event: Event | None = None
         self.lease_error: LeaseLostError | None = None
         # What the user_prompt hooks answered for queued input accepted in
         # this process, used when it runs; input queued before a restart is
@@ -160,6 +166,8 @@ class SessionState:
             if self.conversation is not None:
                 self.conversation.extend(conversation_messages(event))
             for out in self.translator.translate(event, event_seq(event)):
+                if isinstance(out.msg, SessionClosedMsg):
+                    self.closed_event = out
                 self.publish(RunEvent(self.session_id, out))
 
     def messages(self) -> list[Message]:
@@ -239,17 +247,57 @@ class SessionState:
             msg = f"session {self.session_id!r} is closed"
             raise SessionClosedError(msg)
 
+    def check_accepting(self) -> None:
+        """Raises SessionClosedError if the session takes no new input:
+        closed, or closing once its running turn ends."""
+        self.check_open()
+        if self.close_when_idle:
+            msg = f"session {self.session_id!r} is closing"
+            raise SessionClosedError(msg)
+
     def close_session(self) -> None:
-        """Records the session's close and ends every subscription."""
+        """Records the session's close (dropping queued input) and ends
+        every subscription; answers the callers of close() waiting on it."""
         session = self.session
 
         def decide() -> list[Any]:
             session.close()
             return [session]
 
-        self.record(decide)
+        try:
+            self.record(decide)
+        except Exception as error:
+            self.close_when_idle = False  # nothing was recorded: still open
+            for waiter in self.close_waiters:
+                if not waiter.done():
+                    waiter.set_exception(error)
+            self.close_waiters.clear()
+            raise
         for subscriber in self.subscribers:
             subscriber.close()
+        self.subscribers.clear()
+        for waiter in self.close_waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+        self.close_waiters.clear()
+
+    def closed_notice(self) -> RunEvent:
+        """The session's SessionClosedMsg event, as it was delivered.
+
+        An actor that did not record the close itself (one revived after
+        the close) reads it from the log: the Session's last event.
+        """
+        if self.closed_event is None:
+            session = self.session
+            for event in self.store.events(session.id, gt=session.version - 1):
+                for out in self.translator.translate(event, event_seq(event)):
+                    if isinstance(out.msg, SessionClosedMsg):
+                        self.closed_event = out
+        if self.closed_event is None:  # never: a closed Session ends so
+            self.closed_event = Event(
+                self.session_id, None, None, 0, SessionClosedMsg()
+            )
+        return RunEvent(self.session_id, self.closed_event)
 
     def deps(self) -> Any:
         """The dependencies of the run in progress: its prompt's, else the session's."""

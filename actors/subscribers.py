@@ -148,6 +148,15 @@ class Subscriber:
             self._closed = True
             self._ready.notify_all()
 
+    def end_with(self, item: SessionEvent) -> None:
+        """Delivers ``item`` as the last event, then ends the subscription.
+
+        For a subscriber that comes after its session closed: it is told
+        at once (``item`` is the closed event), and its iteration ends.
+        """
+        self.offer(item)
+        self.close()
+
     @property
     def closed(self) -> bool:
         """Whether the subscription was closed."""

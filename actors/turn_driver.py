@@ -38,9 +38,11 @@ from turnlog.domain.errors import TurnlogError, UsageError
 from turnlog.domain.hooks import StepInfo
 from turnlog.domain.model import ModelRequest, OutputSchema, ToolSpec, model_identity
 from turnlog.domain.protocol import Interrupt, SessionFileReference
+from turnlog.domain.rewrites import InputRewrite
 from turnlog.domain.run import RunFinished, RunResult, RunStarted
 from turnlog.domain.turn_facts import (
     IGNORED,
+    ApprovalProviderFailed,
     AskApprovals,
     BeginTurn,
     Decide,
@@ -54,6 +56,7 @@ from turnlog.domain.turn_facts import (
     RunModelStep,
     RunToolCalls,
     SettleApprovals,
+    SteerArrived,
     SwitchAgent,
     TurnActorFailed,
     TurnFailed,
@@ -64,7 +67,7 @@ from turnlog.domain.turn_machine import TurnMachine
 
 logger = logging.getLogger(__name__)
 
-ToldFact = ReportedFact | Decide
+ToldFact = ReportedFact | Decide | ApprovalProviderFailed
 """The facts other actors tell a session about its running turn."""
 
 
@@ -126,6 +129,7 @@ class TurnDriver:
             handoffs=agent.handoff_tools,
             output_retries=agent.output_retries,
             child_agent=child_agent,
+            parallel_tool_calls=agent.parallel_tool_calls,
         )
 
     def _rules_for(self, name: str) -> TurnRules:
@@ -165,12 +169,12 @@ class TurnDriver:
 
     def take(self, fact: ToldFact) -> None:
         """Carries a fact another actor told about the running turn."""
-        if isinstance(fact, Decide):
+        if isinstance(fact, Decide | ApprovalProviderFailed):
             try:
                 self._carry(fact)
             except UsageError:
                 # Someone decided first (the user, or a timeout); the first
-                # decision stands and this one is dropped.
+                # decision stands and this one (or this failure) is dropped.
                 logger.debug("late decision dropped: %s", fact)
             return
         if isinstance(fact, TurnActorFailed):
@@ -187,6 +191,22 @@ class TurnDriver:
     def decide(self, fact: Decide) -> None:
         """Records an approval decision (UsageError if it is not pending)."""
         self._carry(fact)
+
+    def steer(
+        self,
+        submission_id: str,
+        text: str,
+        attachments: list[dict[str, Any]],
+        input_id: tuple[str, str] = ("", ""),
+        rewrite: InputRewrite | None = None,
+    ) -> None:
+        """Queues a steer for the running turn: its calls that have not
+        started are skipped, and its next step takes the steer in.
+        ``input_id``: the caller's id for it and its digest (domain.input_ids);
+        ``rewrite``: what the user_prompt hooks rewrote it to."""
+        self._carry(
+            SteerArrived(submission_id, text, attachments, *input_id, rewrite=rewrite)
+        )
 
     def interrupt(self, op: Interrupt) -> None:
         """Ends the running turn (UsageError if it is not running)."""
@@ -285,7 +305,12 @@ class TurnDriver:
             )
 
     def start_next_queued(self) -> bool:
-        """Starts the turn of the oldest queued input; False if none started."""
+        """Starts the turn of the oldest queued input; False if none started.
+
+        None starts once close() was asked for: the close drops them.
+        """
+        if self._state.close_when_idle:
+            return False
         fact = self._machine.next_input()
         if fact is None:
             return False

@@ -11,6 +11,7 @@ Developer mistakes are kept apart from failures at run time::
     │   ├── SessionClosedError      the session (or runtime) was closed
     │   │   └── RuntimeClosedError  the runtime holding it was closed
     │   ├── SessionBusyError        a turn is already running
+    │   ├── RunEndedError           a run handle's run has ended
     │   ├── InputRejectedError      a user_prompt hook refused queued input
     │   └── InputConflictError      an input id reused for other input
     ├── StoreError                  the log could not be read or written
@@ -84,6 +85,17 @@ class SessionBusyError(UsageError):
     def __reduce__(self) -> tuple[type[SessionBusyError], tuple[str, float | None]]:
         # Errors cross actor futures and processes: keep retry_after too.
         return type(self), (str(self), self.retry_after)
+
+
+class RunEndedError(UsageError):
+    """The run a :class:`~turnlog.RunHandle` stands for has ended: its
+    ``steer``, ``follow_up`` and ``interrupt`` refuse, recording nothing.
+
+    The message names the run (its submission id) and the session. Input
+    for whatever runs now goes through the session (``session.steer``,
+    ``session.follow_up``) or the handle of the run in progress
+    (``session.active_run_handle()``).
+    """
 
 
 class InputRejectedError(UsageError):

@@ -180,11 +180,16 @@ class ToolCallStartedMsg(msgspec.Struct, frozen=True, tag="tool_call_begin"):
     arguments: str
 
 
-class ToolCallFinishedMsg(msgspec.Struct, frozen=True, tag="tool_call_end"):
+class ToolCallFinishedMsg(
+    msgspec.Struct, frozen=True, tag="tool_call_end", omit_defaults=True
+):
     call_id: str
     name: str
     output: str
     is_error: bool
+    skipped: str = ""
+    """Why the call was answered without running (``steered``: the user
+    steered before it started); "" (and absent on the wire) otherwise."""
 
 
 class ApprovalRequestedMsg(msgspec.Struct, frozen=True, tag="approval_request"):
@@ -205,6 +210,17 @@ class ApprovalDecidedMsg(msgspec.Struct, frozen=True, tag="approval_resolved"):
     call_id: str
     decision: str
     decided_by: str
+
+
+class ApprovalFailedMsg(msgspec.Struct, frozen=True, tag="approval_failed"):
+    """Nobody decided the request: the approval provider failed with ``error``.
+
+    The call is not run and the turn fails with that error.
+    """
+
+    request_id: str
+    call_id: str
+    error: str
 
 
 class HookContextAddedMsg(msgspec.Struct, frozen=True, tag="hook_context"):
@@ -338,6 +354,7 @@ EventMsg = (
     | ToolCallFinishedMsg
     | ApprovalRequestedMsg
     | ApprovalDecidedMsg
+    | ApprovalFailedMsg
     | HookContextAddedMsg
     | UsageRecordedMsg
     | FrontendMsg

@@ -445,21 +445,29 @@ class Session(Aggregate):
         if route != self.model_route:
             self.trigger_event(ModelRouteChanged, route=route)
 
-    def close(self) -> None:
+    def close(self) -> list[str]:
         """Closes the session for good; a running turn must end first.
 
-        Background jobs still running are recorded as interrupted: a closed
-        session records nothing more, so their results will be dropped.
+        Input still queued will never run: it is dropped first, recorded
+        (``QueuedInputDropped``, reason :data:`CLOSE_REASON`). Background
+        jobs still running are recorded as interrupted: a closed session
+        records nothing more, so their results will be dropped. Returns the
+        submission ids dropped.
         """
         self._check_open()
         if self.active_turn is not None:
             msg = "cannot close a session while a turn is running"
             raise SessionBusyError(msg)
+        dropped = self.drop_queued(CLOSE_REASON)
         interrupt_jobs(self, CLOSED_JOB_OUTPUT)
         self.trigger_event(SessionClosed)
+        return dropped
 
 
 _MISSING = object()
+
+CLOSE_REASON = "session closed"
+"""Why input still queued when its session closed was dropped."""
 
 register_stable_topic(Session)
 

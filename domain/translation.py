@@ -26,6 +26,7 @@ from turnlog.domain.protocol import (
     AgentMessageMsg,
     AnswerRejectedMsg,
     ApprovalDecidedMsg,
+    ApprovalFailedMsg,
     ApprovalRequestedMsg,
     ContextRewrittenMsg,
     Event,
@@ -224,11 +225,14 @@ class EventTranslator:
                     sequence, [ToolCallStartedMsg(call_id, name, arguments)]
                 )
             case t.ToolCallFinished(call_id=c, name=n, output=o, is_error=e):
-                return self._wrap(sequence, [ToolCallFinishedMsg(c, n, o, e)])
+                finished = ToolCallFinishedMsg(c, n, o, e, event.skipped)
+                return self._wrap(sequence, [finished])
             case t.ApprovalRequested(request_id=r, call_id=c, name=n, arguments=a):
                 return self._wrap(sequence, [ApprovalRequestedMsg(r, c, n, a)])
             case t.ApprovalDecided(request_id=r, call_id=c, decision=d, decided_by=b):
                 return self._wrap(sequence, [ApprovalDecidedMsg(r, c, d, b)])
+            case t.ApprovalFailed(request_id=r, call_id=c, error=error):
+                return self._wrap(sequence, [ApprovalFailedMsg(r, c, error)])
             case compaction.CompactionStarted(compaction_id=cid):
                 return self._compaction(sequence, cid, "Context compacting", "pending")
             case compaction.ContextCompacted(compaction_id=cid):

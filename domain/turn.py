@@ -7,7 +7,7 @@ are Session events, saved in the same transaction as the turn's own.
 Invariants (a violation raises and records nothing):
 - model steps run one at a time, numbered 1, 2, ...;
 - a tool call starts once and finishes once, and only after it started;
-- an approval is decided once, and only after it was requested.
+- an approval is decided (or fails) once, and only after it was requested.
 """
 
 from __future__ import annotations
@@ -143,6 +143,11 @@ class ToolCallFinished(TurnlogEvent):
     media: Sequence[MediaPart] = field(default=(), kw_only=True)
     """Image and audio parts of the output (see ``domain.model.MediaPart``),
     stored here once. Events recorded before it existed load with none."""
+    skipped: str = field(default="", kw_only=True)
+    """Why the call was answered without being run, when it was skipped:
+    ``steered`` (the user steered the turn before it started). "" for a
+    call that ran, or was refused on its own account, and in histories
+    recorded before this was recorded."""
 
     def apply(self, aggregate: Turn) -> None:
         open_calls = dict(aggregate.open_calls)
@@ -181,6 +186,24 @@ class ApprovalDecided(TurnlogEvent):
         pending.pop(self.request_id, None)
         aggregate.pending_approvals = pending
         aggregate.decided = {**aggregate.decided, self.request_id: self.decision}
+
+
+class ApprovalFailed(TurnlogEvent):
+    """Nobody decided a pending approval: the approval provider failed.
+
+    A failure is not a decision: the call does not run, and the turn fails
+    with ``error`` (the provider's exception, or what it returned instead
+    of a decision).
+    """
+
+    request_id: str
+    call_id: str
+    error: str
+
+    def apply(self, aggregate: Turn) -> None:
+        pending = dict(aggregate.pending_approvals)
+        pending.pop(self.request_id, None)
+        aggregate.pending_approvals = pending
 
 
 class HookContextAdded(TurnlogEvent):
@@ -237,6 +260,16 @@ class Turn(Aggregate):
             call_id: name
             for call_id, name in self.requested_calls.items()
             if call_id not in self.finished_calls
+        }
+
+    def unstarted_calls(self) -> dict[str, str]:
+        """Calls of the last step neither answered nor started (id -> tool
+        name), in the order the model asked for them; with those waiting
+        for an approval decision."""
+        return {
+            call_id: name
+            for call_id, name in self.unanswered_calls().items()
+            if call_id not in self.open_calls
         }
 
     @classmethod
@@ -378,11 +411,13 @@ class Turn(Aggregate):
         *,
         is_error: bool,
         media: Sequence[Mapping[str, str]] = (),
+        skipped: str = "",
     ) -> None:
         """Records a tool call's output (with its image and audio parts).
 
         A requested call may be answered without having started (an unknown
-        tool, a denied approval); every call is answered exactly once.
+        tool, a denied approval, a call ``skipped`` because the user
+        steered); every call is answered exactly once.
         """
         if call_id in self.finished_calls:
             msg = f"tool call {call_id!r} already finished"
@@ -398,6 +433,7 @@ class Turn(Aggregate):
             output=output,
             is_error=is_error,
             media=[dict(part) for part in media],
+            skipped=skipped,
         )
 
     def request_approval(
@@ -434,6 +470,16 @@ class Turn(Aggregate):
             decision=decision,
             decided_by=decided_by,
             input_id=input_id,
+        )
+
+    def fail_approval(self, request_id: str, error: str) -> None:
+        """Records that the provider asked about a pending approval failed."""
+        call_id = self.pending_approvals.get(request_id)
+        if call_id is None:
+            msg = f"approval {request_id!r} is not pending"
+            raise InvariantViolation(msg)
+        self.trigger_event(
+            ApprovalFailed, request_id=request_id, call_id=call_id, error=error
         )
 
     def add_hook_context(self, hook: str, text: str) -> None:

@@ -175,6 +175,14 @@ class Decide(msgspec.Struct, frozen=True):
     """The caller's id for its answer ("" if none)."""
 
 
+class ApprovalProviderFailed(msgspec.Struct, frozen=True):
+    """The approval provider failed on a pending request (from the broker):
+    it raised, or returned something that is not a decision."""
+
+    request_id: str
+    error: str
+
+
 class TurnActorFailed(msgspec.Struct, frozen=True):
     """The turn's actor work broke: its TurnActor died (a handler raised) or
     the ToolExecutor it hands calls to is gone; ``error`` says which and why.
@@ -203,6 +211,23 @@ class Resumed(msgspec.Struct, frozen=True):
     ask_approvals: bool = True
 
 
+class SteerArrived(msgspec.Struct, frozen=True):
+    """A steer was submitted (and accepted by the hooks, if they review it).
+
+    It is queued; the running turn takes it in at its next model step,
+    skipping its tool calls that have not started (domain.tool_dispatch).
+    """
+
+    submission_id: str
+    text: str
+    attachments: list[dict[str, Any]]
+    input_id: str = ""
+    """The caller's id for the steer and its digest ("" for none)."""
+    input_digest: str = ""
+    rewrite: InputRewrite | None = None
+    """What the user_prompt hooks rewrote it to (its ``text`` is the user's)."""
+
+
 Fact = (
     TurnInput
     | InputReviewed
@@ -212,10 +237,12 @@ Fact = (
     | StepFailed
     | ToolFinished
     | Decide
+    | ApprovalProviderFailed
     | Interrupt
     | TurnActorFailed
     | TurnFailed
     | Resumed
+    | SteerArrived
 )
 """Everything the turn machine takes in (``Interrupt`` is the protocol's op)."""
 
@@ -238,6 +265,7 @@ TEXT_OF: dict[type, str] = {
     CompactionBegan: "the compaction's reason",
     ToolFinished: "what the post_tool hooks returned",
     TurnActorFailed: "the turn actor's error",
+    ApprovalProviderFailed: "the approval provider's error",
 }
 """What each reported fact's text is, for the warning recorded when some of
 it could not be stored as it was (actors.encodable_facts)."""
@@ -277,6 +305,9 @@ class TurnRules(msgspec.Struct, frozen=True):
     child_agent: Callable[[str], str] = lambda _name: ""
     """The agent a tool runs as a child session ("" for any other tool):
     a started call of it records ``ChildSessionStarted``."""
+    parallel_tool_calls: bool = True
+    """Whether a step's calls start together (True) or one after another,
+    in the model's order, each once the one before it has its output."""
 
 
 class TurnState(Protocol):

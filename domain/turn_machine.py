@@ -27,6 +27,7 @@ Transitions (``State --(Fact)--> State [effects]``)::
       (a checked final answer sent back to the model: Preparing, ModelCall)
     ModelCall --(StepFailed)-->      Idle      [EndTurn]
     Tools     --(ToolFinished)-->    Tools     []
+    Tools     --(ToolFinished)-->    Tools     [RunToolCalls]
     Tools     --(ToolFinished)-->    Preparing [PrepareModelStep]
     Tools     --(ToolFinished)-->    ModelCall [RunModelStep]
     Tools     --(ToolFinished)-->    Idle      [EndTurn]
@@ -36,11 +37,20 @@ Transitions (``State --(Fact)--> State [effects]``)::
     Approval  --(Decide)-->          Preparing [SettleApprovals, PrepareModelStep]
     Approval  --(Decide)-->          ModelCall [SettleApprovals, RunModelStep]
     Approval  --(Decide)-->          Idle      [SettleApprovals, EndTurn]
+    Approval  --(ApprovalProviderFailed)--> Idle [SettleApprovals, EndTurn]
+    Idle      --(SteerArrived)-->    Idle      []
+    Running   --(SteerArrived)-->    Running   []
+    Approval  --(SteerArrived)-->    Tools     [SettleApprovals]
+    Approval  --(SteerArrived)-->    Preparing [SettleApprovals, PrepareModelStep]
+    Approval  --(SteerArrived)-->    ModelCall [SettleApprovals, RunModelStep]
     Running   --(Interrupt)-->       Idle      [EndTurn]
     Running   --(TurnActorFailed)--> Idle      [EndTurn]
     Running   --(TurnFailed)-->      Idle      [EndTurn]
     Running   --(Resumed)-->         Running   [BeginTurn, RunToolCalls, AskApprovals]
     ModelCall --(StepSucceeded)-->   ModelCall [SwitchAgent, RunModelStep]
+
+Tool calls start as they are handed over, and a steer (SteerArrived)
+skips those that have not: :mod:`turnlog.domain.tool_dispatch`.
 
 Handoffs: a step's first handoff call is answered and recorded
 (AgentHandedOff); once every call is answered, SwitchAgent leads the
@@ -70,6 +80,7 @@ from turnlog.domain.jobs import take_job_results
 from turnlog.domain.model import final_text
 from turnlog.domain.protocol import Interrupt
 from turnlog.domain.rewrites import InputRewrite, rewritten_again
+from turnlog.domain.tool_dispatch import skip_unstarted, start_due, start_step_calls
 from turnlog.domain.turn import Turn
 from turnlog.domain.turn_endings import (
     APPROVAL_ABORT_REASON,
@@ -82,6 +93,7 @@ from turnlog.domain.turn_endings import (
 from turnlog.domain.turn_facts import (
     IGNORED,
     AnswerChecked,
+    ApprovalProviderFailed,
     AskApprovals,
     BeginTurn,
     CompactionBegan,
@@ -97,6 +109,7 @@ from turnlog.domain.turn_facts import (
     RunModelStep,
     RunToolCalls,
     SettleApprovals,
+    SteerArrived,
     StepFailed,
     StepPrepared,
     StepSucceeded,
@@ -120,8 +133,6 @@ from turnlog.domain.turn_records import (
     record_preparation,
     record_step,
     running_turn,
-    sort_calls,
-    take_handoffs,
     take_steers,
 )
 
@@ -201,6 +212,8 @@ class TurnMachine:
                 return self._on_tool_finished(fact)
             case Decide():
                 return self._on_decide(fact)
+            case ApprovalProviderFailed():
+                return self._on_approval_failed(fact)
             case Interrupt():
                 return self._on_interrupt(fact)
             case TurnActorFailed():
@@ -209,6 +222,8 @@ class TurnMachine:
                 return self._on_turn_failed(fact)
             case Resumed():
                 return self._on_resumed(fact)
+            case SteerArrived():
+                return self._on_steer(fact)
             case _:
                 assert_never(fact)
 
@@ -296,10 +311,9 @@ class TurnMachine:
         elif fact.stop is not None or not calls:
             effects = self._complete(turn, final_text(output), settled=True)
         else:
-            calls = take_handoffs(session, turn, calls, self._rules)
-            to_run, asks = sort_calls(turn, calls, self._rules, session.allowed_tools)
+            to_run, asks = start_step_calls(session, turn, calls, self._rules)
             if not turn.unanswered_calls():
-                effects = self._next_step(turn)  # handoffs, unknown tools
+                effects = self._next_step(turn)  # handoffs, unknown tools, steers
             else:
                 runs: Effects = (RunToolCalls(tuple(to_run)),) if to_run else ()
                 effects = (*runs, AskApprovals(tuple(asks))) if asks else runs
@@ -331,6 +345,8 @@ class TurnMachine:
             effects = self._abort(turn, reason, failed=True, cancelled=fact.hook_error)
         elif not turn.unanswered_calls():
             effects = self._next_step(turn)
+        else:  # one after another: the next call's turn
+            effects = self._run_due(turn)
         return Transition((self._state.session, turn), effects)
 
     def _on_decide(self, fact: Decide) -> Transition:
@@ -347,13 +363,52 @@ class TurnMachine:
             effects = self._abort(turn, APPROVAL_ABORT_REASON, failed=False)
             effects = (SettleApprovals((request_id,)), *effects)
             return Transition((session, turn), effects)
-        settled, run_now = record_decision(session, turn, state, self._rules, fact)
+        settled = record_decision(session, turn, self._rules, fact)
         effects = (SettleApprovals(tuple(settled)),)
-        if run_now:
-            effects = (*effects, RunToolCalls(tuple(run_now)))
-        elif not turn.unanswered_calls():  # it answered the step's last call
+        if not turn.unanswered_calls():  # it answered the step's last call
+            effects = (*effects, *self._next_step(turn))
+        else:
+            effects = (*effects, *self._run_due(turn))
+        return Transition((session, turn), effects)
+
+    def _on_steer(self, fact: SteerArrived) -> Transition:
+        """Queues a steer; the running turn's calls that have not started
+        are skipped, and once none runs the next step takes the steer in."""
+        session, turn = self._state.session, self._state.turn
+        rewrite = fact.rewrite  # as rewritten: a redacted original is stored nowhere
+        session.queue_input(
+            fact.submission_id,
+            "steer",
+            fact.text if rewrite is None else rewrite.text,
+            fact.attachments,
+            input_id=fact.input_id,
+            input_digest=fact.input_digest,
+            rewritten_by=() if rewrite is None else rewrite.hooks,
+            original_text=None if rewrite is None else rewrite.original,
+        )
+        if self.phase() not in (Phase.TOOLS, Phase.APPROVAL):
+            return Transition((session,))  # it waits for the next step
+        assert turn is not None
+        withdrawn = skip_unstarted(turn)
+        effects: Effects = (SettleApprovals(tuple(withdrawn)),) if withdrawn else ()
+        if not turn.unanswered_calls():
             effects = (*effects, *self._next_step(turn))
         return Transition((session, turn), effects)
+
+    def _on_approval_failed(self, fact: ApprovalProviderFailed) -> Transition:
+        """The provider failed: recorded as a failure, not as a decision; the
+        call is not run and the turn fails with the provider's error.
+
+        Raises UsageError, triggering nothing, if the request is not pending
+        (decided meanwhile, by someone else: that decision stands).
+        """
+        state, request_id = self._state, fact.request_id
+        session, turn = state.session, pending_turn(state, request_id)
+        turn.fail_approval(request_id, fact.error)
+        open_requests = (request_id, *turn.pending_approvals)
+        reason = f"approval provider failed: {fact.error}"
+        effects = self._abort(turn, reason, failed=True)
+        return Transition((session, turn), (SettleApprovals(open_requests), *effects))
 
     def _on_interrupt(self, fact: Interrupt) -> Transition:
         """Ends the running turn as interrupted (and drops queued input if asked).
@@ -388,12 +443,14 @@ class TurnMachine:
         if turn is None or not self._state.session.running:
             return IGNORED
         calls = open_calls(turn, self._state.context)
+        # One after another: the call whose turn came, if none runs.
+        due = start_due(turn, self._rules, self._state.context)
         effects: Effects = (BeginTurn(turn),)
-        if calls:
-            effects = (*effects, RunToolCalls(calls))
+        if calls or due:
+            effects = (*effects, RunToolCalls((*calls, *due)))
         if fact.ask_approvals and turn.pending_approvals:
             effects = (*effects, AskApprovals(tuple(self.pending_approvals())))
-        return Transition((), effects)
+        return Transition((turn,) if due else (), effects)
 
     # -- what the handlers share -----------------------------------------------------
 
@@ -449,6 +506,13 @@ class TurnMachine:
         take_job_results(self._state.session, turn)
         take_steers(self._state.session, turn, self._state.reviewed)
         return (*switched, *self._call_model(turn))
+
+    def _run_due(self, turn: Turn) -> Effects:
+        """Starts the calls that are due now (see ``domain.tool_dispatch``)."""
+        due = start_due(turn, self._rules, self._state.context)
+        if not turn.unanswered_calls():  # due calls of tools no longer there
+            return self._next_step(turn)
+        return (RunToolCalls(tuple(due)),) if due else ()
 
     def _switch(self) -> Effects:
         """Takes on the rules of the agent a handoff put in charge (once)."""

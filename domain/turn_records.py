@@ -79,16 +79,22 @@ def record_preparation(session: Session, turn: Turn, fact: StepPrepared) -> None
 
 
 def sort_calls(
-    turn: Turn, calls: Sequence[Item], rules: TurnRules, allowed: frozenset[str]
+    turn: Turn,
+    calls: Sequence[Item],
+    rules: TurnRules,
+    allowed: frozenset[str],
 ) -> tuple[list[Item], list[ApprovalRequest]]:
     """Records what becomes of each call a step asked for: (to run, to ask).
 
     A call of an unknown tool is answered at once with an error output; a
     call that needs approval (and whose tool the session has not allowed)
-    is recorded as waiting; any other is recorded as started.
+    is recorded as waiting; any other is recorded as started, or, without
+    ``rules.parallel_tool_calls``, only the first (the others start in
+    turn, see ``domain.tool_dispatch``).
     """
     to_run: list[Item] = []
     asks: list[ApprovalRequest] = []
+    held = False  # whether the calls after this one wait for their turn
     for call in calls:
         call_id, name, arguments = call["call_id"], call["name"], call["arguments"]
         if name not in rules.tool_names:
@@ -103,9 +109,11 @@ def sort_calls(
                     request_id, rules.session_id, str(turn.id), call_id, name, arguments
                 )
             )
-        else:
+            held = not rules.parallel_tool_calls
+        elif not held:
             start_call(turn, rules, call_id, name, arguments)
             to_run.append(call)
+            held = not rules.parallel_tool_calls
     return to_run, asks
 
 
@@ -146,29 +154,27 @@ def take_handoffs(
 
 
 def record_decision(
-    session: Session, turn: Turn, state: TurnState, rules: TurnRules, fact: Decide
-) -> tuple[list[str], list[Item]]:
+    session: Session, turn: Turn, rules: TurnRules, fact: Decide
+) -> list[str]:
     """Records a decision other than ``abort`` on a pending request.
 
-    Returns the requests it settled and the calls it started: ``allow``
-    starts the call; ``allow_session`` also allows the tool for the rest
-    of the session, which covers the calls of that tool waiting beside it;
-    ``deny`` or ``timeout`` answer the call with an error output.
+    Returns the requests it settled: ``allow`` allows the call;
+    ``allow_session`` also allows the tool for the rest of the session,
+    which covers the calls of that tool waiting beside it; ``deny`` or
+    ``timeout`` answer the call with an error output. Allowed calls start
+    when they are due (``domain.tool_dispatch.start_due``).
     """
     request_id, decision = fact.request_id, fact.decision
     call_id = turn.pending_approvals[request_id]
     settled: list[str] = [request_id]
-    run_now: list[Item | None] = []
     if decision in ("allow", "allow_session"):
-        allowed = (decision, fact.decided_by, fact.input_id)
-        run_now.append(allow_call(turn, state, rules, request_id, allowed))
+        turn.decide_approval(request_id, decision, fact.decided_by, fact.input_id)
     if decision == "allow_session":
         name = turn.requested_calls[call_id]
         session.allow_tool_for_session(name, request_id)
-        allowance = ("allow", "session allowance", "")
         for other, other_call in list(turn.pending_approvals.items()):
             if turn.requested_calls[other_call] == name:
-                run_now.append(allow_call(turn, state, rules, other, allowance))
+                turn.decide_approval(other, "allow", "session allowance")
                 settled.append(other)
     elif decision != "allow":
         turn.decide_approval(request_id, decision, fact.decided_by, fact.input_id)
@@ -178,33 +184,7 @@ def record_decision(
             else "the call was denied approval and was not run"
         )
         turn.finish_tool_call(call_id, reason, is_error=True)
-    return settled, [call for call in run_now if call is not None]
-
-
-def allow_call(
-    turn: Turn,
-    state: TurnState,
-    rules: TurnRules,
-    request_id: str,
-    decided: tuple[str, str, str],
-) -> Item | None:
-    """Records request ``request_id`` as ``decided`` (decision, by whom, the
-    caller's id for its answer) and
-    its call's start; returns the call.
-
-    A call of a tool the agent in charge lacks (asked for by an agent that
-    handed off before a restart) is answered instead, unrun: None.
-    """
-    call_id = turn.pending_approvals[request_id]
-    turn.decide_approval(request_id, *decided)
-    name = turn.requested_calls[call_id]
-    if name not in rules.tool_names:
-        unrun = f"not run: the agent in charge has no tool {name!r}"
-        turn.finish_tool_call(call_id, unrun, is_error=True)
-        return None
-    call = call_item(state.context, call_id, name)
-    start_call(turn, rules, call_id, name, call["arguments"])
-    return call
+    return settled
 
 
 def start_call(

@@ -162,7 +162,9 @@ def _approval_requested(
     }
 
 
-def _approval_decided(state: CheckpointState, event: t.ApprovalDecided, _: int) -> None:
+def _approval_decided(
+    state: CheckpointState, event: t.ApprovalDecided | t.ApprovalFailed, _: int
+) -> None:
     pending = state.pending_approval
     if pending and pending["request_id"] == event.request_id:
         state.pending_approval = None
@@ -183,6 +185,7 @@ _APPLY: dict[type, Callable[[CheckpointState, Any, int], None]] = {
     s.SessionClosed: _closed,
     t.ApprovalRequested: _approval_requested,
     t.ApprovalDecided: _approval_decided,
+    t.ApprovalFailed: _approval_decided,  # no longer pending, as after a decision
     a.AnswerAccepted: _answer,
 }
 """What each event that changes a checkpoint does to it (by exact class:

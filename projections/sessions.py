@@ -143,7 +143,9 @@ def _approval_requested(summary: SessionSummary, event: t.ApprovalRequested) -> 
         summary.state = SessionState.WAITING_FOR_APPROVAL
 
 
-def _approval_decided(summary: SessionSummary, event: t.ApprovalDecided) -> None:
+def _approval_decided(
+    summary: SessionSummary, event: t.ApprovalDecided | t.ApprovalFailed
+) -> None:
     pending = summary.pending_approvals
     if event.request_id in pending:
         pending.remove(event.request_id)
@@ -171,6 +173,7 @@ _APPLY: dict[type, Callable[[SessionSummary, Any], None]] = {
     t.InputAccepted: _input_accepted,
     t.ApprovalRequested: _approval_requested,
     t.ApprovalDecided: _approval_decided,
+    t.ApprovalFailed: _approval_decided,  # no longer pending, as after a decision
 }
 """What the events that change more than the last activity do."""
 

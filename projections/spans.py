@@ -105,6 +105,7 @@ class SpanFold:
             t.ChildSessionStarted: self._child_started,
             t.ApprovalRequested: self._approval_requested,
             t.ApprovalDecided: self._approval_decided,
+            t.ApprovalFailed: self._approval_failed,
             c.CompactionStarted: self._compaction_started,
             c.ContextCompacted: self._compaction_ended,
             c.CompactionFailed: self._compaction_ended,
@@ -393,6 +394,14 @@ class SpanFold:
                 "turnlog.approval.decision": event.decision,
                 "turnlog.approval.decided_by": event.decided_by,
             },
+        )
+
+    def _approval_failed(self, event: t.ApprovalFailed, at: int) -> list[SpanRecord]:
+        return self._spans.end(
+            f"approval:{event.request_id}",
+            at,
+            error=event.error,
+            attributes={"error.type": "approval_provider_failed"},
         )
 
     def _compaction_started(

@@ -13,6 +13,7 @@ import msgspec
 from turnlog.actors.instructions import function_name
 from turnlog.agent_checks import (
     check_middleware,
+    checked_flag,
     router_of,
     tools_by_name,
 )
@@ -83,6 +84,12 @@ class Agent:
             sees (and the log keeps), for tools that set no ``max_output``
             of their own (None: the default, 30,000); the rest is cut with
             a marker and not kept.
+        parallel_tool_calls: whether the tool calls of one model step run
+            at the same time (the default) or one after another, in the
+            order the model gave them, each once the one before it has its
+            output. A steer skips every call that has not started, so with
+            False it skips the calls after the one running (README,
+            "Steering"). Not sent to the model.
     """
 
     def __init__(
@@ -103,6 +110,7 @@ class Agent:
         output_type: object = str,
         output_retries: int = 1,
         max_tool_output: int | None = DEFAULT_MAX_TOOL_OUTPUT,
+        parallel_tool_calls: bool = True,
     ) -> None:
         if not isinstance(name, str) or not name:
             msg = "an agent needs a non-empty name"
@@ -136,6 +144,9 @@ class Agent:
         self._output = None if free_text else OutputType(output_type)
         self._output_retries = output_retries
         self._max_tool_output = checked_limit(max_tool_output, "max_tool_output")
+        self._parallel_tool_calls = checked_flag(
+            parallel_tool_calls, "parallel_tool_calls"
+        )
         self._name = name
         self._router = router
         self._instructions = instructions
@@ -236,6 +247,7 @@ class Agent:
             "output_type": self._output_type,
             "output_retries": self._output_retries,
             "max_tool_output": self._max_tool_output,
+            "parallel_tool_calls": self._parallel_tool_calls,
         }
         unknown = set(changes) - set(arguments) - {"name"}
         if unknown:
@@ -244,6 +256,11 @@ class Agent:
         name = changes.pop("name", self._name)
         arguments.update(changes)
         return Agent(name, **arguments)
+
+    @property
+    def parallel_tool_calls(self) -> bool:
+        """Whether a step's tool calls run together, or one after another."""
+        return self._parallel_tool_calls
 
     @property
     def max_tool_output(self) -> int:
@@ -353,6 +370,8 @@ class Agent:
             described["output_retries"] = self._output_retries
         if self.max_tool_output != DEFAULT_MAX_TOOL_OUTPUT:  # likewise
             described["max_tool_output"] = self.max_tool_output
+        if not self._parallel_tool_calls:  # likewise
+            described["parallel_tool_calls"] = False
         encoded = msgspec.json.encode(described, order="sorted")
         return hashlib.sha256(encoded).hexdigest()[:16]
 

@@ -44,3 +44,11 @@ def tools_by_name(tools: Sequence[FunctionTool]) -> dict[str, FunctionTool]:
             raise InvalidInputError(msg)
         by_name[tool.name] = tool
     return by_name
+
+
+def checked_flag(value: object, name: str) -> bool:
+    """``value`` if it is a bool; InvalidInputError naming ``name`` if not."""
+    if not isinstance(value, bool):
+        msg = f"{name} must be a bool, not {type(value).__name__}"
+        raise InvalidInputError(msg)
+    return value

@@ -22,10 +22,13 @@ import pykka
 
 from turnlog.actors.activation import Activation
 from turnlog.actors.messages import (
+    AbandonRun,
     ActiveRunQuery,
     ChangeRoute,
+    CloseSession,
     ContextQuery,
     FollowUp,
+    ForRun,
     LatestRunQuery,
     MessagesQuery,
     PendingApprovalsQuery,
@@ -66,6 +69,7 @@ from turnlog.domain.protocol import (
 from turnlog.domain.run import QueuedInput, RunEvent, RunResult, SessionEvent
 from turnlog.domain.text import check_encodable
 from turnlog.forking import check_point_args
+from turnlog.run_waiting import await_run
 
 ASK_TIMEOUT: float | None = None
 """How long a call waits for the session actor's answer: as long as it lives.
@@ -217,16 +221,56 @@ class _ActorHandle:
 
 
 class RunHandle:
-    """The run in progress: which submission started it, and its turn."""
+    """A run: which submission started it, and the turn it was running.
+
+    It acts on its own run only: once that run has ended, ``steer``,
+    ``follow_up`` and ``interrupt`` raise RunEndedError, recording nothing
+    (they never reach a later run of the session).
+    """
 
     def __init__(self, session: AgentSession, submission_id: str, turn_id: str | None):
         self.session = session
         self.submission_id = submission_id
+        """The submission that started the run: the run's id."""
         self.turn_id = turn_id
+        """The turn it was running when the handle was made."""
+
+    def steer(
+        self, text: str, *, attachments: Sequence[SessionFileReference] = ()
+    ) -> str:
+        """Steers the run's running turn (see ``AgentSession.steer``): its
+        tool calls that have not started are skipped, and its next model
+        call takes ``text`` in. Returns the submission id.
+
+        Raises RunEndedError if the run has ended.
+        """
+        check_input("steer", text)
+        refs = check_attachments(attachments)
+        return self._ask(Submit(Steer(text, refs)))
+
+    def follow_up(
+        self, text: str, *, attachments: Sequence[SessionFileReference] = ()
+    ) -> str:
+        """Queues ``text`` to run in this run, after its queued input.
+
+        Returns the submission id. Raises RunEndedError if the run has ended.
+        """
+        check_input("follow_up", text)
+        return self._ask(FollowUp(text, check_attachments(attachments)))
 
     def interrupt(self) -> None:
-        """Aborts the running turn."""
-        self.session.interrupt()
+        """Aborts the run's running turn (queued input runs next).
+
+        Raises RunEndedError if the run has ended.
+        """
+        self._ask(Submit(Interrupt()))
+
+    def _ask(self, message: Submit | FollowUp) -> str:
+        result: str = self.session._actor.ask(ForRun(self.submission_id, message))
+        return result
+
+    def __repr__(self) -> str:
+        return f"RunHandle({self.session.session_id!r}, {self.submission_id!r})"
 
 
 class AgentSession:
@@ -312,11 +356,31 @@ class AgentSession:
         attachments: Sequence[SessionFileReference] = (),
         deps: object = None,
         input_id: str | None = None,
+        detach_on_cancel: bool = False,
     ) -> RunResult:
-        """``prompt`` for asyncio callers; never blocks the event loop."""
+        """``prompt`` for asyncio callers; never blocks the event loop.
+
+        Cancelling the task that awaits it interrupts its run, as
+        ``interrupt()`` does (recorded; queued follow-ups are kept), and
+        the cancellation reaches the task once the interrupt is recorded.
+        With ``detach_on_cancel=True`` a cancellation only ends the wait:
+        the run goes on to its end (a service whose client went away).
+        """
+        if not isinstance(detach_on_cancel, bool):
+            msg = "detach_on_cancel must be a bool"
+            raise InvalidInputError(msg)
         # a tell: it never blocks
         waiter = self._start(text, attachments, deps, input_id)
-        return await asyncio.wrap_future(waiter)
+        abandon = None if detach_on_cancel else lambda: self._abandon(waiter)
+        return await await_run(waiter, abandon)
+
+    def _abandon(
+        self, waiter: concurrent.futures.Future[RunResult]
+    ) -> concurrent.futures.Future[None]:
+        """Asks the session to interrupt the run ``waiter`` waits on."""
+        done: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self._actor.tell(AbandonRun(waiter, done))
+        return done
 
     def follow_up(
         self,
@@ -407,6 +471,10 @@ class AgentSession:
     ) -> str:
         """Adds ``text`` to the running turn before its next model call.
 
+        The turn's tool calls that have not started are not run: each is
+        answered as skipped because the user steered (recorded so), and
+        calls already running finish; then the next model step takes
+        ``text`` in (README, "Steering"). It returns once that is recorded.
         With no turn running, it waits for the next turn like a follow-up.
         Returns the submission id (with ``input_id``, a retry returns the
         original one and records nothing; see :meth:`prompt`).
@@ -563,13 +631,7 @@ class AgentSession:
         instead (closed, failed, or taken by another process). A later call
         on the session starts it again.
         """
-        if timeout is not None and (
-            isinstance(timeout, bool)
-            or not isinstance(timeout, int | float)
-            or not timeout >= 0
-        ):
-            msg = f"timeout must be a number of seconds >= 0, not {timeout!r}"
-            raise InvalidInputError(msg)
+        _check_timeout(timeout)
         return self._actor.wait_passivated(timeout)
 
     def reachable(self) -> bool:
@@ -589,9 +651,35 @@ class AgentSession:
         submission_id, turn_id = active
         return RunHandle(self, submission_id, turn_id)
 
-    def close(self) -> None:
-        """Closes the session for good (after the running turn, if any)."""
-        self._actor.ask(Submit(Shutdown()))
+    def close(self, *, abort: bool = False, timeout: float | None = None) -> None:
+        """Closes the session for good; returns once the close is recorded.
+
+        Input still queued is dropped (recorded as dropped, reason
+        "session closed") and never runs. A running turn finishes first
+        (its approvals and tools too), then the session closes; with
+        ``abort=True`` the turn is interrupted instead, as ``interrupt()``
+        would, and the session closes at once. From the call on, new input
+        is refused with SessionClosedError.
+
+        Raises SessionClosedError if the session is closed already, and
+        TimeoutError if ``timeout`` seconds pass before the running turn
+        ends: the close is still due then, when the turn ends (call
+        ``close(abort=True)`` to end it now).
+        """
+        if not isinstance(abort, bool):
+            msg = "abort must be a bool"
+            raise InvalidInputError(msg)
+        _check_timeout(timeout)
+        closed: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self._actor.ask(CloseSession(abort, closed))
+        try:
+            closed.result(timeout)
+        except TimeoutError:
+            msg = (
+                f"session {self.session_id!r}: its turn did not end within "
+                f"{timeout} s; it closes when the turn ends"
+            )
+            raise TimeoutError(msg) from None
 
     def __repr__(self) -> str:
         return f"AgentSession({self.session_id!r})"
@@ -599,6 +687,16 @@ class AgentSession:
 
 def _no_children() -> list[AgentSession]:
     return []
+
+
+def _check_timeout(timeout: object) -> None:
+    if timeout is not None and (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, int | float)
+        or not timeout >= 0
+    ):
+        msg = f"timeout must be a number of seconds >= 0, not {timeout!r}"
+        raise InvalidInputError(msg)
 
 
 def _input_id(input_id: str | None) -> str:

@@ -202,6 +202,17 @@ def event(cls, *, seconds: float = 0, **fields):
             'job job_1 (build) interrupted: "interrupted; outcome unknown"',
         ),
         (
+            event(
+                t.ToolCallFinished,
+                call_id="c2",
+                name="deploy",
+                output="skipped: the user steered the turn before this call started",
+                is_error=True,
+                skipped="steered",
+            ),
+            "deploy skipped, not run (steered)",
+        ),
+        (
             event(s.ToolAllowedForSession, tool_name="deploy", request_id="r1"),
             "deploy needs no approval for the rest of the session (request r1)",
         ),

@@ -13,6 +13,7 @@ from typing import Any
 
 import msgspec
 import pytest
+from turn_machine_steer_rows import STEER_ROWS
 from turn_machine_support import (
     PROMPT,
     Given,
@@ -29,8 +30,10 @@ from turn_machine_support import (
     table,
 )
 
+from turnlog.domain.errors import UsageError
 from turnlog.domain.protocol import Interrupt
 from turnlog.domain.turn_facts import (
+    ApprovalProviderFailed,
     CompactionBegan,
     Decide,
     InputReviewed,
@@ -310,11 +313,11 @@ ROWS: list[tuple[str, dict[str, Any], Given, Any, list[str], list[str]]] = [
         {},
         [PROMPT, calls("risky", "risky")],
         decide("r1", "allow_session"),
-        [
+        [  # every call decided first, then started as it is handed over
             "ApprovalDecided",
-            "ToolCallStarted",
             "ToolAllowedForSession",
             "ApprovalDecided",
+            "ToolCallStarted",
             "ToolCallStarted",
         ],
         ["SettleApprovals(r1,r2)", "RunToolCalls(c1,c2)"],
@@ -350,6 +353,17 @@ ROWS: list[tuple[str, dict[str, Any], Given, Any, list[str], list[str]]] = [
         decide("r1", "abort"),
         ["ApprovalDecided", "ToolCallFinished", "ToolCallFinished", "TurnAborted"],
         ["SettleApprovals(r1)", "EndTurn(aborted, None, aborted at approval)"],
+    ),
+    (
+        "a failing approval provider fails the turn: its call does not run",
+        {},
+        [PROMPT, calls("echo", "risky")],
+        ApprovalProviderFailed("r1", "RuntimeError: down"),
+        ["ApprovalFailed", "ToolCallFinished", "ToolCallFinished", "TurnAborted"],
+        [
+            "SettleApprovals(r1)",
+            "EndTurn(failed, None, approval provider failed: RuntimeError: down)",
+        ],
     ),
     (
         "an interrupt fails the running step and drops queued input",
@@ -407,6 +421,7 @@ ROWS: list[tuple[str, dict[str, Any], Given, Any, list[str], list[str]]] = [
         [],
         ["BeginTurn(1)", "RunToolCalls(c1)"],
     ),
+    *STEER_ROWS,
 ]
 
 
@@ -455,3 +470,13 @@ def test_the_instructions_a_function_gave_go_with_the_step_they_were_for() -> No
     assert (effect.step, effect.instructions) == (1, "Be kind.")  # type: ignore[union-attr]
     evaluated = harness.held.turn.collect_events()[-1]  # type: ignore[union-attr]
     assert (evaluated.step, evaluated.instructions) == (1, "Be kind.")
+
+
+def test_a_provider_failure_after_a_decision_changes_nothing() -> None:
+    harness = harness_at({}, [PROMPT, calls("risky"), decide("r1", "deny")])
+    turn = harness.held.turn
+    assert turn is not None
+    before = len(turn.pending_events)
+    with pytest.raises(UsageError, match="not pending"):
+        harness.machine.take(ApprovalProviderFailed("r1", "RuntimeError: late"))
+    assert len(turn.pending_events) == before  # the deny stands, nothing added

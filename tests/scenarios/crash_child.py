@@ -5,6 +5,8 @@ Usage: python crash_child.py STORE_URL SESSION_ID MODE
   in-tool           start a turn whose tool prints TOOL STARTED and blocks
   idempotent-tool   the same, with a tool declared idempotent
   pending-approval  start a turn whose tool waits for approval; print PENDING
+  steered           calls run one after another; steer while the first
+                    blocks (the second is skipped), print STEERED
 """
 
 from __future__ import annotations
@@ -15,12 +17,14 @@ import threading
 from turnlog import Agent, Runtime, ScriptedModel, calls, function_tool, tool_call
 
 never = threading.Event()
+tool_started = threading.Event()
 
 
 @function_tool
 def write_file(path: str) -> str:
     """Pretends to write a file; blocks so the process can be killed mid-call."""
     print("TOOL STARTED", path, flush=True)
+    tool_started.set()
     never.wait()
     return "written"
 
@@ -71,6 +75,24 @@ def main() -> None:
                 "ApprovalRequestedMsg"
             ):
                 print("PENDING", flush=True)
+    elif mode == "steered":
+        model = ScriptedModel(
+            [
+                calls(
+                    tool_call("write_file", {"path": "a.txt"}, call_id="c1"),
+                    tool_call("write_file", {"path": "b.txt"}, call_id="c2"),
+                )
+            ]
+        )
+        agent = Agent(
+            "assistant", model=model, tools=[write_file], parallel_tool_calls=False
+        )
+        session = rt.create_session(agent, session_id=session_id)
+        worker = threading.Thread(target=session.prompt, args=("write both",))
+        worker.start()
+        tool_started.wait()
+        session.steer("only the first one")  # returns once recorded
+        print("STEERED", flush=True)
     never.wait()
 
 

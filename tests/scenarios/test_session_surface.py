@@ -130,9 +130,12 @@ def test_close_during_a_run_waits_for_the_run_to_end(rt: Runtime) -> None:
     events = session.subscribe()
     worker, results = start(session, "finish this")
     assert held.entered.wait(10)
-    session.close()
+    # close() now returns once closed: it waits for the turn, so from a thread.
+    closer = threading.Thread(target=session.close)
+    closer.start()
     held.release()
     worker.join(10)
+    closer.join(10)
     assert results[0].final_output == "last words"
     wait_for(events, lambda m: isinstance(m, p.SessionClosedMsg))
 

@@ -55,6 +55,7 @@ from turnlog.domain.session import (
 )
 from turnlog.domain.turn import (
     ApprovalDecided,
+    ApprovalFailed,
     ApprovalRequested,
     ChildSessionStarted,
     HookContextAdded,
@@ -331,6 +332,8 @@ def _turn_summary(event: object, seen: Seen) -> str | None:
             return f"{where}, {one_line(error_type)}: {one_line(message)}"
         case ToolCallStarted(name=name, arguments=arguments, call_id=call_id):
             return f"{_id(name)} {readable_arguments(arguments)} (call {_id(call_id)})"
+        case ToolCallFinished(name=name, skipped=skipped) if skipped:
+            return f"{_id(name)} skipped, not run ({one_line(skipped)})"
         case ToolCallFinished(name=name, output=output, is_error=is_error):
             verdict = "error" if is_error else "ok"
             return f"{_id(name)} {verdict}: {_quoted(output)}"
@@ -340,6 +343,11 @@ def _turn_summary(event: object, seen: Seen) -> str | None:
             )
         case ApprovalDecided():
             return _approval_decided(event, seen)
+        case ApprovalFailed(request_id=request, error=error):
+            return (
+                f"request {_id(request)} not decided: the approval provider "
+                f"failed: {one_line(error)}"
+            )
         case CompactionStarted(compaction_id=compaction, reason=reason):
             return f"compaction {_id(compaction)} started: {one_line(reason)}"
         case ContextCompacted(compaction_id=compaction, items=items, usage=usage):

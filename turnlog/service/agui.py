@@ -180,7 +180,11 @@ class AguiEndpoint:
                 raise SessionBusyError(f"session {session.session_id!r} is running")
             if state:
                 await asyncio.to_thread(lambda: session.update_shared_state(**state))
-            run = asyncio.ensure_future(session.prompt_async(text, input_id=input_id))
+            # The run outlives its stream: a client that goes away, or the
+            # service stopping (which cancels this task), leaves it going.
+            run = asyncio.ensure_future(
+                session.prompt_async(text, input_id=input_id, detach_on_cancel=True)
+            )
             started = asyncio.ensure_future(
                 asyncio.to_thread(_run_started, subscription)
             )

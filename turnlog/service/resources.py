@@ -223,9 +223,12 @@ class SessionResources:
         if wait in ("true", "1"):
             # No run id to report early: the run's own result says it all,
             # and a busy session refuses it (SessionBusyError, a 409). A
-            # retried key answers the original run's result.
+            # retried key answers the original run's result. A client that
+            # goes away leaves its run going (detach_on_cancel).
             session = await self.context.session_async(owned)
-            result = await session.prompt_async(body.text, input_id=key)
+            result = await session.prompt_async(
+                body.text, input_id=key, detach_on_cancel=True
+            )
             return json_response(_run_json(result))
         session = await self.context.session_async(owned)
         # One prompt at a time from here: its run is the next.
@@ -237,14 +240,16 @@ class SessionResources:
                 original, goes_on = replay
                 if goes_on:
                     return json_response(running(owned.session_id, original), 202)
-                result = await session.prompt_async(body.text, input_id=key)
+                result = await session.prompt_async(
+                    body.text, input_id=key, detach_on_cancel=True
+                )
                 return json_response(_run_json(result))
             if await asyncio.to_thread(session.running):
                 raise SessionBusyError(f"session {owned.session_id!r} is running")
             subscription = await asyncio.to_thread(session.subscribe)
             try:
-                run = asyncio.ensure_future(
-                    session.prompt_async(body.text, input_id=key)
+                run = asyncio.ensure_future(  # it outlives the request
+                    session.prompt_async(body.text, input_id=key, detach_on_cancel=True)
                 )
                 started = asyncio.ensure_future(
                     asyncio.to_thread(_run_started, subscription)

@@ -22,6 +22,7 @@ from turnlog.service.app import create_app
 from turnlog.service.auth import TOKENS_ENV, ServiceTokens
 from turnlog.service.context import AgentSource
 from turnlog.service.limits import MAX_BODY, ConnectionLimits
+from turnlog.service.malloc_arenas import limit_malloc_arenas
 
 DEFAULT_TENANT = "default"
 
@@ -86,6 +87,7 @@ def serve(
 
     from turnlog.service.http_protocol import protocol_with  # noqa: PLC0415
 
+    limit_malloc_arenas()
     tokens, made = load_tokens(tokens_file)
     with Runtime.open(store) as runtime:
         app = create_app(

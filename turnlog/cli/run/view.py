@@ -20,6 +20,7 @@ from turnlog.domain.protocol import (
     AgentMessageDeltaMsg,
     AgentMessageMsg,
     ApprovalDecidedMsg,
+    ApprovalFailedMsg,
     ApprovalRequestedMsg,
     FrontendMsg,
     InputRejectedMsg,
@@ -157,6 +158,8 @@ class TurnView:
             case ApprovalDecidedMsg(decision=decision, decided_by=decided_by):
                 if decided_by != "user":  # the user's own answer needs no echo
                     self.line(f"  approval {decision} ({one_line(decided_by, 80)})")
+            case ApprovalFailedMsg(error=error):
+                self.line(f"  approval failed: {one_line(error, 80)}")
             case ToolAllowedForSessionMsg(tool_name=tool_name):
                 name = one_line(tool_name, 80)
                 self.line(f"  {name} is allowed for the rest of the session")
