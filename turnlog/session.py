@@ -139,6 +139,13 @@ class Subscription:
         self.close()
 
 
+def _let_go(activation: weakref.ref[Activation]) -> None:
+    """A handle's finalizer: its activation, if still kept, is held once less."""
+    kept = activation()
+    if kept is not None:
+        kept.let_go()
+
+
 class _ActorHandle:
     """Typed asks and tells to one session's actor, through its activation."""
 
@@ -156,7 +163,11 @@ class _ActorHandle:
         # While a handle (or a subscription of it) lives, its session keeps
         # its idle_timeout; once none does, it passivates soon after idling.
         activation.hold()
-        weakref.finalize(self, activation.let_go).atexit = False
+        # The finalizer refers to the activation weakly: a strong reference
+        # from the finalizers' registry would keep alive any cycle through
+        # this handle (a tool of the session's agent that refers to the
+        # session), and the handle with it, after the runtime let go.
+        weakref.finalize(self, _let_go, weakref.ref(activation)).atexit = False
 
     def closed_error(self) -> TurnlogError:
         """What a call that finds the session gone raises: it says why.

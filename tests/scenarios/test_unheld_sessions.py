@@ -15,8 +15,9 @@ import gc
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
-from turnlog import Agent, Runtime, ScriptedModel
+from turnlog import Agent, Runtime, ScriptedModel, calls, function_tool, tool_call
 from turnlog.actors.activation import Activation
 from turnlog.testing import HeldModel
 
@@ -95,3 +96,30 @@ def test_a_run_nobody_waits_on_ends_before_its_session_passivates(
         reopened = rt.create_session(Agent("a", model=model), session_id=session_id)
         assert reopened.messages()[-1].content == "finished"  # the run ended whole
         assert not reopened.running()
+
+
+def _run_a_session_its_own_tool_refers_to(store_url: str) -> None:
+    sessions: list[Any] = []
+
+    @function_tool
+    def count_messages() -> str:
+        """How many messages the session holds."""
+        return str(len(sessions[0].messages()))
+
+    model = ScriptedModel([calls(tool_call("count_messages")), "counted"])
+    with Runtime.open(store_url) as rt:
+        agent = Agent("a", model=model, tools=[count_messages])
+        sessions.append(rt.create_session(agent))
+        assert sessions[0].prompt("count").final_output == "counted"
+
+
+def test_a_session_its_own_tool_refers_to_is_let_go_with_its_runtime(
+    store_url: str,
+) -> None:
+    # A tool that closes over its session (to read its state, say) makes a
+    # cycle: session -> actor -> agent -> tool -> session. While the
+    # runtime runs, that holds the session, as any reference does; once
+    # the runtime is closed, nothing outside the cycle may keep it alive.
+    before = activations()
+    _run_a_session_its_own_tool_refers_to(store_url)
+    assert activations() == before
