@@ -16,7 +16,11 @@ from typing import Any
 
 import msgspec
 
-from turnlog.domain.errors import ProviderError, TurnlogError
+from turnlog.domain.compacted_history import (
+    DEFAULT_KEEP_USER_TOKENS,
+    compacted_history,
+)
+from turnlog.domain.errors import InvalidInputError, ProviderError, TurnlogError
 from turnlog.domain.hooks import (
     CompactionInfo,
     HookResult,
@@ -24,7 +28,9 @@ from turnlog.domain.hooks import (
     StepInfo,
     UserPromptInfo,
 )
+from turnlog.domain.inputs import check_input
 from turnlog.domain.model import Item, ModelRequest, ModelResponse, user_message
+from turnlog.domain.rewrites import InputRewrite, rewritten
 
 SUMMARY_INSTRUCTIONS = (
     "Summarise the conversation so far for your own later use: the user's "
@@ -92,22 +98,51 @@ def _compaction_due(layer: Any, items: Sequence[Item]) -> bool:
     return estimate_tokens(items) > threshold
 
 
-async def review_prompt(
-    layers: Sequence[Any], info: UserPromptInfo
-) -> tuple[str | None, list[tuple[str, str]], str | None]:
-    """Runs user_prompt hooks: (rejection, contexts, stop)."""
+class PromptReview(msgspec.Struct, frozen=True):
+    """What the user_prompt hooks answered for one input."""
+
+    rejection: str | None = None
+    contexts: tuple[tuple[str, str], ...] = ()
+    stop: str | None = None
+    rewrite: InputRewrite | None = None
+
+
+async def review_prompt(layers: Sequence[Any], info: UserPromptInfo) -> PromptReview:
+    """Runs user_prompt hooks in order; a rewrite is what the later ones see."""
     contexts: list[tuple[str, str]] = []
+    rewrite: InputRewrite | None = None
     for layer in layers:
         result = await run_hook(layer, "user_prompt", info)
         if result is None:
             continue
         if result.reject is not None:
-            return result.reject, [], None
+            return PromptReview(rejection=result.reject)
+        if result.rewrite is not None:
+            name = _checked_rewrite(layer, result, info.kind)
+            rewrite = rewritten(
+                rewrite, info.text, name, result.rewrite, result.keep_original
+            )
+            info = msgspec.structs.replace(info, text=result.rewrite)
         if result.context:
             contexts.append(("user_prompt_hook", result.context))
         if result.stop is not None:
-            return None, contexts, result.stop
-    return None, contexts, None
+            return PromptReview(None, tuple(contexts), result.stop, rewrite)
+    return PromptReview(None, tuple(contexts), None, rewrite)
+
+
+def _checked_rewrite(layer: Any, result: HookResult, kind: str) -> str:
+    """The name of the middleware whose rewrite this is; HookFailedError if
+    the rewrite is not usable input."""
+    name = str(getattr(layer, "name", type(layer).__name__))
+    try:
+        check_input(kind, result.rewrite)
+    except InvalidInputError as error:
+        msg = f"user_prompt hook of {name} rewrote the input badly: {error}"
+        raise HookFailedError(msg) from error
+    if not isinstance(result.keep_original, bool):
+        msg = f"user_prompt hook of {name} gave keep_original that is not a bool"
+        raise HookFailedError(msg)
+    return name
 
 
 async def prepare_step(
@@ -140,6 +175,7 @@ async def prepare_step(
     for layer in layers:
         if _compaction_due(layer, items):
             stop = await _compact(
+                compactor=layer,
                 layers=layers,
                 provider=provider,
                 instructions=instructions,
@@ -178,6 +214,7 @@ async def _hook_stops(
 
 async def _compact(
     *,
+    compactor: Any,
     layers: Sequence[Any],
     provider: Any,
     instructions: str,
@@ -202,7 +239,10 @@ async def _compact(
     compaction_began(
         compaction_id, f"context over threshold ({about.estimated_tokens} tokens)"
     )
-    replacement, usage = await compact_items(provider, instructions, info, items)
+    keep = getattr(compactor, "compaction_keep_user_tokens", DEFAULT_KEEP_USER_TOKENS)
+    replacement, usage = await compact_items(
+        provider, instructions, info, items, keep_user_tokens=keep
+    )
     prepared.compaction = (compaction_id, replacement, usage)
     items[:] = replacement
     for layer in layers:
@@ -223,13 +263,20 @@ async def _compact(
 
 
 async def compact_items(
-    provider: Any, instructions: str, info: StepInfo, items: list[Item]
+    provider: Any,
+    instructions: str,
+    info: StepInfo,
+    items: list[Item],
+    *,
+    keep_user_tokens: int = DEFAULT_KEEP_USER_TOKENS,
 ) -> tuple[list[Item], dict[str, int] | None]:
     """The compacted replacement for ``items``, and the usage it cost.
 
     A provider with ``async compact(request)`` compacts natively; any other
-    is asked for a summary, which replaces the conversation, followed by the
-    latest user message so the turn's question stays verbatim.
+    is asked for a summary. The summary (an item of its own kind, never a
+    user message) then replaces the conversation, after the user's own most
+    recent messages, kept verbatim up to ``keep_user_tokens``
+    (domain.compacted_history).
     """
     request = ModelRequest(
         instructions=instructions,
@@ -258,17 +305,7 @@ async def compact_items(
     if not texts or not isinstance(texts[-1], str) or not texts[-1].strip():
         msg = "the summarising call returned no summary text"
         raise ProviderError(msg)
-    replacement = [user_message(f"Summary of the conversation so far:\n{texts[-1]}")]
-    last_user = next(
-        (
-            i
-            for i in reversed(items)
-            if i.get("type") == "message" and i.get("role") == "user"
-        ),
-        None,
-    )
-    if last_user is not None:
-        replacement.append(dict(last_user))
+    replacement = compacted_history(items, texts[-1], keep_user_tokens)
     return replacement, _usage_of(response)
 
 

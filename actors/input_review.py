@@ -117,9 +117,14 @@ class InputReviews:
             if error is not None:
                 fact = QueuedInputReviewed(submission_id, None, (), None, str(error))
             else:
-                rejection, contexts, stop = future.result()
+                review = future.result()
                 fact = QueuedInputReviewed(
-                    submission_id, rejection, tuple(contexts), stop, None
+                    submission_id,
+                    review.rejection,
+                    review.contexts,
+                    review.stop,
+                    None,
+                    review.rewrite,
                 )
             with contextlib.suppress(pykka.ActorDeadError):
                 session.tell(fact)

@@ -15,8 +15,9 @@ import msgspec
 
 from turnlog.domain.approval import ApprovalRequest
 from turnlog.domain.context import Message
-from turnlog.domain.model import ModelRequest
+from turnlog.domain.model import Item, ModelRequest
 from turnlog.domain.protocol import Op
+from turnlog.domain.rewrites import InputRewrite
 from turnlog.domain.run import QueuedInput, RunResult
 
 Reply = TypeVar("Reply")
@@ -95,7 +96,11 @@ class PendingApprovalsQuery(SessionQuery[list[ApprovalRequest]], frozen=True):
 
 
 class MessagesQuery(SessionQuery[list[Message]], frozen=True):
-    """The conversation's user and assistant messages."""
+    """The conversation's user and assistant messages, as it happened."""
+
+
+class ContextQuery(SessionQuery[list[Item]], frozen=True):
+    """The model context: what the next model step is sent."""
 
 
 class SharedStateQuery(SessionQuery[dict[str, Any]], frozen=True):
@@ -189,6 +194,7 @@ class QueuedInputReviewed(msgspec.Struct, frozen=True):
     contexts: tuple[tuple[str, str], ...]
     stop: str | None
     error: str | None
+    rewrite: InputRewrite | None = None
 
 
 # --- orders to the TurnActor --------------------------------------------------

@@ -17,7 +17,7 @@ the next turn, as every function call has its output.
 from __future__ import annotations
 
 from turnlog.actors.session_parts import CanRecordSessions
-from turnlog.domain.context import fold_context
+from turnlog.domain.context import Message, fold_context, fold_conversation
 from turnlog.domain.errors import ReplayError
 from turnlog.domain.lineage import set_aside_turns
 from turnlog.domain.model import Item
@@ -44,6 +44,22 @@ def load_context(store: CanRecordSessions, session: Session) -> list[Item]:
         skip=frozenset(set_aside_turns(session.set_aside)),
     )
     return fold_context(events)
+
+
+def load_conversation(store: CanRecordSessions, session: Session) -> list[Message]:
+    """The conversation as it happened: every turn's messages, compacted or not.
+
+    Turns a rewind set aside are left out. Read whole, so only a session
+    whose context was compacted needs it (see SessionState.messages).
+    """
+    events = SessionHistory(store).turn_events(
+        session.session_id,
+        1,
+        session.turn_count,
+        owners=session.turn_owners,
+        skip=frozenset(set_aside_turns(session.set_aside)),
+    )
+    return fold_conversation(events)
 
 
 def load_turn(store: CanRecordSessions, session: Session) -> Turn | None:

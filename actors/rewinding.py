@@ -46,4 +46,5 @@ def rewind_session(
 
     state.record(decide)
     state.context = load_context(state.store, session)
+    state.conversation = None
     return rewound

@@ -46,6 +46,7 @@ from turnlog.actors.messages import (
     ChangeRoute,
     ClosedQuery,
     CloseSession,
+    ContextQuery,
     FollowUp,
     ForRun,
     LatestRunQuery,
@@ -80,7 +81,6 @@ from turnlog.actors.shared_state_writer import record_tool_update
 from turnlog.actors.store_faults import caught_up
 from turnlog.actors.turn_driver import TurnDriver
 from turnlog.actors.turn_slot import TurnActorSlot
-from turnlog.domain.context import messages_of
 from turnlog.domain.errors import (
     InvalidInputError,
     SessionClosedError,
@@ -288,7 +288,9 @@ class SessionActor(pykka.ThreadingActor):
     def _query(self, query: SessionQuery[Any]) -> Any:
         match query:
             case MessagesQuery():
-                return messages_of(self._state.context)
+                return self._state.messages()
+            case ContextQuery():
+                return [dict(item) for item in self._state.context]
             case SharedStateQuery():
                 return dict(self._state.session.shared_state)
             case RunningQuery():

@@ -35,6 +35,7 @@ from turnlog.domain.errors import (
 from turnlog.domain.ids import new_submission_id
 from turnlog.domain.input_ids import seen_submission
 from turnlog.domain.protocol import SessionFileReference
+from turnlog.domain.rewrites import InputRewrite
 from turnlog.domain.run import RunResult
 from turnlog.domain.text import check_encodable
 from turnlog.domain.turn_facts import Decide
@@ -135,20 +136,28 @@ class SessionInputs:
         text: str,
         refs: list[dict[str, Any]],
         input_id: tuple[str, str] = ("", ""),
+        *,
+        rewrite: InputRewrite | None = None,
     ) -> None:
         if kind == "steer":  # the turn machine's: it skips calls not started
-            self._turns.steer(submission_id, text, refs, input_id)
+            self._turns.steer(submission_id, text, refs, input_id, rewrite)
             return
         session = self._state.session
+        # As the hooks rewrote it: a redacted original is stored nowhere.
+        rewritten_by, original = (
+            ((), None) if rewrite is None else (rewrite.hooks, rewrite.original)
+        )
 
         def decide() -> list[Any]:
             session.queue_input(
                 submission_id,
                 kind,
-                text,
+                text if rewrite is None else rewrite.text,
                 refs,
                 input_id=input_id[0],
                 input_digest=input_id[1],
+                rewritten_by=rewritten_by,
+                original_text=original,
             )
             return [session]
 
@@ -188,6 +197,7 @@ class SessionInputs:
                 pending.text,
                 pending.attachments,
                 ids,
+                rewrite=fact.rewrite,
             )
         except TurnlogError as error:
             accepted.set_exception(error)

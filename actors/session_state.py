@@ -22,11 +22,17 @@ from typing import Any
 import pykka
 
 from turnlog.actors.contracts import AgentDefinition
-from turnlog.actors.revive import load_context, load_turn
+from turnlog.actors.revive import load_context, load_conversation, load_turn
 from turnlog.actors.session_parts import RunState, SessionServices, SessionSettings
 from turnlog.actors.subscribers import Subscriber
 from turnlog.domain.chain import event_seq
-from turnlog.domain.context import apply_to_context
+from turnlog.domain.context import (
+    Message,
+    apply_to_context,
+    conversation_messages,
+    holds_whole_conversation,
+    messages_of,
+)
 from turnlog.domain.errors import LeaseLostError, SessionClosedError
 from turnlog.domain.model import Item
 from turnlog.domain.protocol import Event, SessionClosedMsg
@@ -61,6 +67,9 @@ class SessionState:
         self.session_id = session.session_id
         self.turn: Turn | None = load_turn(self.store, session)
         self.context: list[Item] = load_context(self.store, session)
+        # The conversation as it happened, read from the log once the
+        # context was compacted and asked for (see messages); None until then.
+        self.conversation: list[Message] | None = None
         self.translator = EventTranslator(self.session_id)
         self.translator.resume(
             turn_id=str(self.turn.id) if self.turn is not None else None,
@@ -154,10 +163,25 @@ class SessionState:
         for recording in recordings:
             event = recording.domain_event
             apply_to_context(self.context, event)
+            if self.conversation is not None:
+                self.conversation.extend(conversation_messages(event))
             for out in self.translator.translate(event, event_seq(event)):
                 if isinstance(out.msg, SessionClosedMsg):
                     self.closed_event = out
                 self.publish(RunEvent(self.session_id, out))
+
+    def messages(self) -> list[Message]:
+        """The conversation's user and assistant messages, as it happened.
+
+        Until a compaction the model context holds them all; after one
+        (or once a hook rewrote input, whose original the context does not
+        hold), they are read from the log once and kept up to date here.
+        """
+        if holds_whole_conversation(self.context):
+            return messages_of(self.context)
+        if self.conversation is None:
+            self.conversation = load_conversation(self.store, self.session)
+        return list(self.conversation)
 
     def publish(self, item: SessionEvent) -> None:
         """Offers ``item`` to every subscriber (none of them can block this)."""
@@ -180,6 +204,7 @@ class SessionState:
             self.session = fresh
         self.turn = load_turn(self.store, self.session)
         self.context = load_context(self.store, self.session)
+        self.conversation = None
         self.translator.resume(
             turn_id=str(self.turn.id) if self.turn is not None else None,
             submission_id=self.turn.submission_id if self.turn is not None else None,

@@ -292,8 +292,15 @@ class TurnActor(LoopActor):
         return StepPrepared(self._turn, (), None, None, _describe(error))
 
     async def _review(self, info: Any) -> InputReviewed:
-        rejection, contexts, stop = await review_prompt(self._layers, info)
-        return InputReviewed(self._turn, rejection, tuple(contexts), stop, None)
+        review = await review_prompt(self._layers, info)
+        return InputReviewed(
+            self._turn,
+            review.rejection,
+            review.contexts,
+            review.stop,
+            None,
+            review.rewrite,
+        )
 
     def _failed_review(self, error: BaseException) -> InputReviewed:
         return InputReviewed(self._turn, None, (), None, _describe(error))

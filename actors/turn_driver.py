@@ -38,6 +38,7 @@ from turnlog.domain.errors import TurnlogError, UsageError
 from turnlog.domain.hooks import StepInfo
 from turnlog.domain.model import ModelRequest, OutputSchema, ToolSpec, model_identity
 from turnlog.domain.protocol import Interrupt, SessionFileReference
+from turnlog.domain.rewrites import InputRewrite
 from turnlog.domain.run import RunFinished, RunResult, RunStarted
 from turnlog.domain.turn_facts import (
     IGNORED,
@@ -197,11 +198,15 @@ class TurnDriver:
         text: str,
         attachments: list[dict[str, Any]],
         input_id: tuple[str, str] = ("", ""),
+        rewrite: InputRewrite | None = None,
     ) -> None:
         """Queues a steer for the running turn: its calls that have not
         started are skipped, and its next step takes the steer in.
-        ``input_id``: the caller's id for it and its digest (domain.input_ids)."""
-        self._carry(SteerArrived(submission_id, text, attachments, *input_id))
+        ``input_id``: the caller's id for it and its digest (domain.input_ids);
+        ``rewrite``: what the user_prompt hooks rewrote it to."""
+        self._carry(
+            SteerArrived(submission_id, text, attachments, *input_id, rewrite=rewrite)
+        )
 
     def interrupt(self, op: Interrupt) -> None:
         """Ends the running turn (UsageError if it is not running)."""

@@ -47,12 +47,21 @@ def compaction_marker() -> Item:
 
 MESSAGE_INPUT_KINDS = frozenset({"prompt", "follow_up", "steer"})
 
+REWRITTEN_BY_FIELD = "turnlog_rewritten_by"
+"""On the context item of input user_prompt hooks rewrote: their names."""
 
-class Message(msgspec.Struct, frozen=True):
-    """A user or assistant message of the conversation."""
+
+class Message(msgspec.Struct, frozen=True, omit_defaults=True):
+    """A user or assistant message of the conversation.
+
+    ``content`` is what the model was given. For input a user_prompt hook
+    rewrote, ``original`` is what the user wrote, if the hook let it be
+    kept (None otherwise, and for every other message).
+    """
 
     role: str
     content: str
+    original: str | None = None
 
     @classmethod
     def user(cls, content: str) -> Message:
@@ -75,6 +84,8 @@ def context_items(event: object) -> list[Item]:
                 item["input_kind"] = kind
             if attachments:
                 item["attachments"] = [dict(a) for a in attachments]
+            if event.rewritten_by:  # who rewrote it; never the original
+                item[REWRITTEN_BY_FIELD] = list(event.rewritten_by)
             return [item]
         case ModelStepCompleted(output=output):
             return [dict(item) for item in output]
@@ -147,6 +158,32 @@ def messages_of(items: Sequence[Item]) -> list[Message]:
         if role in ("user", "assistant") and isinstance(content, str):
             messages.append(Message(role, content))
     return messages
+
+
+def conversation_messages(event: object) -> list[Message]:
+    """The messages one Turn event adds to the conversation as it happened.
+
+    A compaction adds none and takes none away: it changes what the model
+    is sent, not what was said.
+    """
+    messages = messages_of(context_items(event))
+    if isinstance(event, InputAccepted) and event.original_text is not None:
+        return [Message(m.role, m.content, event.original_text) for m in messages]
+    return messages
+
+
+def fold_conversation(events: Iterable[object]) -> list[Message]:
+    """The conversation's user and assistant messages among ``events``."""
+    return [message for event in events for message in conversation_messages(event)]
+
+
+def holds_whole_conversation(items: Sequence[Item]) -> bool:
+    """Whether ``messages_of(items)`` is the whole conversation: no compaction
+    replaced its start, and no user's original text of a rewrite is missing."""
+    return not any(
+        item.get("turnlog_kind") == "compaction_marker" or REWRITTEN_BY_FIELD in item
+        for item in items
+    )
 
 
 def arguments_of(items: Sequence[Item], call_id: str) -> str:

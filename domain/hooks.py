@@ -11,7 +11,7 @@ from turnlog.domain.run_context import RunContext
 
 
 class HookResult(msgspec.Struct, frozen=True):
-    """A hook's answer: add context, stop the turn, or reject.
+    """A hook's answer: add context, stop the turn, reject, or rewrite.
 
     ``reject`` refuses a prompt (user_prompt) or sends a final answer back
     to the model with that feedback (final_answer).
@@ -20,11 +20,19 @@ class HookResult(msgspec.Struct, frozen=True):
     before the call, post_tool context after its output). ``stop`` ends the
     turn with that reason as a warning (no further model call). ``reject``
     refuses a prompt: the turn aborts and the prompt is stored nowhere.
+
+    ``rewrite`` (user_prompt hooks only) replaces the input's text: the
+    model, the context and ``messages()`` have the rewritten text, and the
+    log records which hook rewrote it, with the original text unless
+    ``keep_original`` is False (then the original is stored nowhere, as
+    for a redacted secret). Hooks after it see the rewritten text.
     """
 
     context: str | None = None
     stop: str | None = None
     reject: str | None = None
+    rewrite: str | None = None
+    keep_original: bool = True
 
     @classmethod
     def add_context(cls, text: str) -> HookResult:
@@ -40,6 +48,15 @@ class HookResult(msgspec.Struct, frozen=True):
     def reject_prompt(cls, reason: str) -> HookResult:
         """Refuse the prompt (user_prompt hooks only)."""
         return cls(reject=reason)
+
+    @classmethod
+    def rewrite_prompt(cls, text: str, *, keep_original: bool = True) -> HookResult:
+        """Replace the input's text with ``text`` (user_prompt hooks only).
+
+        ``keep_original=False`` keeps the original text out of the log
+        (redaction); otherwise the log holds both.
+        """
+        return cls(rewrite=text, keep_original=keep_original)
 
     @classmethod
     def reject_answer(cls, feedback: str) -> HookResult:

@@ -14,6 +14,7 @@ Invariants (a violation raises and records nothing):
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 from eventsourcing.domain import Aggregate
@@ -275,6 +276,8 @@ class Session(Aggregate):
         *,
         input_id: str = "",
         input_digest: str = "",
+        rewritten_by: Sequence[str] = (),
+        original_text: str | None = None,
     ) -> None:
         """Queues input to run after the current (or next) turn, in order.
 
@@ -292,6 +295,8 @@ class Session(Aggregate):
             attachments=list(attachments),
             input_id=input_id,
             input_digest=input_digest,
+            rewritten_by=list(rewritten_by),
+            original_text=original_text,
         )
 
     def _check_input_id(self, input_id: str, submission_id: str) -> None:

@@ -9,6 +9,8 @@ the import one way).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import field
 from typing import Any
 
 from turnlog.domain.events import TurnlogEvent
@@ -18,7 +20,9 @@ class InputQueued(TurnlogEvent):
     """Input was accepted to run after the current turn (a follow-up).
 
     Stored so that queued input survives a crash; its turn's
-    ``InputAccepted`` records it again when the turn takes it.
+    ``InputAccepted`` records it again when the turn takes it. Its text is
+    as the user_prompt hooks left it (``rewritten_by``, ``original_text``:
+    as on InputAccepted).
     """
 
     submission_id: str
@@ -30,18 +34,21 @@ class InputQueued(TurnlogEvent):
     recorded before input ids): a retry with it is answered, not queued."""
     input_digest: str = ""
     """Digest of the input as the caller asked for it (domain.input_ids)."""
+    rewritten_by: Sequence[str] = field(default=(), kw_only=True)
+    original_text: str | None = field(default=None, kw_only=True)
 
     def apply(self, aggregate: Any) -> None:
-        aggregate.queued = [
-            *aggregate.queued,
-            {
-                "submission_id": self.submission_id,
-                "kind": self.kind,
-                "text": self.text,
-                "attachments": list(self.attachments),
-                "input_id": self.input_id,
-            },
-        ]
+        queued: dict[str, Any] = {
+            "submission_id": self.submission_id,
+            "kind": self.kind,
+            "text": self.text,
+            "attachments": list(self.attachments),
+            "input_id": self.input_id,
+        }
+        if self.rewritten_by:
+            queued["rewritten_by"] = list(self.rewritten_by)
+            queued["original_text"] = self.original_text
+        aggregate.queued = [*aggregate.queued, queued]
         aggregate.note_input_id(self.input_id, self.input_digest, self.submission_id)
 
 

@@ -41,7 +41,13 @@ class TurnOpened(TurnlogCreated):
 
 
 class InputAccepted(TurnlogEvent):
-    """Input entered the turn: the prompt that opened it, or a steer."""
+    """Input entered the turn: the prompt that opened it, or a steer.
+
+    ``text`` is what the model is given. If user_prompt hooks rewrote it,
+    ``rewritten_by`` names them and ``original_text`` holds the user's
+    text, unless a hook said it must not be kept (then it is None and the
+    original is in no event).
+    """
 
     submission_id: str
     kind: str
@@ -50,6 +56,8 @@ class InputAccepted(TurnlogEvent):
     input_id: str = ""
     """The caller's id for the input ("" if it gave none, and in histories
     recorded before input ids)."""
+    rewritten_by: Sequence[str] = field(default=(), kw_only=True)
+    original_text: str | None = field(default=None, kw_only=True)
 
 
 class InputRejected(TurnlogEvent):
@@ -282,8 +290,12 @@ class Turn(Aggregate):
         text: str,
         attachments: list[dict[str, Any]] | None = None,
         input_id: str = "",
+        *,
+        rewritten_by: Sequence[str] = (),
+        original_text: str | None = None,
     ) -> None:
-        """Records input that enters this turn (``input_id``: the caller's id)."""
+        """Records input that enters this turn (``input_id``: the caller's
+        id), as the user_prompt hooks rewrote it if they did."""
         check_input(kind, text)
         self.trigger_event(
             InputAccepted,
@@ -292,6 +304,8 @@ class Turn(Aggregate):
             text=text,
             attachments=list(attachments or []),
             input_id=input_id,
+            rewritten_by=list(rewritten_by),
+            original_text=original_text,
         )
 
     def reject_input(self, submission_id: str, reason: str) -> None:

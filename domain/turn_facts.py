@@ -26,6 +26,7 @@ from turnlog.domain.handoff import HandoffTool
 from turnlog.domain.hooks import UserPromptInfo
 from turnlog.domain.model import Item, ModelResponse
 from turnlog.domain.protocol import Interrupt
+from turnlog.domain.rewrites import InputRewrite
 from turnlog.domain.run import RunStatus
 from turnlog.domain.session import Session
 from turnlog.domain.turn import Turn
@@ -71,6 +72,11 @@ class TurnInput(msgspec.Struct, frozen=True):
     """The caller's id for the input ("" if none; see domain.input_ids)."""
     input_digest: str = ""
     """Digest of the input as the caller asked for it ("" if no id)."""
+    rewritten_by: tuple[str, ...] = ()
+    """The hooks that rewrote queued input when it was queued (its text is
+    theirs)."""
+    original_text: str | None = None
+    """The user's text of queued input a hook rewrote, if it was kept."""
 
 
 class InputReviewed(msgspec.Struct, frozen=True):
@@ -81,6 +87,8 @@ class InputReviewed(msgspec.Struct, frozen=True):
     contexts: tuple[tuple[str, str], ...]
     stop: str | None
     error: str | None
+    rewrite: InputRewrite | None = None
+    """What the hooks rewrote the input to (None: its text as given)."""
 
 
 class CompactionBegan(msgspec.Struct, frozen=True):
@@ -216,6 +224,8 @@ class SteerArrived(msgspec.Struct, frozen=True):
     input_id: str = ""
     """The caller's id for the steer and its digest ("" for none)."""
     input_digest: str = ""
+    rewrite: InputRewrite | None = None
+    """What the user_prompt hooks rewrote it to (its ``text`` is the user's)."""
 
 
 Fact = (

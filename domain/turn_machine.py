@@ -79,6 +79,7 @@ from turnlog.domain.instructions import record_instructions
 from turnlog.domain.jobs import take_job_results
 from turnlog.domain.model import final_text
 from turnlog.domain.protocol import Interrupt
+from turnlog.domain.rewrites import InputRewrite, rewritten_again
 from turnlog.domain.tool_dispatch import skip_unstarted, start_due, start_step_calls
 from turnlog.domain.turn import Turn
 from turnlog.domain.turn_endings import (
@@ -262,7 +263,9 @@ class TurnMachine:
             turn.reject_input(turn.submission_id, fact.rejection)
             effects = self._abort(turn, fact.rejection, failed=False)
         else:
-            effects = self._accept(turn, under_review[1], fact.contexts, fact.stop)
+            effects = self._accept(
+                turn, under_review[1], fact.contexts, fact.stop, fact.rewrite
+            )
         return Transition((self._state.session, turn), effects)
 
     def _on_compaction_began(self, fact: CompactionBegan) -> Transition:
@@ -372,13 +375,16 @@ class TurnMachine:
         """Queues a steer; the running turn's calls that have not started
         are skipped, and once none runs the next step takes the steer in."""
         session, turn = self._state.session, self._state.turn
+        rewrite = fact.rewrite  # as rewritten: a redacted original is stored nowhere
         session.queue_input(
             fact.submission_id,
             "steer",
-            fact.text,
+            fact.text if rewrite is None else rewrite.text,
             fact.attachments,
             input_id=fact.input_id,
             input_digest=fact.input_digest,
+            rewritten_by=() if rewrite is None else rewrite.hooks,
+            original_text=None if rewrite is None else rewrite.original,
         )
         if self.phase() not in (Phase.TOOLS, Phase.APPROVAL):
             return Transition((session,))  # it waits for the next step
@@ -454,10 +460,24 @@ class TurnMachine:
         fact: TurnInput,
         contexts: tuple[tuple[str, str], ...],
         stop: str | None,
+        rewrite: InputRewrite | None = None,
     ) -> Effects:
-        """Records input entering its turn; a hook's stop ends the turn there."""
+        """Records input entering its turn (as its hooks rewrote it); a
+        hook's stop ends the turn there."""
+        rewrite = rewritten_again((fact.rewritten_by, fact.original_text), rewrite)
+        text, hooks, original = (
+            (fact.text, fact.rewritten_by, fact.original_text)
+            if rewrite is None
+            else (rewrite.text, rewrite.hooks, rewrite.original)
+        )
         turn.accept_input(
-            turn.submission_id, fact.kind, fact.text, fact.attachments, fact.input_id
+            turn.submission_id,
+            fact.kind,
+            text,
+            fact.attachments,
+            fact.input_id,
+            rewritten_by=hooks,
+            original_text=original,
         )
         for kind, text in contexts:
             turn.add_hook_context(kind, text)

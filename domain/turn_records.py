@@ -281,6 +281,8 @@ def take_steers(
                 queued["text"],
                 queued["attachments"],
                 queued.get("input_id", ""),  # queued before input ids: none
+                rewritten_by=queued.get("rewritten_by", ()),
+                original_text=queued.get("original_text"),
             )
             contexts, asked = reviewed.pop(submission_id, ((), None))
             for kind, text in contexts:
@@ -317,4 +319,6 @@ def oldest_queued(session: Session, reviewed: dict[str, Reviewed]) -> TurnInput:
         attachments,
         reviewed.pop(queued["submission_id"], None),
         queued.get("input_id", ""),  # queued before input ids: none
+        rewritten_by=tuple(queued.get("rewritten_by", ())),
+        original_text=queued.get("original_text"),
     )

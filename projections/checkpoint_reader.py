@@ -1,8 +1,9 @@
 """``rt.checkpoints``: each session's state now, or as it was at a moment.
 
 The current checkpoint is the checkpoint view's document with the model
-context read from the transcript (without turns a rewind set aside); a
-checkpoint as it was is folded from the log by the same fold, in memory.
+context and the conversation read from the transcript (without turns a
+rewind set aside); a checkpoint as it was is folded from the log by the
+same fold, in memory.
 """
 
 from __future__ import annotations
@@ -13,7 +14,13 @@ from typing import Any
 import msgspec
 
 from turnlog.domain import session as s
-from turnlog.domain.context import Message, fold_context, messages_of
+from turnlog.domain.context import (
+    Message,
+    fold_context,
+    fold_conversation,
+    holds_whole_conversation,
+    messages_of,
+)
 from turnlog.domain.errors import InvalidInputError
 from turnlog.domain.ids import check_session_id
 from turnlog.domain.model import Item
@@ -54,6 +61,8 @@ class Checkpoint(msgspec.Struct, frozen=True):
     updated_position: int
     """The log position of the newest event folded into the checkpoint."""
     context: tuple[Item, ...]
+    """The model context: what the session's next model step is sent
+    (after a compaction, the compacted context and what came since)."""
     agent_in_charge: str = ""
     """The agent in charge: the one a handoff put in charge, else ``agent_name``."""
     output: object = msgspec.UNSET
@@ -65,22 +74,34 @@ class Checkpoint(msgspec.Struct, frozen=True):
     last event shared, and the source chain's ``digest`` there."""
     rewound_turns: tuple[int, ...] = ()
     """Turns a rewind set aside: in the log, not in the context."""
+    conversation: tuple[Message, ...] = ()
+    """The conversation's user and assistant messages as it happened,
+    across compactions (turns a rewind set aside left out)."""
 
     def messages(self) -> list[Message]:
-        """The user and assistant messages of the context."""
-        return messages_of(self.context)
+        """The conversation's user and assistant messages, as it happened."""
+        return list(self.conversation)
 
 
 def _checkpoint(state: CheckpointState, items: list[TranscriptItem]) -> Checkpoint:
-    """The Checkpoint of a stored state, with the context folded from ``items``."""
-    rebuilt = fold_context(item.event() for item in items)
+    """The Checkpoint of a stored state, its context and conversation
+    folded from ``items`` (the kept items from the conversation's start)."""
+    events = [(item.position, item.event()) for item in items]
+    in_context = [e for at, e in events if at >= state.context_start]
+    rebuilt = fold_context(in_context)
+    if len(in_context) == len(events) and holds_whole_conversation(rebuilt):
+        conversation = messages_of(rebuilt)  # the common case: no second fold
+    else:
+        conversation = fold_conversation(event for _, event in events)
     fields = msgspec.structs.asdict(state)
     del fields["context_start"]
     del fields["running_turn_start"]
     del fields["set_aside_positions"]
     fields["rewound_turns"] = tuple(state.rewound_turns)
     fields["agent_in_charge"] = state.agent_in_charge or state.agent_name
-    return Checkpoint(**fields, context=tuple(rebuilt))
+    return Checkpoint(
+        **fields, context=tuple(rebuilt), conversation=tuple(conversation)
+    )
 
 
 class Checkpoints(_Reader):
@@ -101,7 +122,9 @@ class Checkpoints(_Reader):
 
         ``context=False`` skips rebuilding the model context (it reads the
         transcript since the last compaction), for callers that want only
-        the small fields: turns, status, usage, pending approval.
+        the small fields: turns, status, usage, pending approval (and
+        the conversation: ``messages()`` is then empty). A compacted
+        session's conversation is read from its start.
         """
         check_session_id(session_id)
         self._runner.catch_up()
@@ -109,10 +132,10 @@ class Checkpoints(_Reader):
         if doc is None:
             return None
         state = msgspec.convert(doc, CheckpointState)
+        # From the start: the conversation reaches back past a compaction
+        # (for a session never compacted the context starts there anyway).
         items = (
-            self._transcripts.kept(
-                session_id, state.context_start, state.set_aside_positions
-            )
+            self._transcripts.kept(session_id, 0, state.set_aside_positions)
             if context
             else []
         )
@@ -158,11 +181,7 @@ class Checkpoints(_Reader):
         rows = _MemoryRows()
         CheckpointProjection().fold(rows, session_id, entries)
         state = msgspec.convert(rows.docs[(session_id, 0)], CheckpointState)
-        kept = {
-            item.position
-            for item in items
-            if item.position >= state.context_start and item.position <= entries[-1][0]
-        }
+        kept = {item.position for item in items if item.position <= entries[-1][0]}
         kept_items = [
             item
             for item in items

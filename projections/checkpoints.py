@@ -1,9 +1,10 @@
 """The checkpoint view: each session's current state as one document.
 
 The document holds what is small (usage, route, pending approval, turn
-bookkeeping); the context is not copied into it on every change but read
-from the transcript from ``context_start`` on, so a checkpoint update costs
-the same at turn 2,000 as at turn 2.
+bookkeeping); the context and the conversation are not copied into it on
+every change but read from the transcript when it is loaded (the context
+from ``context_start`` on), so a checkpoint update costs the same at turn
+2,000 as at turn 2.
 """
 
 from __future__ import annotations

@@ -12,7 +12,8 @@ hook               when, and what it may do
 ``session_start``  first turn of the session in this process (``startup``:
                    context only, a stop is ignored so the prompt still runs),
                    and after each compaction (``compact``: may stop)
-``user_prompt``    before any input is recorded: context, stop, or reject
+``user_prompt``    before any input is recorded: context, stop, reject, or
+                   rewrite (``HookResult.rewrite_prompt``)
 ``pre_model``      before each model step: context or stop
 ``model_request``  after every ``pre_model`` hook: context or stop
 ``pre_tool``       for each call of a known tool: context, recorded before
@@ -36,6 +37,9 @@ hook (and without an ``output_type``) has no answer check at all.
 
 ``user_prompt`` sees every input (``info.kind``: ``prompt``, ``follow_up``,
 ``steer``, ``peer``, ``system``), and a rejected one is stored nowhere.
+A rewritten one goes on as the hook's text (hooks after it see that); the
+log names the hook and keeps the original too, unless the hook said not
+to (``keep_original=False``: the original is then stored nowhere).
 A prompt is reviewed as its turn starts. Input that is queued (a
 follow-up, a steer, input sent while a turn runs) is reviewed when it is
 submitted, before it is recorded, so that rejected text never reaches the
@@ -55,6 +59,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from turnlog.domain.compacted_history import DEFAULT_KEEP_USER_TOKENS
 from turnlog.domain.errors import InvalidInputError
 from turnlog.domain.hooks import (
     AnswerInfo,
@@ -128,22 +133,42 @@ class Compaction(Middleware):
 
     The model's native compaction endpoint is used when the provider has one
     (an ``async compact(request)`` method); otherwise a summarising model
-    call replaces the earlier conversation with a summary. Its place in the
-    middleware list matters: hooks listed after it run after compaction, and
-    the compaction stays provisional (not in the checkpoint) until they
-    settle.
+    call replaces the earlier conversation with the user's own most recent
+    messages, kept as they wrote them, and a summary of the rest. The
+    summary is an item of its own kind (``turnlog_kind``
+    ``compaction_summary``), never a user message; ``session.messages()``
+    keeps the whole conversation, ``session.context()`` shows what the
+    model is sent. Its place in the middleware list matters: hooks listed
+    after it run after compaction, and the compaction stays provisional
+    (not in the checkpoint) until they settle.
 
     Args:
         threshold_tokens: compact when the context is estimated above this.
+        keep_user_tokens: how many tokens (about four bytes each) of the
+            user's most recent messages a summary compaction keeps, newest
+            first (the message that crosses the budget is cut short); 0
+            keeps none. Default: 20,000 (as Codex), at most half of
+            ``threshold_tokens`` so the compacted context fits under it.
     """
 
     name = "compaction"
 
-    def __init__(self, threshold_tokens: int) -> None:
-        if isinstance(threshold_tokens, bool) or not isinstance(threshold_tokens, int):
-            msg = "threshold_tokens must be an int"
-            raise InvalidInputError(msg)
-        if threshold_tokens < 1:
-            msg = "threshold_tokens must be at least 1"
-            raise InvalidInputError(msg)
-        self.compaction_threshold = threshold_tokens
+    def __init__(
+        self, threshold_tokens: int, *, keep_user_tokens: int | None = None
+    ) -> None:
+        self.compaction_threshold = _count(threshold_tokens, "threshold_tokens", 1)
+        if keep_user_tokens is None:
+            keep_user_tokens = min(DEFAULT_KEEP_USER_TOKENS, threshold_tokens // 2)
+        self.compaction_keep_user_tokens = _count(
+            keep_user_tokens, "keep_user_tokens", 0
+        )
+
+
+def _count(value: object, name: str, least: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        msg = f"{name} must be an int"
+        raise InvalidInputError(msg)
+    if value < least:
+        msg = f"{name} must be at least {least}"
+        raise InvalidInputError(msg)
+    return value

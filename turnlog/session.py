@@ -26,6 +26,7 @@ from turnlog.actors.messages import (
     ActiveRunQuery,
     ChangeRoute,
     CloseSession,
+    ContextQuery,
     FollowUp,
     ForRun,
     LatestRunQuery,
@@ -53,6 +54,7 @@ from turnlog.domain.errors import (
 )
 from turnlog.domain.input_ids import check_input_id
 from turnlog.domain.inputs import check_attachments, check_input
+from turnlog.domain.model import Item
 from turnlog.domain.protocol import (
     ApprovalResponse,
     Event,
@@ -576,8 +578,23 @@ class AgentSession:
         return Subscription(self._actor, subscriber)
 
     def messages(self) -> list[Message]:
-        """The conversation's user and assistant messages, oldest first."""
+        """The conversation's user and assistant messages, oldest first.
+
+        The conversation as it happened: compaction changes what the model
+        is sent (:meth:`context`), never this. Turns a rewind set aside are
+        not in it.
+        """
         return self._actor.query(MessagesQuery())
+
+    def context(self) -> list[Item]:
+        """The model context: the items the next model step is sent.
+
+        After a compaction it is the compacted context: the user's most
+        recent messages and the summary (an item whose ``turnlog_kind`` is
+        ``compaction_summary``), or a native compaction's items, then
+        everything since. Copies: changing them changes nothing.
+        """
+        return self._actor.query(ContextQuery())
 
     def shared_state(self) -> dict[str, Any]:
         """The session's shared state (a copy)."""

@@ -146,6 +146,30 @@ def event(cls, *, seconds: float = 0, **fields):
             "(submission sub1)",
         ),
         (
+            event(
+                s.InputQueued,
+                submission_id="sub2",
+                kind="steer",
+                text="use [redacted]",
+                attachments=[],
+                rewritten_by=["redact"],
+            ),
+            'steer "use [redacted]" (rewritten by redact; the original was not '
+            "kept) queued to run after the current turn (submission sub2)",
+        ),
+        (
+            event(
+                t.InputAccepted,
+                submission_id="sub3",
+                kind="prompt",
+                text="Deploy it.",
+                attachments=[],
+                rewritten_by=["spell", "tone"],
+                original_text="deploi it",
+            ),
+            'prompt "Deploy it." (rewritten by spell, tone from "deploi it")',
+        ),
+        (
             event(s.QueuedInputDropped, submission_ids=["a", "b"], reason="interrupt"),
             "2 queued input(s) dropped: interrupt (a, b)",
         ),

@@ -126,22 +126,21 @@ def test_a_compaction_endpoint_returning_garbage_is_a_recorded_failure(
 
 def test_without_a_native_endpoint_compaction_summarises(rt: Runtime) -> None:
     model = ScriptedModel(["SUMMARY: the user said hello", "answer after summary"])
+    compaction = Compaction(1, keep_user_tokens=100)
     session = rt.create_session(
-        Agent("a", model=model, middleware=[Compaction(1)]), session_id="s"
+        Agent("a", model=model, middleware=[compaction]), session_id="s"
     )
     assert session.prompt("hello there", timeout=10).final_output == (
         "answer after summary"
     )
     summary_request, answer_request = model.requests
     assert summary_request.items[-1]["content"] == "Summarise the conversation so far."
-    contents = [
-        i.get("content") for i in answer_request.items if i["type"] == "message"
-    ]
-    assert (
-        contents[0]
-        == "Summary of the conversation so far:\nSUMMARY: the user said hello"
-    )
-    assert contents[1] == "hello there"
+    messages = [i for i in answer_request.items if i["type"] == "message"]
+    # The user's question stays verbatim; the summary follows, as a summary.
+    assert (messages[0]["role"], messages[0]["content"]) == ("user", "hello there")
+    assert messages[1]["turnlog_kind"] == "compaction_summary"
+    assert messages[1]["role"] == "developer"
+    assert messages[1]["content"].endswith("\nSUMMARY: the user said hello")
     checkpoint = rt.checkpoints.load("s")
     assert (checkpoint.compaction_count, checkpoint.context_epoch) == (1, 1)
 

@@ -115,6 +115,16 @@ def _quoted(text: str) -> str:
     return f'"{one_line(text)}"'
 
 
+def _rewrite_note(event: InputAccepted | InputQueued) -> str:
+    """Who rewrote input, and what the user wrote (if it was kept)."""
+    if not event.rewritten_by:
+        return ""
+    hooks = ", ".join(_id(hook) for hook in event.rewritten_by)
+    if event.original_text is None:
+        return f" (rewritten by {hooks}; the original was not kept)"
+    return f" (rewritten by {hooks} from {_quoted(event.original_text)})"
+
+
 def readable_arguments(arguments: str) -> str:
     """Tool-call arguments (a JSON string from the model) on one short line.
 
@@ -241,8 +251,8 @@ def _session_summary(event: object, seen: Seen) -> str | None:
             return f"turn {number}, submission {_id(submission)}"
         case InputQueued(kind=kind, text=text, submission_id=submission):
             return (
-                f"{_id(kind)} {_quoted(text)} queued to run after the current turn "
-                f"(submission {_id(submission)})"
+                f"{_id(kind)} {_quoted(text)}{_rewrite_note(event)} queued to run "
+                f"after the current turn (submission {_id(submission)})"
             )
         case QueuedInputTaken(submission_id=submission):
             return f"queued submission {_id(submission)} taken into the running turn"
@@ -308,7 +318,7 @@ def _turn_summary(event: object, seen: Seen) -> str | None:
             return f"turn {number} record opened"
         case InputAccepted(kind=kind, text=text, attachments=attachments):
             files = f" (+{len(attachments)} attachments)" if attachments else ""
-            return f"{_id(kind)} {_quoted(text)}{files}"
+            return f"{_id(kind)} {_quoted(text)}{_rewrite_note(event)}{files}"
         case InputRejected(reason=reason):
             return f"input refused: {one_line(reason)}"
         case ModelStepStarted(step=step, route=route):

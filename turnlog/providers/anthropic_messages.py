@@ -27,7 +27,7 @@ import msgspec
 from turnlog.domain.context import PROMPT_CACHE_BREAKPOINT_FIELD
 from turnlog.domain.errors import ProviderError
 from turnlog.domain.model import Item
-from turnlog.providers.chat_messages import DEVELOPER_LABELS, MISSING_OUTPUT
+from turnlog.providers.chat_messages import MISSING_OUTPUT, developer_label
 from turnlog.providers.tool_media import media_parts, with_dropped_note
 from turnlog.providers.wire import attachment_note, put_count
 
@@ -150,10 +150,7 @@ class _Transcript:
                 self._assistant_block(block)
             return
         if role != "user":
-            label = DEVELOPER_LABELS.get(
-                str(item.get("input_kind")), "developer message"
-            )
-            blocks.insert(0, _text(f"[{label}]"))
+            blocks.insert(0, _text(f"[{developer_label(item)}]"))
         self.open_step = False
         for block in blocks:
             self._user_block(block)

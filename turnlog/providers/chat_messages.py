@@ -5,7 +5,8 @@ function calls of the same step one assistant message with
 ``tool_calls``; each output a ``tool`` message right after its call (its
 images in a user message after the step's tool messages, since a tool
 message holds text only);
-developer items (hook context, peer and system input) messages of the
+developer items (hook context, peer and system input, a compaction's
+summary) messages of the
 configured role that start with a bracketed label saying where they came
 from. Items of another API's own (a Responses compaction, reasoning) are
 left out: a chat server cannot read them.
@@ -16,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
+from turnlog.domain.compacted_history import SUMMARY_KIND
 from turnlog.domain.errors import ProviderError
 from turnlog.providers.tool_media import data_url, media_parts, with_dropped_note
 from turnlog.providers.wire import attachment_note, text_of_parts
@@ -30,6 +32,13 @@ DEVELOPER_LABELS = {
     "peer": "message from another agent",
     "system": "message from the host system",
 }
+KIND_LABELS = {SUMMARY_KIND: "summary of the earlier conversation"}
+
+
+def developer_label(item: Mapping[str, Any]) -> str:
+    """What a developer item is, for a server that has no developer role."""
+    label = DEVELOPER_LABELS.get(str(item.get("input_kind")))
+    return label or KIND_LABELS.get(str(item.get("turnlog_kind")), "developer message")
 
 
 def chat_messages(
@@ -138,8 +147,7 @@ class _Transcript:
         if role == "user":
             self._put({"role": "user", "content": _user_content(item)})
             return
-        label = DEVELOPER_LABELS.get(str(item.get("input_kind")), "developer message")
-        text = f"[{label}]\n{_plain_text(item)}"
+        text = f"[{developer_label(item)}]\n{_plain_text(item)}"
         self._put({"role": self.developer_role, "content": text})
 
     def _put(self, message: dict[str, Any]) -> None:

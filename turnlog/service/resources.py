@@ -205,7 +205,7 @@ class SessionResources:
         if checkpoint is None:
             raise Problem(404, f"no session {session_id!r}")
         fields = msgspec.to_builtins(checkpoint)
-        del fields["context"]
+        del fields["context"], fields["conversation"]
         fields["messages"] = msgspec.to_builtins(checkpoint.messages())
         return dict(fields)
 
