@@ -32,12 +32,19 @@ def test_prompt_steer_follow_up_approvals_and_interrupt(serve) -> None:
         assert started.json()["submission_id"]
         busy = client.post(f"{base}/prompts", json={"text": "again"})
         assert busy.status_code == 409
+        withdrawn, asked = await_event(client, session_id, "approval_request")
+        # A steer withdraws the call still waiting for approval (it has not
+        # started); the next step takes the steer in and asks again.
         steer = client.post(f"{base}/steer", json={"text": "be brief"})
         follow = client.post(f"{base}/follow-ups", json={"text": "and then"})
         assert steer.status_code == follow.status_code == 202
-        _, asked = await_event(client, session_id, "approval_request")
-        (pending,) = client.get(f"{base}/approvals").json()["approvals"]
-        assert pending["tool_name"] == "publish"
+        pending, asked = await_event(
+            client, session_id, "approval_request", after=asked
+        )
+        assert pending["request_id"] != withdrawn["request_id"]
+        (listed,) = client.get(f"{base}/approvals").json()["approvals"]
+        assert listed["request_id"] == pending["request_id"]
+        assert listed["tool_name"] == "publish"
         assert (
             client.post(
                 f"{base}/approvals/{pending['request_id']}", json={"decision": "deny"}
