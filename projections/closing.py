@@ -46,7 +46,7 @@ def bring_views_to_head(
         logger.warning("closing with the views unchecked: %s", error)
         return False
     deadline = time.monotonic() + timeout
-    projections.notify()
+    projections.hurry()
     folded = projections.position_folded()
     while folded < head:
         left = deadline - time.monotonic()

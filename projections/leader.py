@@ -72,6 +72,9 @@ class ViewLeader:
         self.interval = interval
         self._wake = threading.Event()
         self._stopping = threading.Event()
+        self._hurried = threading.Event()
+        """Set once the views are wanted at the head now (the runtime is
+        closing, or stopping): no more gathering after a catch-up."""
         self._leading = threading.Event()
         self._thread: threading.Thread | None = None
         self.trouble: Exception | None = None
@@ -91,6 +94,15 @@ class ViewLeader:
         """Asks for a catch-up soon (the log moved)."""
         self._wake.set()
 
+    def hurry(self) -> None:
+        """Asks for catch-ups at once from now on, without gathering.
+
+        For a runtime that closes: its last turns' events are all saved,
+        so waiting ``interval`` for more only delays the close.
+        """
+        self._hurried.set()
+        self._wake.set()
+
     @property
     def leading(self) -> bool:
         """Whether this process keeps the views current now."""
@@ -103,6 +115,7 @@ class ViewLeader:
     def stop(self) -> None:
         """Stops following after the current batch and gives the lock up."""
         self._stopping.set()
+        self._hurried.set()
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=30)
@@ -172,7 +185,7 @@ class ViewLeader:
                 continue
             pause, self.trouble = FIRST_RETRY, None
             if moved:
-                self._stopping.wait(self.interval)
+                self._hurried.wait(self.interval)
         return False
 
     def _woken(self, _: Commit) -> None:

@@ -342,6 +342,10 @@ class ProjectionRunner:
         """Wakes the follower (called after every save in this process)."""
         self._leader.wake()
 
+    def hurry(self) -> None:
+        """Has the follower catch up at once from now on (closing)."""
+        self._leader.hurry()
+
     def start(self, gather: float | None = None) -> None:
         """Starts the background follower (it follows once elected).
 

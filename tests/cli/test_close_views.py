@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from cli_support import remove_events, session_positions
 
+import turnlog.projections.runner
 from turnlog import Agent, Runtime, ScriptedModel
 
 
@@ -61,3 +62,15 @@ def test_views_timeout_must_not_be_negative(store_url: str) -> None:
     with pytest.raises(ValueError, match="views_timeout"):
         runtime.close(views_timeout=-1)
     runtime.close()
+
+
+def test_closing_does_not_wait_out_the_followers_gathering(
+    store_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # After a catch-up the follower gathers new events for a while before
+    # the next; a closing runtime's events are all saved, so it must cut
+    # that short rather than wait it out (here it would outlast the wait).
+    monkeypatch.setattr(turnlog.projections.runner, "FOLLOW_INTERVAL", 60.0)
+    run_and_close(store_url, views_timeout=20.0)
+    assert "closing with the views" not in caplog.text
+    assert session_positions(store_url, "s1")  # the views hold the session
