@@ -37,6 +37,7 @@ import pykka
 from turnlog.actors.io_loop import IoLoop
 from turnlog.actors.session_parts import CanRecordSessions
 from turnlog.actors.session_state import SessionState
+from turnlog.actors.shared_state_writer import record_for_tool
 from turnlog.domain.errors import SessionClosedError, TurnlogError, UsageError
 from turnlog.domain.inputs import check_json_data
 from turnlog.domain.jobs import (
@@ -171,34 +172,23 @@ class JobStarter:
 
 def record_job_start(state: SessionState, order: StartJob) -> None:
     """Records ``JobStarted`` on the session's thread, then starts the work."""
-    waiter = order.waiter
-    try:
-        state.check_open()
-        _check_call_open(state, *order.call)
-        session = state.session
 
-        def decide() -> list[Any]:
-            start_job(
-                session,
-                job_id=order.job_id,
-                name=order.name,
-                turn_id=order.call[0],
-                call_id=order.call[1],
-                tool=order.tool,
-                idempotent=order.idempotent,
-                arguments=list(order.arguments) if order.idempotent else [],
-            )
-            return [session]
+    def decide() -> list[Any]:
+        start_job(
+            state.session,
+            job_id=order.job_id,
+            name=order.name,
+            turn_id=order.call[0],
+            call_id=order.call[1],
+            tool=order.tool,
+            idempotent=order.idempotent,
+            arguments=list(order.arguments) if order.idempotent else [],
+        )
+        return [state.session]
 
-        state.record(decide)
-    except TurnlogError as refused:
-        waiter.set_exception(refused)
-        return
-    except BaseException as error:  # the actor fails; the tool must not wait
-        waiter.set_exception(error)
-        raise
-    _launch(state, order.job_id, order.work, order.arguments, order.max_output)
-    waiter.set_result(order.job_id)
+    if record_for_tool(state, order.waiter, order.call, decide, "job not started"):
+        _launch(state, order.job_id, order.work, order.arguments, order.max_output)
+        order.waiter.set_result(order.job_id)
 
 
 def record_job_done(state: SessionState, done: JobDone) -> None:
@@ -393,13 +383,3 @@ def _outcome(value: Any) -> tuple[str, bool]:
         return msgspec.json.encode(value).decode(), False
     except (TypeError, msgspec.EncodeError):
         return str(value), False
-
-
-def _check_call_open(state: SessionState, turn_id: str, call_id: str) -> None:
-    turn = state.turn
-    if turn is None or str(turn.id) != turn_id or call_id not in turn.open_calls:
-        msg = (
-            f"tool call {call_id!r} is no longer running (it timed out, or its "
-            "turn ended): job not started"
-        )
-        raise UsageError(msg)

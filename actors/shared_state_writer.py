@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -77,31 +77,51 @@ def record_tool_update(state: SessionState, message: UpdateSharedState) -> None:
     """Records a tool's update on the session's thread; answers its waiter."""
     waiter = message.waiter
     assert waiter is not None
+
+    def decide() -> list[Any]:
+        state.session.update_shared_state(message.changes)
+        return [state.session]
+
+    if record_for_tool(state, waiter, message.call, decide, "shared state not updated"):
+        waiter.set_result(dict(state.session.shared_state))
+
+
+def record_for_tool(
+    state: SessionState,
+    waiter: concurrent.futures.Future[Any],
+    call: tuple[str, str] | None,
+    decide: Callable[[], list[Any]],
+    refused: str,
+) -> bool:
+    """Records ``decide`` for a tool that waits on ``waiter``, on the
+    session's thread; True once recorded (the caller then answers).
+
+    Refused (the session closed, or the tool's ``call``, its turn and call
+    ids, no longer running: ``refused`` says what did not happen), the
+    waiter gets the error and nothing is recorded. Any other failure fails
+    the actor, and the waiter first, so the tool never waits for good.
+    """
     try:
         state.check_open()
-        if message.call is not None:
-            _check_call_open(state, *message.call)
-        session = state.session
-
-        def decide() -> list[Any]:
-            session.update_shared_state(message.changes)
-            return [session]
-
+        if call is not None:
+            _check_call_open(state, *call, refused)
         state.record(decide)
-    except TurnlogError as refused:
-        waiter.set_exception(refused)
-        return
-    except BaseException as error:  # the actor fails; the tool must not wait
+    except TurnlogError as error:
+        waiter.set_exception(error)
+        return False
+    except BaseException as error:
         waiter.set_exception(error)
         raise
-    waiter.set_result(dict(state.session.shared_state))
+    return True
 
 
-def _check_call_open(state: SessionState, turn_id: str, call_id: str) -> None:
+def _check_call_open(
+    state: SessionState, turn_id: str, call_id: str, refused: str
+) -> None:
     turn = state.turn
     if turn is None or str(turn.id) != turn_id or call_id not in turn.open_calls:
         msg = (
             f"tool call {call_id!r} is no longer running (it timed out, or its "
-            "turn ended): shared state not updated"
+            f"turn ended): {refused}"
         )
         raise UsageError(msg)
