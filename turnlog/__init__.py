@@ -1,6 +1,7 @@
 """turnlog: an agent runtime for LLM sessions on an event-sourced log."""
 
 from turnlog.agent import Agent
+from turnlog.agent_handle import AgentHandle
 from turnlog.agent_tool import AgentTool
 from turnlog.approvals import ApprovalBroker
 from turnlog.children import ChildSession
@@ -85,7 +86,7 @@ from turnlog.projections.readers import (
 from turnlog.routing import ModelRouter
 from turnlog.runtime import Runtime
 from turnlog.scripted import ScriptedModel, calls, reply, tool_call
-from turnlog.session import AgentHandle, AgentSession, RunHandle, Subscription
+from turnlog.session import AgentSession, RunHandle, Subscription
 from turnlog.store.lineage import HistoryPoint
 from turnlog.tools import FunctionTool, ToolContext, ToolResult, function_tool
 from turnlog.version import __version__ as __version__

@@ -31,6 +31,7 @@ from turnlog.actors.session_actor import SessionActor, SessionServices, SessionS
 from turnlog.actors.session_parts import SessionDeps
 from turnlog.actors.tool_executor import DEFAULT_MAX_CONCURRENCY, ToolExecutorActor
 from turnlog.agent import Agent, session_agent
+from turnlog.agent_handle import AgentHandle
 from turnlog.approvals import ApprovalBroker
 from turnlog.children import ChildSession, ChildSessions, children_of, usage_by_agent
 from turnlog.config import RunConfig
@@ -58,7 +59,8 @@ from turnlog.projections.readers import (
 )
 from turnlog.projections.rebuild import default_projections
 from turnlog.projections.runner import LIVE_CACHE_LIMIT, ProjectionRunner
-from turnlog.session import ASK_TIMEOUT, AgentHandle, AgentSession
+from turnlog.session import AgentSession
+from turnlog.session_handle import ASK_TIMEOUT
 from turnlog.store.lineage import HistoryPoint, scan
 from turnlog.store.log import Store
 from turnlog.store.ownership import LEASE_SECONDS, SessionOwnership

@@ -1,6 +1,6 @@
-"""The handles callers hold: the interactive session and the protocol face.
+"""The interactive session: the handle callers hold, and its run handle.
 
-Both talk to the same SessionActor, through the session's Activation
+It talks to its SessionActor through the session's Activation
 (turnlog.actors.activation): a session that passivated while idle is started
 again by the call that uses it. Asks from these handles run on the
 caller's thread and wait only for the actor to take the message, never for
@@ -10,15 +10,12 @@ resolves when the run ends.
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import threading
-import weakref
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
-import pykka
 
 from turnlog.actors.activation import Activation
 from turnlog.actors.messages import (
@@ -34,22 +31,17 @@ from turnlog.actors.messages import (
     PendingApprovalsQuery,
     QueuedQuery,
     RecordedInputQuery,
-    Reply,
     Rewind,
     RunningQuery,
-    SessionQuery,
     SharedStateQuery,
     StartPrompt,
     Submit,
     UpdateSharedState,
 )
-from turnlog.actors.subscribers import Subscriber, SubscriptionClosed
 from turnlog.domain.approval import ApprovalDecision, ApprovalRequest, check_decision
 from turnlog.domain.context import Message
 from turnlog.domain.errors import (
     InvalidInputError,
-    RuntimeClosedError,
-    SessionClosedError,
     TurnlogError,
 )
 from turnlog.domain.input_ids import check_input_id
@@ -57,178 +49,16 @@ from turnlog.domain.inputs import check_attachments, check_input
 from turnlog.domain.model import Item
 from turnlog.domain.protocol import (
     ApprovalResponse,
-    Event,
     Interrupt,
-    Op,
     PeerInput,
     SessionFileReference,
-    Shutdown,
     Steer,
-    UserInput,
 )
-from turnlog.domain.run import QueuedInput, RunEvent, RunResult, SessionEvent
+from turnlog.domain.run import QueuedInput, RunResult, SessionEvent
 from turnlog.domain.text import check_encodable
 from turnlog.forking import check_point_args
 from turnlog.run_waiting import await_run
-
-ASK_TIMEOUT: float | None = None
-"""How long a call waits for the session actor's answer: as long as it lives.
-
-The actor answers its messages in order and never waits on another actor,
-so under load an answer comes late, not never; a stopped actor fails every
-ask at once (ActorDeadError, raised here as SessionClosedError). A fixed
-limit here would fail calls under a burst on a limit no user set.
-"""
-
-
-class Subscription:
-    """Events of one session, from when it subscribed on.
-
-    Iterate it (``for event in sub``, or ``async for``) to read events as
-    they come; iteration ends when the session closes, and raises
-    SessionFailedError if the session failed instead. ``drain()`` takes
-    what is buffered without waiting; ``close()`` unsubscribes.
-    """
-
-    def __init__(self, handle: _ActorHandle, subscriber: Subscriber) -> None:
-        self._handle = handle
-        self._subscriber = subscriber
-
-    def get(self, timeout: float | None = None) -> SessionEvent:
-        """The next event; raises TimeoutError, or SessionClosedError at the end.
-
-        If the session failed (its actor died), the end raises
-        SessionFailedError instead, naming the cause.
-        """
-        try:
-            return self._subscriber.get(timeout)
-        except SubscriptionClosed as closed:
-            raise SessionClosedError(f"subscription to {closed} ended") from None
-
-    def drain(self) -> list[SessionEvent]:
-        """Every buffered event, without waiting."""
-        return self._subscriber.drain()
-
-    def close(self) -> None:
-        """Stops delivery to this subscription."""
-        self._subscriber.close()
-        self._handle.unsubscribe(self._subscriber)
-
-    def __iter__(self) -> Iterator[SessionEvent]:
-        while True:
-            try:
-                yield self._subscriber.get()
-            except SubscriptionClosed:
-                return
-
-    def __aiter__(self) -> AsyncIterator[SessionEvent]:
-        return self._aiter()
-
-    async def _aiter(self) -> AsyncIterator[SessionEvent]:
-        loop = asyncio.get_running_loop()
-        while True:
-            try:
-                yield await loop.run_in_executor(None, self._subscriber.get)
-            except SubscriptionClosed:
-                return
-
-    def __enter__(self) -> Subscription:
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.close()
-
-
-def _let_go(activation: weakref.ref[Activation]) -> None:
-    """A handle's finalizer: its activation, if still kept, is held once less."""
-    kept = activation()
-    if kept is not None:
-        kept.let_go()
-
-
-class _ActorHandle:
-    """Typed asks and tells to one session's actor, through its activation."""
-
-    def __init__(
-        self,
-        session_id: str,
-        activation: Activation,
-        runtime_closed: threading.Event | None = None,
-        stopped_by: Callable[[], TurnlogError | None] | None = None,
-    ) -> None:
-        self.session_id = session_id
-        self._activation = activation
-        self.runtime_closed = runtime_closed or threading.Event()
-        self._stopped_by = stopped_by
-        # While a handle (or a subscription of it) lives, its session keeps
-        # its idle_timeout; once none does, it passivates soon after idling.
-        activation.hold()
-        # The finalizer refers to the activation weakly: a strong reference
-        # from the finalizers' registry would keep alive any cycle through
-        # this handle (a tool of the session's agent that refers to the
-        # session), and the handle with it, after the runtime let go.
-        weakref.finalize(self, _let_go, weakref.ref(activation)).atexit = False
-
-    def closed_error(self) -> TurnlogError:
-        """What a call that finds the session gone raises: it says why.
-
-        The runtime was closed, the session's lease was lost to another
-        process, or the session was closed.
-        """
-        if self.runtime_closed.is_set():
-            return RuntimeClosedError(
-                f"session {self.session_id!r}: the runtime was closed"
-            )
-        reason = self._stopped_by() if self._stopped_by is not None else None
-        return reason or SessionClosedError(f"session {self.session_id!r} is closed")
-
-    def check_runtime_open(self) -> None:
-        """Raises RuntimeClosedError once the runtime was closed."""
-        if self.runtime_closed.is_set():
-            raise self.closed_error()
-
-    def ask(self, message: Any) -> Any:
-        try:
-            answer = self._activation.ask(message).get(timeout=ASK_TIMEOUT)
-        except pykka.ActorDeadError:
-            raise self.closed_error() from None
-        if isinstance(answer, concurrent.futures.Future):
-            # Input that user_prompt hooks review before it is queued: the
-            # actor answers once it is recorded, or refused (it raises).
-            return answer.result()
-        return answer
-
-    def query(self, message: SessionQuery[Reply]) -> Reply:
-        """The actor's answer to ``message``, typed by the query."""
-        reply: Reply = self.ask(message)
-        return reply
-
-    def tell(self, message: Any) -> None:
-        try:
-            self._activation.send(message)
-        except pykka.ActorDeadError:
-            raise self.closed_error() from None
-
-    def alive(self) -> bool:
-        """Whether the session is open here (running, or passivated)."""
-        return not self._activation.ended()
-
-    def subscribe(self, maxsize: int, only_events: bool = False) -> Subscriber:
-        accept = (lambda item: isinstance(item, RunEvent)) if only_events else None
-        subscriber = Subscriber(self.session_id, maxsize, accept)
-        try:
-            added = self._activation.subscribe(subscriber)
-            if added is not None:
-                added.get(timeout=ASK_TIMEOUT)
-        except pykka.ActorDeadError:
-            raise self.closed_error() from None
-        return subscriber
-
-    def unsubscribe(self, subscriber: Subscriber) -> None:
-        self._activation.unsubscribe(subscriber)
-
-    def wait_passivated(self, timeout: float | None) -> bool:
-        return self._activation.wait_passivated(timeout)
+from turnlog.session_handle import ActorHandle, Subscription
 
 
 class RunHandle:
@@ -302,7 +132,7 @@ class AgentSession:
         recorded_answer: Callable[[str], tuple[object, str]] | None = None,
         children: Callable[[], list[AgentSession]] | None = None,
     ):
-        self._actor = _ActorHandle(session_id, activation, runtime_closed, stopped_by)
+        self._actor = ActorHandle(session_id, activation, runtime_closed, stopped_by)
         self._event_buffer = event_buffer
         self._check_deps = check_deps
         self._agent = activation.agent
@@ -715,69 +545,7 @@ def _input_id(input_id: str | None) -> str:
     return "" if input_id is None else check_input_id(input_id)
 
 
-class AgentHandle:
-    """The protocol face of a session: submit Ops, read Events."""
-
-    def __init__(self, session: AgentSession) -> None:
-        self.session = session
-        self._events = session._actor.subscribe(session._event_buffer, only_events=True)
-
-    @property
-    def session_id(self) -> str:
-        """The session's id."""
-        return self.session.session_id
-
-    def submit(self, op: Op) -> str:
-        """Submits ``op``; returns its submission id.
-
-        It returns at once, except for input that would be queued behind a
-        running turn while the agent has a user_prompt hook: that returns
-        once the hook accepted it and it is recorded, and raises
-        InputRejectedError, recording nothing, if the hook refused it.
-        """
-        ops = (UserInput, PeerInput, Steer, Interrupt, ApprovalResponse, Shutdown)
-        if not isinstance(op, ops):
-            msg = f"not an Op: {op!r}"
-            raise InvalidInputError(msg)
-        check_encodable(op, type(op).__name__)
-        given_id = getattr(op, "input_id", "")
-        if given_id:
-            check_input_id(given_id)
-        target = self.session
-        if isinstance(op, ApprovalResponse):
-            check_decision(op.decision)
-            # A child session's request is answered in that child.
-            target = self.session._child_asking(op.request_id) or target
-        result: str = target._actor.ask(Submit(op))
-        return result
-
-    def next_event(self, timeout: float | None = 30.0) -> Event:
-        """The next Event; raises TimeoutError if none comes in time.
-
-        Raises SessionClosedError once the session is closed (and its
-        events are read), RuntimeClosedError once the runtime is closed.
-        """
-        self.session._actor.check_runtime_open()
-        try:
-            item = self._events.get(timeout)
-        except SubscriptionClosed:
-            raise self.session._actor.closed_error() from None
-        if isinstance(item, RunEvent):
-            return item.event
-        return self.next_event(timeout)  # an EventsMissed marker: skip it
-
-    async def next_event_async(self) -> Event:
-        """``next_event`` for asyncio callers."""
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(None, self.next_event, None)
-
-    def close(self) -> None:
-        """Stops reading events (the session stays open)."""
-        self._events.close()
-
-
 __all__ = [
-    "AgentHandle",
     "AgentSession",
     "RunHandle",
     "SessionEvent",
