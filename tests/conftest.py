@@ -4,6 +4,7 @@ and a check that every test stops the actors it started."""
 from __future__ import annotations
 
 import os
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,6 +13,10 @@ import pykka
 import pytest
 
 POSTGRES_ENV = "TURNLOG_TEST_POSTGRES_URL"
+
+# This folder goes on sys.path for the helpers tests of several folders
+# share (kept_sessions).
+sys.path.insert(0, str(Path(__file__).parent))
 
 
 def postgres_url() -> str | None:

@@ -12,33 +12,15 @@ default ``idle_timeout`` (a minute) is far above every wait here.
 from __future__ import annotations
 
 import gc
-import threading
-import time
-from collections.abc import Callable
 from typing import Any
 
+from kept_sessions import activations, eventually
+
 from turnlog import Agent, Runtime, ScriptedModel, calls, function_tool, tool_call
-from turnlog.actors.activation import Activation
 from turnlog.testing import HeldModel
 
 SESSIONS = 12
 WAIT = 20.0
-
-
-def eventually(predicate: Callable[[], bool], timeout: float = WAIT) -> bool:
-    """Whether ``predicate`` holds within ``timeout`` (looked at every 20 ms)."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        threading.Event().wait(0.02)
-    return True
-
-
-def activations() -> int:
-    """Sessions the runtimes of this process keep in memory."""
-    gc.collect()
-    return sum(1 for obj in gc.get_objects() if isinstance(obj, Activation))
 
 
 def agent(*answers: str) -> Agent:

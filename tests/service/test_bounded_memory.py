@@ -8,16 +8,13 @@ whatever the number of sessions served. Counted, not timed.
 
 from __future__ import annotations
 
-import gc
 import threading
-import time
-from collections.abc import Callable
 
 import httpx
+from kept_sessions import activations, eventually
 from service_support import TOKEN_A, TOKENS, ServerThread
 
 from turnlog import Runtime
-from turnlog.actors.activation import Activation
 from turnlog.service import create_app
 from turnlog.service.demo import DEMO_AGENT, demo_agent
 
@@ -25,21 +22,6 @@ SESSIONS = 24
 """Sessions served: far above the bound asserted (a small constant)."""
 
 BOUND = 2
-
-
-def eventually(predicate: Callable[[], bool], timeout: float = 20.0) -> bool:
-    """Whether ``predicate`` holds within ``timeout`` (looked at every 20 ms)."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        threading.Event().wait(0.02)
-    return True
-
-
-def activations() -> int:
-    gc.collect()
-    return sum(1 for obj in gc.get_objects() if isinstance(obj, Activation))
 
 
 def one_session(client: httpx.Client, background: bool) -> str:
