@@ -31,14 +31,42 @@ def canonical(
 ) -> bytes:
     """The bytes an event's link hashes: everything stored but ``chain``."""
     body = {key: value for key, value in state.items() if key != CHAIN_FIELD}
-    return _encoder.encode(
-        {
-            "topic": topic,
-            "originator_id": originator_id,
-            "originator_version": originator_version,
-            "state": body,
-        }
+    return canonical_bytes(
+        topic, originator_id, originator_version, canonical_state(body)
     )
+
+
+def canonical_state(state: dict[str, Any]) -> bytes:
+    """An event's stored state (without ``chain``) as its canonical bytes hold it."""
+    return _encoder.encode(state)
+
+
+def canonical_bytes(
+    topic: str, originator_id: str, originator_version: int, body: bytes
+) -> bytes:
+    """What :func:`canonical` encodes, with the state already encoded as ``body``.
+
+    The same bytes as encoding the whole object with sorted keys, whose
+    order is originator_id, originator_version, state, topic.
+    """
+    return b"".join(
+        (
+            b'{"originator_id":',
+            _encoder.encode(originator_id),
+            b',"originator_version":',
+            _encoder.encode(originator_version),
+            b',"state":',
+            body,
+            b',"topic":',
+            _encoder.encode(topic),
+            b"}",
+        )
+    )
+
+
+def with_chain(body: bytes, digest: str) -> bytes:
+    """The stored state: ``body`` (a non-empty JSON object) with ``chain`` added."""
+    return b"".join((body[:-1], b',"chain":"', digest.encode("ascii"), b'"}'))
 
 
 def link(previous: str, encoded: bytes) -> str:

@@ -47,7 +47,7 @@ def rewrite(db: Path, topic: str, edit) -> None:
         (
             lambda topic, state: (
                 topic,
-                state.replace(b'{"timestamp"', b'{"class_version":7,"timestamp"', 1),
+                state.replace(b"{", b'{"class_version":7,', 1),
             ),
             "has class version 7; this turnlog reads up to 1: upgrade turnlog",
         ),
@@ -81,7 +81,7 @@ def test_a_transcript_item_from_a_newer_turnlog_is_refused(sqlite_url: str) -> N
         "turnlog:TurnStarted",
         lambda topic, state: (
             topic,
-            state.replace(b'{"timestamp"', b'{"class_version":7,"timestamp"', 1),
+            state.replace(b"{", b'{"class_version":7,', 1),
         ),
     )
     with sqlite3.connect(db) as connection:

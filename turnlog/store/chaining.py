@@ -11,9 +11,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from eventsourcing.persistence import StoredEvent
 from eventsourcing.utils import get_topic
 
-from turnlog.domain.chain import CHAIN_FIELD, SEQ_FIELD, ChainHead, canonical, link
+from turnlog.domain.chain import (
+    CHAIN_FIELD,
+    SEQ_FIELD,
+    ChainHead,
+    canonical_bytes,
+    canonical_state,
+    link,
+    with_chain,
+)
 from turnlog.domain.ids import session_uuid
 from turnlog.domain.lineage import SessionForked
 
@@ -24,31 +33,61 @@ def stamp(events: Sequence[Any], head: ChainHead) -> tuple[list[Any], ChainHead]
     Returns the stamped events (to save instead of ``events``) and the
     new head, to keep once the save has succeeded.
     """
+    stamped, _, new_head = stamp_stored(events, head)
+    return stamped, new_head
+
+
+def stamp_stored(
+    events: Sequence[Any], head: ChainHead
+) -> tuple[list[Any], list[StoredEvent], ChainHead]:
+    """As :func:`stamp`, with each event's stored form made from one encoding.
+
+    The link hashes the event's canonical bytes (domain.chain.canonical:
+    its topic, aggregate, version and state with sorted keys, ``chain``
+    left out). Those bytes hold the state's own sorted encoding, so it is
+    made once here and serves twice: spliced into the canonical bytes, and,
+    with ``chain`` appended, as the stored state the mapper would have
+    written (the same JSON object; key order is not part of it, and
+    verification re-encodes the decoded state canonically). So an event
+    is encoded once a save, not twice.
+    """
     seq, digest = head.seq, head.digest
-    stamped = []
+    stamped: list[Any] = []
+    stored: list[StoredEvent] = []
     for event in events:
         seq += 1
-        # The state as the mapper will store it (see Mapper.to_stored_event).
+        cls = type(event)
+        # The state as the mapper stores it (see Mapper.to_stored_event).
         state = dict(vars(event))
         state[SEQ_FIELD] = seq
+        del state[CHAIN_FIELD]
         originator_id = state.pop("originator_id")
         originator_version = state.pop("originator_version")
-        class_version = getattr(type(event), "class_version", 1)
+        class_version = getattr(cls, "class_version", 1)
         if class_version > 1:
             state["class_version"] = class_version
-        encoded = canonical(
-            get_topic(type(event)), str(originator_id), originator_version, state
+        topic = get_topic(cls)
+        body = canonical_state(state)
+        digest = link(
+            digest, canonical_bytes(topic, str(originator_id), originator_version, body)
         )
-        digest = link(digest, encoded)
+        stored.append(
+            StoredEvent(
+                originator_id=originator_id,
+                originator_version=originator_version,
+                topic=topic,
+                state=with_chain(body, digest),
+            )
+        )
         # A copy with two fields changed, as dataclasses.replace makes it but
         # without running __init__ and its checks again on every field (the
         # event passed them when it was made): a tenth of a save's CPU.
-        copy = object.__new__(type(event))
+        copy = object.__new__(cls)
         copy.__dict__.update(vars(event))
         copy.__dict__[SEQ_FIELD] = seq
         copy.__dict__[CHAIN_FIELD] = digest
         stamped.append(copy)
-    return stamped, ChainHead(seq, digest)
+    return stamped, stored, ChainHead(seq, digest)
 
 
 def creates_session(events: Sequence[Any]) -> bool:

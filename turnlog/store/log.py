@@ -58,7 +58,7 @@ from turnlog.domain.session import Session
 from turnlog.domain.session_snapshot import SessionSnapshot
 from turnlog.store.application import RECORDERS, TurnlogApplication
 from turnlog.store.backend import META_TABLE, LogBackend
-from turnlog.store.chaining import creates_session, first_head, stamp
+from turnlog.store.chaining import creates_session, first_head, stamp_stored
 from turnlog.store.commits import CommitWatch
 from turnlog.store.fencing import Claim, Fence, lease_lost
 from turnlog.store.group_commit import BatchRecorder, GroupCommit
@@ -123,6 +123,12 @@ class Store:
         self._fences: dict[str, Fence] = {}
         self._lost: set[str] = set()
         self._mapper = self._app.mapper
+        # Stamping encodes each event once for its link and its stored
+        # state; a mapper that also compresses or encrypts (never one of
+        # turnlog's, but an application may be configured so) maps anew.
+        self._stamped_as_stored = (
+            self._mapper.compressor is None and self._mapper.cipher is None
+        )
         # Every save of this Store, from every session, goes through one
         # writer (see turnlog.store.group_commit).
         self._writer = GroupCommit(cast(BatchRecorder, self._app.recorder))
@@ -194,13 +200,16 @@ class Store:
         if claim is None and fence is not None and session_id in self._lost:
             raise lease_lost(fence)
         head: ChainHead | None = None
+        stored: list[StoredEvent] | None = None
         if session_id is not None:
             start = self._heads.get(session_id)
             if start is None and not creates_session(events):
                 start = self._load_head(session_id)
-            events, head = stamp(events, start or first_head(events))
+            events, stamped, head = stamp_stored(events, start or first_head(events))
+            if self._stamped_as_stored:
+                stored = stamped
         try:
-            recordings = self._put(events, fence, claim)
+            recordings = self._put(events, stored, fence, claim)
         except LeaseLostError:
             self._forget(session_id)
             if claim is None:  # a claim refused lost nothing it held
@@ -224,16 +233,23 @@ class Store:
         return recordings
 
     def _put(
-        self, events: list[Any], fence: Fence | None, claim: Claim | None
+        self,
+        events: list[Any],
+        stored: list[StoredEvent] | None,
+        fence: Fence | None,
+        claim: Claim | None,
     ) -> list[Recording[uuid.UUID]]:
         """Writes ``events`` through the group commit; their recordings.
 
+        ``stored`` is their stored form where stamping made it already (see
+        turnlog.store.chaining.stamp_stored), else the mapper makes it.
         What eventsourcing's EventStore.put does, but the insert joins the
         batch of every session saving at the same moment. Not
         Application.save either: that checks every event against runtime
         Protocols, a quarter of a save's time.
         """
-        stored = [self._mapper.to_stored_event(event) for event in events]
+        if stored is None:
+            stored = [self._mapper.to_stored_event(event) for event in events]
         ids = self._writer.save(stored, fence, claim)
         if not ids:
             return []

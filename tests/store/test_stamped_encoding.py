@@ -1,0 +1,73 @@
+"""A save encodes each event once: the stored state is the mapper's, and links verify."""
+
+from __future__ import annotations
+
+import msgspec
+
+from turnlog.domain.chain import GENESIS, ChainHead, canonical, link
+from turnlog.domain.session import Session
+from turnlog.store.application import LOG_MAPPER
+from turnlog.store.chaining import stamp_stored
+
+
+def decided_events() -> list[object]:
+    session = Session.create(
+        "s-é",
+        agent_name='a\u2028"quoted"',
+        agent_digest="d",
+        shared_state={"z": [1, {"b": None, "a": "ü"}], "a": 1.5},
+        model_route="default",
+    )
+    session.update_shared_state({"k": {"nested": ["x", 2]}, "emoji": "🙂"})
+    return session.collect_events()
+
+
+def test_stored_state_is_what_the_mapper_would_store() -> None:
+    stamped, stored, _ = stamp_stored(decided_events(), ChainHead())
+    for event, row in zip(stamped, stored, strict=True):
+        mapped = LOG_MAPPER.to_stored_event(event)
+        assert (row.originator_id, row.originator_version, row.topic) == (
+            mapped.originator_id,
+            mapped.originator_version,
+            mapped.topic,
+        )
+        # The same JSON object (key order is not part of it).
+        assert LOG_MAPPER.transcoder.decode(row.state) == LOG_MAPPER.transcoder.decode(
+            mapped.state
+        )
+
+
+def test_each_link_verifies_from_the_stored_bytes_alone() -> None:
+    _, stored, head = stamp_stored(decided_events(), ChainHead())
+    digest = GENESIS
+    for row in stored:
+        # As turnlog audit --verify recomputes it: decode, then canonical.
+        state = LOG_MAPPER.transcoder.decode(row.state)
+        recomputed = link(
+            digest,
+            canonical(row.topic, str(row.originator_id), row.originator_version, state),
+        )
+        assert recomputed == state["chain"]
+        digest = recomputed
+    assert head == ChainHead(len(stored), digest)
+
+
+def test_canonical_bytes_are_the_sorted_encoding_of_the_whole_event() -> None:
+    # The bytes logs written before the one-encoding save were chained with.
+    whole = msgspec.json.Encoder(order="sorted")
+    _, stored, _ = stamp_stored(decided_events(), ChainHead())
+    for row in stored:
+        state = LOG_MAPPER.transcoder.decode(row.state)
+        del state["chain"]
+        expected = whole.encode(
+            {
+                "topic": row.topic,
+                "originator_id": str(row.originator_id),
+                "originator_version": row.originator_version,
+                "state": state,
+            }
+        )
+        assert (
+            canonical(row.topic, str(row.originator_id), row.originator_version, state)
+            == expected
+        )
