@@ -60,15 +60,24 @@ class PendingSave:
         """Why this save was not recorded (nothing of it is in the log)."""
         self.lead = False
         """Set, with a wake-up, when this save's thread is to write next."""
+        # Made only for a save that queues behind a writer (see
+        # GroupCommit.save): a save that writes at once, a lone session's
+        # every save, never waits, and an Event is a lock and a Condition.
+        self._wake: threading.Event | None = None
+
+    def queue_behind(self) -> None:
+        """Readies this save to wait: called before its writer can settle it."""
         self._wake = threading.Event()
 
     def wait(self) -> None:
         """Blocks until this save is settled or its thread is to write."""
+        assert self._wake is not None, "queue_behind() first"
         self._wake.wait()
 
     def settle(self) -> None:
         """Wakes the thread waiting for this save: its outcome is known."""
-        self._wake.set()
+        if self._wake is not None:
+            self._wake.set()
 
 
 class BatchRecorder(Protocol):
@@ -131,6 +140,8 @@ class GroupCommit:
         with self._lock:
             self._queue.append(pending)
             pending.lead = not self._writing
+            if not pending.lead:
+                pending.queue_behind()
             self._writing = True
             if self._watching:
                 self._queued.notify_all()
