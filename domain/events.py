@@ -45,6 +45,34 @@ def in_decision_order(aggregates: Any) -> list[Any]:
     return events
 
 
+def trigger_session_event(
+    aggregate: Any, event_class: type[Any], kwargs: dict[str, Any]
+) -> None:
+    """Triggers ``event_class`` on ``aggregate``, stamped with its session's id.
+
+    What eventsourcing's ``BaseAggregate.trigger_event`` does (the next
+    version, a timestamp, the event applied, then kept as pending), less
+    the checks it runs on every call that a turnlog event passed once,
+    when its class was made: that its topic is explicit and registered
+    (register_stable_topic). A turn triggers a dozen events; those checks
+    and copies were a third of triggering one.
+    """
+    if kwargs.get("timestamp") is None:
+        kwargs["timestamp"] = event_class.create_timestamp()
+    try:
+        event = event_class(
+            originator_id=aggregate.id,
+            originator_version=aggregate.version + 1,
+            session_id=aggregate.session_id,
+            **kwargs,
+        )
+    except TypeError as error:
+        msg = f"Can't construct event {event_class}: {error}"
+        raise TypeError(msg) from None
+    event.mutate(aggregate)
+    aggregate.pending_events.append(event)
+
+
 def event_class_for(name: str) -> type[Any] | None:
     """Returns the event class stored under ``turnlog:<name>``, if any."""
     return _REGISTERED.get(TOPIC_PREFIX + name)

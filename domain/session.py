@@ -24,7 +24,12 @@ from turnlog.domain.errors import (
     SessionBusyError,
     SessionClosedError,
 )
-from turnlog.domain.events import TurnlogCreated, TurnlogEvent, register_stable_topic
+from turnlog.domain.events import (
+    TurnlogCreated,
+    TurnlogEvent,
+    register_stable_topic,
+    trigger_session_event,
+)
 from turnlog.domain.handoff import AgentHandedOff  # noqa: F401 - loads with it
 from turnlog.domain.ids import session_uuid, turn_uuid
 from turnlog.domain.inputs import check_input, check_json_data
@@ -169,7 +174,7 @@ class Session(Aggregate):
 
     def trigger_event(self, event_class: type[Any], **kwargs: Any) -> None:
         """Triggers ``event_class`` stamped with this session's id."""
-        super().trigger_event(event_class, session_id=self.session_id, **kwargs)
+        trigger_session_event(self, event_class, kwargs)
 
     def __init__(self) -> None:
         self.turn_count = 0

@@ -19,7 +19,12 @@ from typing import Any
 from eventsourcing.domain import Aggregate
 
 from turnlog.domain.errors import InvalidInputError, InvariantViolation
-from turnlog.domain.events import TurnlogCreated, TurnlogEvent, register_stable_topic
+from turnlog.domain.events import (
+    TurnlogCreated,
+    TurnlogEvent,
+    register_stable_topic,
+    trigger_session_event,
+)
 from turnlog.domain.ids import turn_uuid
 from turnlog.domain.inputs import check_input
 from turnlog.domain.model import Item, MediaPart
@@ -241,7 +246,7 @@ class Turn(Aggregate):
 
     def trigger_event(self, event_class: type[Any], **kwargs: Any) -> None:
         """Triggers ``event_class`` stamped with this session's id."""
-        super().trigger_event(event_class, session_id=self.session_id, **kwargs)
+        trigger_session_event(self, event_class, kwargs)
 
     def __init__(self) -> None:
         self.steps = 0
