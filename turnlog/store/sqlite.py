@@ -10,6 +10,7 @@ it has.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 import uuid
@@ -298,7 +299,7 @@ class SQLiteLogRecorder(SQLiteApplicationRecorder):
         if datastore.pool.is_sqlite_memory_mode:
             return
         try:
-            size = Path(datastore.pool.db_name + "-wal").stat().st_size
+            size = os.stat(datastore.pool.db_name + "-wal").st_size
         except OSError:
             return
         if size <= max(WAL_CHECKPOINT_BYTES, self._wal_retry_above):
