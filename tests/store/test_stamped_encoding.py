@@ -1,4 +1,4 @@
-"""A save encodes each event once: the stored state is the mapper's, and links verify."""
+"""A save encodes each event once: the stored state is the mapper's; links verify."""
 
 from __future__ import annotations
 
