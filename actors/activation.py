@@ -172,10 +172,29 @@ class Activation:
             with contextlib.suppress(pykka.ActorDeadError):
                 ref.tell(PassivateIfIdle())
 
+    def reserve(self) -> None:
+        """Holds the session for the first actor that :meth:`start` starts.
+
+        Called by the thread that then calls ``start``, before anyone else
+        can reach the activation: whoever messages the session meanwhile
+        waits for that actor (or for the failure that ended the session),
+        and never starts one of its own.
+        """
+        self._lock.acquire()
+
     def start(self, starter: Starter) -> None:
-        """Starts the session's first actor with ``starter``."""
-        with self._lock:
+        """Starts the session's first actor with ``starter`` (after ``reserve``).
+
+        If ``starter`` raises, the session has ended here (see ``ended``).
+        """
+        try:
             self._ref = starter(self)
+        except BaseException:
+            self._closing = True
+            self._passive.notify_all()
+            raise
+        finally:
+            self._lock.release()
 
     def send(self, message: Any) -> None:
         """Tells the session's actor, reviving the session if it passivated."""

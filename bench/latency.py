@@ -9,14 +9,16 @@ any moment, each holding its actors while it waits.
 Two modes:
 
 - ``burst`` (default): ``--sessions`` sessions (default 2,000) created
-  one after another, then all prompted at once (sessions/s counts from
-  the prompts).
+  together (``create_session_async``), then all prompted at once
+  (sessions/s counts from the prompts).
 - ``arrivals``: a new session every ``1 / --rate`` seconds (default 200 a
-  second) for ``--seconds`` (default 10), each created and prompted as it
-  arrives.
+  second) for ``--seconds`` (default 10), each created (with
+  ``create_session_async``, as a service on asyncio would) and prompted
+  as it arrives.
 
 Printed: per-turn time minus model time (the turn's wall time minus the
-time its two model calls took, as the model measured it) at p50/p99;
+time its two model calls took, as the model measured it) at p50/p99, and
+for arrivals how long creating the session took before that;
 sessions/s (all sessions over the wall time from the first start to the
 last end); failures by type; peak RSS and peak thread count (sampled from
 /proc/self/status); and whether any thread died (``threading.excepthook``)
@@ -31,7 +33,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
-import concurrent.futures
 import logging
 import statistics
 import tempfile
@@ -54,8 +55,6 @@ from turnlog.domain.streaming import DeltaSink, discard_deltas
 
 DELTAS = 4
 """Text fragments a model call streams, spread over its latency."""
-CREATION_WORKERS = 32
-"""Threads creating arriving sessions (see ``arrivals``)."""
 
 
 @function_tool
@@ -78,6 +77,8 @@ class SlowModel:
         """Per session: each call's start and end (perf_counter)."""
         self.phases: dict[str, tuple[float, float, float]] = {}
         """Per session: prompt to first call, between calls, last call to end."""
+        self.creations: dict[str, float] = {}
+        """Per session created as it arrived: how long its creation took."""
 
     async def respond(
         self, request: ModelRequest, on_delta: DeltaSink = discard_deltas
@@ -149,7 +150,9 @@ async def one_session(
     """Runs one turn (creating the session first unless given); returns the
     turn's time less the model's."""
     if session is None:
-        session = await asyncio.to_thread(rt.create_session, agent, session_id=name)
+        arrived = time.perf_counter()
+        session = await rt.create_session_async(agent, session_id=name)
+        model.creations[name] = time.perf_counter() - arrived
     started = time.perf_counter()
     result = await session.prompt_async("go")
     elapsed = time.perf_counter() - started
@@ -166,6 +169,12 @@ async def one_session(
     return elapsed - model.spent[name]
 
 
+async def create_all(rt: Runtime, agent: Agent, count: int) -> list:
+    return await asyncio.gather(
+        *(rt.create_session_async(agent, session_id=f"s{n}") for n in range(count))
+    )
+
+
 async def burst(rt: Runtime, agent: Agent, model: SlowModel, handles: list) -> list:
     return await asyncio.gather(
         *(
@@ -179,12 +188,8 @@ async def burst(rt: Runtime, agent: Agent, model: SlowModel, handles: list) -> l
 async def arrivals(
     rt: Runtime, agent: Agent, model: SlowModel, rate: float, seconds: float
 ) -> list:
-    # Creations run on worker threads, as a service's request handlers
-    # would make them: asyncio's default of a few workers could not keep
-    # up with the offered rate, so arrivals came slower than asked.
-    asyncio.get_running_loop().set_default_executor(
-        concurrent.futures.ThreadPoolExecutor(CREATION_WORKERS)
-    )
+    # Created as a service on asyncio creates them: create_session_async,
+    # which keeps the loop free and shares commits between creations.
     tasks = []
     start = time.perf_counter()
     for n in range(int(rate * seconds)):
@@ -216,10 +221,7 @@ def main() -> None:
             if args.mode == "burst":
                 # Created first, so that every prompt starts at once.
                 created = time.perf_counter()
-                handles = [
-                    rt.create_session(agent, session_id=f"s{n}")
-                    for n in range(args.sessions)
-                ]
+                handles = asyncio.run(create_all(rt, agent, args.sessions))
                 print(
                     f"created {args.sessions} sessions in "
                     f"{time.perf_counter() - created:.1f} s"
@@ -235,6 +237,13 @@ def main() -> None:
                 )
             elapsed = time.perf_counter() - started
     report(label, args.latency, outcomes, elapsed, watch)
+    if len(model.creations) >= 2:
+        values = [seconds * 1e3 for seconds in model.creations.values()]
+        print(
+            f"  arrival to created (before the turn): "
+            f"p50 {statistics.median(values):.0f} ms, "
+            f"p99 {statistics.quantiles(values, n=100)[-1]:.0f} ms"
+        )
     if model.phases:
         for n, part in enumerate(
             ("prompt to first model call", "first call to second", "second call to end")

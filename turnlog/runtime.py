@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import pykka
 
-from turnlog.actors.activation import Activation
+from turnlog.actors.activation import Activation, Starter
 from turnlog.actors.agent_in_charge import agent_in_charge_of
 from turnlog.actors.approval_broker import ApprovalBrokerActor
 from turnlog.actors.background_jobs import recover_jobs
@@ -28,13 +28,13 @@ from turnlog.actors.io_loop import IoLoop
 from turnlog.actors.messages import ClosedQuery, LeaseLost
 from turnlog.actors.revive import load_turn, recover_turn
 from turnlog.actors.session_actor import SessionActor, SessionServices, SessionSettings
-from turnlog.actors.session_parts import SessionDeps
 from turnlog.actors.tool_executor import DEFAULT_MAX_CONCURRENCY, ToolExecutorActor
 from turnlog.agent import Agent, session_agent
 from turnlog.agent_handle import AgentHandle
 from turnlog.approvals import ApprovalBroker
 from turnlog.children import ChildSession, ChildSessions, children_of, usage_by_agent
 from turnlog.config import RunConfig
+from turnlog.creation import Creation, CreationPool, check_creation
 from turnlog.domain.errors import (
     InvalidInputError,
     LeaseLostError,
@@ -42,8 +42,7 @@ from turnlog.domain.errors import (
     SessionClosedError,
     UsageError,
 )
-from turnlog.domain.ids import check_session_id, new_submission_id, session_uuid
-from turnlog.domain.inputs import check_json_data
+from turnlog.domain.ids import check_session_id, session_uuid
 from turnlog.domain.protocol import Event
 from turnlog.domain.session import Session
 from turnlog.exit_hook import close_at_exit, closed
@@ -142,6 +141,7 @@ class Runtime:
             self._stop_services()
             raise
         self._children = ChildSessions(self._open_child, store)
+        self._creations = CreationPool()  # no thread until create_session_async
         self._services = SessionServices(
             store=store,
             io_loop=self._io_loop,
@@ -241,35 +241,60 @@ class Runtime:
         They must be of the agent's ``deps_type`` (InvalidInputError).
         """
         self._check_open()
-        if not isinstance(agent, Agent):
-            msg = f"agent must be a turnlog.Agent, not {type(agent).__name__}"
-            raise InvalidInputError(msg)
-        agent.handoff_graph()  # a graph with clashing or unknown names: refused here
-        if run_config is not None and not isinstance(run_config, RunConfig):
-            msg = "run_config must be a turnlog.RunConfig"
-            raise InvalidInputError(msg)
-        config = run_config or self.run_config
-        if session_id is not None:
-            chosen = check_session_id(session_id)
-        elif config.session_id is not None:
-            chosen = check_session_id(config.session_id)
-        else:
-            chosen = f"session-{new_submission_id()[:12]}"
-        if shared_state is not None and not isinstance(shared_state, dict):
-            msg = "shared_state must be a dict"
-            raise InvalidInputError(msg)
-        if shared_state:  # checked before a lease is taken or anything written
-            check_json_data(shared_state, "shared state")
-        agent.check_deps(deps)
-        settings = SessionSettings(
-            approval_policy=config.approval_policy,
-            approval_provider=config.approval_provider,
-            approval_timeout=config.approval_timeout,
-            idle_timeout=config.idle_timeout,
-            deps=SessionDeps(deps),
+        creation = check_creation(
+            agent,
+            session_id=session_id,
+            shared_state=shared_state,
+            run_config=run_config,
+            deps=deps,
+            defaults=self.run_config,
         )
+        return self._open_created(creation)
+
+    async def create_session_async(
+        self,
+        agent: Agent,
+        *,
+        session_id: str | None = None,
+        shared_state: dict[str, Any] | None = None,
+        run_config: RunConfig | None = None,
+        deps: object = None,
+    ) -> AgentSession:
+        """``create_session`` for asyncio: the caller's loop never waits on a commit.
+
+        The same arguments, checks and errors as ``create_session``, and
+        the same promise: the session and its lease are committed before it
+        returns. The arguments are checked on the caller's loop; the rest
+        runs on a few threads of the runtime's own, so creations awaited
+        together overlap, and their commits are shared (a burst of them
+        costs a few commits, not one each; see turnlog.creation).
+
+        Cancelling the awaiting task does not cancel the creation: it runs
+        to its end, and the session is then in the log (its handle,
+        which nobody took, is let go, and it passivates). A creation is
+        never half made. When the runtime closes meanwhile, one under way
+        finishes and one not begun raises RuntimeClosedError.
+        """
+        self._check_open()
+        creation = check_creation(
+            agent,
+            session_id=session_id,
+            shared_state=shared_state,
+            run_config=run_config,
+            deps=deps,
+            defaults=self.run_config,
+        )
+        return await self._creations.run(
+            functools.partial(self._open_created, creation)
+        )
+
+    def _open_created(self, creation: Creation) -> AgentSession:
         return self._open(
-            agent, chosen, shared_state, settings, event_buffer=config.event_buffer
+            creation.agent,
+            creation.session_id,
+            creation.shared_state,
+            creation.settings,
+            event_buffer=creation.event_buffer,
         )
 
     def _open_child(
@@ -313,27 +338,13 @@ class Runtime:
         event_buffer: int,
         parent: tuple[str, str, str] = ("", "", ""),
     ) -> AgentSession:
-        with self._lock:
-            self._check_open()
-            live = self._sessions.get(chosen)
-            if live is not None and not live.ended():
-                if live.digest != agent.digest():
-                    msg = f"session {chosen!r} is already open here with another agent"
-                    raise UsageError(msg)
-                activation = live
-                if settings.deps.value is not None:  # new deps replace the old
-                    activation.settings.deps.value = settings.deps.value
-                closed = activation.ask(ClosedQuery())  # awaited after the lock
-            else:
-                live = None
-                activation = Activation(
-                    chosen,
-                    agent,
-                    settings,
-                    revive=self._revive,
-                    release=self.ownership.release,
-                )
-                activation.start(
+        while True:
+            activation, new = self._activation(agent, chosen, settings)
+            # Started, or asked, with the runtime's lock let go: sessions
+            # opening at once commit at once (one group commit for all).
+            if new:
+                self._start(
+                    activation,
                     functools.partial(
                         self._start_session,
                         agent,
@@ -341,15 +352,19 @@ class Runtime:
                         shared_state,
                         settings,
                         parent=parent,
-                    )
+                    ),
                 )
-                self._sessions[chosen] = activation
-            self._agents[id(agent)] = agent
-            if agent.mcp_servers:
-                self._agents_with_servers[id(agent)] = agent
-        if live is not None and closed.get(timeout=ASK_TIMEOUT):
-            msg = f"session {chosen!r} was closed"
-            raise SessionClosedError(msg)
+                break
+            try:
+                closed = activation.ask(ClosedQuery()).get(timeout=ASK_TIMEOUT)
+            except pykka.ActorDeadError:
+                if activation.ended():  # its start failed meanwhile: again
+                    continue
+                raise
+            if closed:
+                msg = f"session {chosen!r} was closed"
+                raise SessionClosedError(msg)
+            break
         handle = AgentSession(
             chosen,
             activation,
@@ -360,9 +375,49 @@ class Runtime:
             recorded_answer=self._recorded_answer,
             children=functools.partial(self._children.live, chosen),
         )
-        if shared_state and live is not None:
+        if shared_state and not new:
             handle.update_shared_state(**shared_state)
         return handle
+
+    def _activation(
+        self, agent: Agent, chosen: str, settings: SessionSettings
+    ) -> tuple[Activation, bool]:
+        """The session's activation here, and whether it is new (reserved
+        for the caller to start: see Activation.reserve)."""
+        with self._lock:
+            self._check_open()
+            activation = self._sessions.get(chosen)
+            new = activation is None or activation.ended()
+            if activation is None or new:
+                activation = Activation(
+                    chosen,
+                    agent,
+                    settings,
+                    revive=self._revive,
+                    release=self.ownership.release,
+                )
+                activation.reserve()
+                self._sessions[chosen] = activation
+            elif activation.digest != agent.digest():
+                msg = f"session {chosen!r} is already open here with another agent"
+                raise UsageError(msg)
+            elif settings.deps.value is not None:  # new deps replace the old
+                activation.settings.deps.value = settings.deps.value
+            self._agents[id(agent)] = agent
+            if agent.mcp_servers:
+                self._agents_with_servers[id(agent)] = agent
+            return activation, new
+
+    def _start(self, activation: Activation, starter: Starter) -> None:
+        """Starts a reserved activation's first actor; if it cannot, the
+        runtime forgets the activation (nothing of it was recorded)."""
+        try:
+            activation.start(starter)
+        except BaseException:
+            with self._lock:
+                if self._sessions.get(activation.session_id) is activation:
+                    del self._sessions[activation.session_id]
+            raise
 
     def _recorded_answer(self, session_id: str) -> tuple[Any, str]:
         """The session's last accepted answer as recorded (UNSET if none),
@@ -646,6 +701,7 @@ class Runtime:
             self._closed.set()
             activations = list(self._sessions.values())
         closed(self)
+        self._creations.close()  # once they have finished or failed
         for activation in activations:
             activation.close()
         if self._follows:
