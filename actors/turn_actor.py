@@ -40,7 +40,6 @@ from turnlog.actors.io_loop import IoLoop
 from turnlog.actors.loop_actor import LoopActor, LoopActorRef
 from turnlog.actors.messages import (
     CallModel,
-    CancelTools,
     CancelTurn,
     PrepareStep,
     ReviewInput,
@@ -50,6 +49,7 @@ from turnlog.actors.messages import (
     UseAgent,
 )
 from turnlog.actors.shared_state_writer import SharedStateWriter
+from turnlog.actors.tool_executor import ToolExecutor
 from turnlog.domain.errors import ProviderError, TurnlogError
 from turnlog.domain.hooks import ToolCallInfo
 from turnlog.domain.model import (
@@ -83,7 +83,7 @@ class TurnActor(LoopActor):
         turn_id: str,
         agent: AgentDefinition,
         io_loop: IoLoop,
-        tool_executor: pykka.ActorRef[Any],
+        tool_executor: ToolExecutor,
     ) -> None:
         super().__init__(io_loop)
         self._session = session
@@ -124,7 +124,7 @@ class TurnActor(LoopActor):
                         run=run,
                     )
                     self._orders[call["call_id"]] = order
-                    self._tools.tell(order)
+                    self._tools.run(order)
             case ToolFinished():
                 self._start(
                     self._post_tool_hooks(message), self._failed_post_tool(message)
@@ -163,9 +163,7 @@ class TurnActor(LoopActor):
         self._inflight.clear()
         self._calls.clear()
         self._orders.clear()
-        # The executor may already be gone when the runtime closes.
-        with contextlib.suppress(pykka.ActorDeadError):
-            self._tools.tell(CancelTools(self._turn_id))
+        self._tools.cancel(self._turn_id)
 
     def _start(
         self,
