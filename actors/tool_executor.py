@@ -34,9 +34,11 @@ import asyncio
 import concurrent.futures
 import contextlib
 import functools
+import heapq
 import itertools
 import logging
 import threading
+import time
 from collections import deque
 from typing import Any
 
@@ -53,13 +55,62 @@ logger = logging.getLogger(__name__)
 
 
 class _Call:
-    __slots__ = ("future", "request", "timer", "token")
+    __slots__ = ("future", "request", "token")
 
     def __init__(self, token: int, request: RunTool) -> None:
         self.token = token
         self.request = request
         self.future: concurrent.futures.Future[Any] | None = None
-        self.timer: Any = None
+
+
+class _Deadlines:
+    """When running sync calls time out, on one timer of the I/O loop.
+
+    A timer of its own for each call would cost two more hand-overs to the
+    loop: set from the thread that starts the call, cancelled from the
+    worker it ends on. Instead the deadlines wait in a heap and one timer
+    is armed, for the earliest: a call whose deadline is no earlier than
+    the armed one (with one timeout for all, every call) arms nothing, and
+    a call that ends leaves its entry to be dropped when the timer comes.
+    Guarded by the executor's lock.
+    """
+
+    __slots__ = ("_armed", "_heap")
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int]] = []
+        self._armed: float | None = None  # the earliest timer set
+
+    def add(self, deadline: float, token: int, running: dict[int, _Call]) -> bool:
+        """Notes a call's deadline; True if a timer must be set for it."""
+        heap = self._heap
+        if len(heap) > 2 * len(running) + 64:  # ended calls' entries: dropped
+            self._heap = heap = [entry for entry in heap if entry[1] in running]
+            heapq.heapify(heap)
+        heapq.heappush(heap, (deadline, token))
+        if self._armed is None or deadline < self._armed:
+            self._armed = deadline
+            return True
+        return False
+
+    def passed(
+        self, at: float, running: dict[int, _Call]
+    ) -> tuple[list[int], float | None]:
+        """At the timer set for ``at``: the running calls past their
+        deadlines, and the deadline to set a timer for next (None: none)."""
+        if self._armed == at:
+            self._armed = None
+        # A loop's timer may run up to its clock's resolution early.
+        now = time.monotonic() + 0.001
+        heap, expired = self._heap, []
+        while heap and (heap[0][0] <= now or heap[0][1] not in running):
+            deadline, token = heapq.heappop(heap)
+            if deadline <= now and token in running:
+                expired.append(token)
+        if heap and (self._armed is None or heap[0][0] < self._armed):
+            self._armed = heap[0][0]
+            return expired, self._armed
+        return expired, None
 
 
 class ToolExecutor:
@@ -84,6 +135,7 @@ class ToolExecutor:
         self._waiting: deque[_Call] = deque()
         self._running: dict[int, _Call] = {}
         self._stopped: str | None = None  # why it takes no more calls
+        self._deadlines = _Deadlines()
 
     def run(self, request: RunTool) -> None:
         """Runs ``request``; its ToolFinished goes to ``request.reply_to``.
@@ -144,22 +196,24 @@ class ToolExecutor:
                 return
 
     def _start(self, call: _Call) -> None:
-        tool = call.request.tool
+        timeout = call.request.tool.timeout
         try:
             future = self._submit(call)
         except Exception as error:  # noqa: BLE001 - the model hears why
             self._settle(call, _not_started(error, self._stopped), True)
             return
-        timer = None
-        if tool.timeout is not None:
-            timer = self._io_loop.call_later(
-                tool.timeout, functools.partial(self._timed_out, call)
-            )
+        arm = None
         with self._lock:
-            call.future, call.timer = future, timer
+            call.future = future
             gone = call.token not in self._running
-        if gone:  # it ended, timed out or was cancelled while being started
-            _drop(call)
+            if not gone and timeout is not None and not call.request.tool.is_async:
+                deadline = time.monotonic() + timeout
+                if self._deadlines.add(deadline, call.token, self._running):
+                    arm = deadline
+        if gone:  # it ended or was cancelled while being started
+            future.cancel()
+        if arm is not None:
+            self._arm(arm)
 
     def _submit(self, call: _Call) -> concurrent.futures.Future[Any]:
         # The call reports its own end, on the thread it ran on (a pool
@@ -185,8 +239,20 @@ class ToolExecutor:
         self._settle(call, output, is_error, media)
 
     async def _run_async(self, call: _Call) -> None:
-        # On the I/O loop.
+        # On the I/O loop, and so is its timer: no hand-over to set or
+        # cancel it.
         request = call.request
+        timeout = request.tool.timeout
+        timer = None
+        if timeout is not None:
+            task = asyncio.current_task()
+            assert task is not None
+
+            def expire() -> None:
+                self._settle(call, _timed_out(timeout), True)
+                task.cancel()
+
+            timer = asyncio.get_running_loop().call_later(timeout, expire)
         try:
             result = await request.tool.run_async(request.arguments, request.context)
             output, is_error, media = _shown(result)
@@ -197,14 +263,31 @@ class ToolExecutor:
             raise
         except Exception as error:  # noqa: BLE001 - an error output
             output, is_error, media = _failed(error), True, ()
+        finally:
+            if timer is not None:
+                timer.cancel()
         self._settle(call, output, is_error, media)
 
-    def _timed_out(self, call: _Call) -> None:
-        # On the I/O loop.
-        timeout = call.request.tool.timeout
-        self._settle(call, f"tool timed out after {timeout:g} s", True)
-        if call.future is not None:
-            call.future.cancel()
+    def _arm(self, deadline: float) -> None:
+        delay = max(0.0, deadline - time.monotonic())
+        self._io_loop.call_later(
+            delay, functools.partial(self._deadline_passed, deadline)
+        )
+
+    def _deadline_passed(self, at: float) -> None:
+        # On the I/O loop: the sync calls past their deadlines are answered
+        # now; their threads finish in the background.
+        with self._lock:
+            tokens, arm = self._deadlines.passed(at, self._running)
+            expired = [self._running.pop(token) for token in tokens]
+            due = self._due()
+        for call in expired:
+            timeout = call.request.tool.timeout
+            _reply(call.request, _timed_out(timeout), True)
+            _drop(call)
+        if arm is not None:
+            self._arm(arm)
+        self._start_all(due)
 
     def _settle(
         self,
@@ -219,8 +302,6 @@ class ToolExecutor:
             mine = self._running.pop(call.token, None) is not None
             due = self._due()
         if mine:
-            if call.timer is not None:
-                call.timer.cancel()
             _reply(call.request, output, is_error, media)
         self._start_all(due)
 
@@ -244,11 +325,13 @@ class ToolExecutor:
 
 
 def _drop(call: _Call) -> None:
-    """Cancels what a call settled or cancelled elsewhere still holds."""
+    """Cancels a call settled or cancelled elsewhere, if it has not started."""
     if call.future is not None:
         call.future.cancel()
-    if call.timer is not None:
-        call.timer.cancel()
+
+
+def _timed_out(timeout: float) -> str:
+    return f"tool timed out after {timeout:g} s"
 
 
 def _not_started(error: Exception, stopped: str | None) -> str:

@@ -148,3 +148,50 @@ def test_a_turn_with_an_async_tool_call_hands_over_seven_times(
         ("SessionActor", "I/O loop"): 3,
         ("I/O loop", "SessionActor"): 3,
     }
+
+
+@function_tool(timeout=600)
+def echo_timed(text: str) -> str:
+    """Returns its argument, well within its timeout."""
+    return text
+
+
+@function_tool(timeout=600)
+async def echo_timed_async(text: str) -> str:
+    """Returns its argument from the I/O loop, well within its timeout."""
+    return text
+
+
+@pytest.mark.parametrize(
+    ("tool", "expected"),
+    [
+        (
+            echo_timed,
+            {
+                ("caller", "SessionActor"): 1,
+                ("SessionActor", "I/O loop"): 2,
+                ("I/O loop", "SessionActor"): 2,
+                ("SessionActor", "tool worker"): 1,
+                ("tool worker", "SessionActor"): 1,
+            },
+        ),
+        (
+            echo_timed_async,
+            {
+                ("caller", "SessionActor"): 1,
+                ("SessionActor", "I/O loop"): 3,
+                ("I/O loop", "SessionActor"): 3,
+            },
+        ),
+    ],
+    ids=["sync", "async"],
+)
+def test_a_timeout_costs_no_hand_over(
+    handovers: HandOvers, tool: Any, expected: dict[tuple[str, str], float]
+) -> None:
+    # A sync call's deadline waits for the one timer the warm-up set (no
+    # timer of its own to set or cancel); an async call's timer is set
+    # where the call runs, on the loop.
+    with Runtime.open("memory://") as rt:
+        count_turns(rt, one_tool_call_a_turn(tool), handovers)
+    assert handovers.per_turn() == expected
