@@ -55,12 +55,14 @@ logger = logging.getLogger(__name__)
 
 
 class _Call:
-    __slots__ = ("future", "request", "token")
+    __slots__ = ("dropped", "future", "request", "token")
 
     def __init__(self, token: int, request: RunTool) -> None:
         self.token = token
         self.request = request
         self.future: concurrent.futures.Future[Any] | None = None
+        self.dropped = False
+        """Cancelled or timed out: what it runs is to be cancelled too."""
 
 
 class _Deadlines:
@@ -158,6 +160,7 @@ class ToolExecutor:
             cancelled = [c for c in self._running.values() if c.request.key == key]
             for call in cancelled:
                 del self._running[call.token]
+                call.dropped = True
             due = self._due()
         for call in cancelled:
             _cancel_running(call.request)
@@ -205,12 +208,12 @@ class ToolExecutor:
         arm = None
         with self._lock:
             call.future = future
-            gone = call.token not in self._running
-            if not gone and timeout is not None and not call.request.tool.is_async:
+            running = call.token in self._running
+            if running and timeout is not None and not call.request.tool.is_async:
                 deadline = time.monotonic() + timeout
                 if self._deadlines.add(deadline, call.token, self._running):
                     arm = deadline
-        if gone:  # it ended or was cancelled while being started
+        if call.dropped:  # cancelled (or timed out) while being started
             future.cancel()
         if arm is not None:
             self._arm(arm)
@@ -280,6 +283,8 @@ class ToolExecutor:
         with self._lock:
             tokens, arm = self._deadlines.passed(at, self._running)
             expired = [self._running.pop(token) for token in tokens]
+            for call in expired:
+                call.dropped = True
             due = self._due()
         for call in expired:
             timeout = call.request.tool.timeout
