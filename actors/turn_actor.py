@@ -170,23 +170,31 @@ class TurnActor(LoopActor):
         work: Coroutine[Any, Any, Any],
         on_error: Callable[[BaseException], Any],
     ) -> None:
-        """Runs ``work`` on the I/O loop; tells the session its fact."""
-        task = self.io_loop.create_task(work)  # handlers run on the loop
-        self._inflight.add(task)
+        """Runs ``work`` on the I/O loop; tells the session its fact.
+
+        The fact is told as ``work`` ends, in the same step of the loop,
+        not from a done callback the loop would run a step later.
+        """
         session = self._session
         inflight = self._inflight
 
-        def done(finished: asyncio.Task[Any]) -> None:
-            inflight.discard(finished)
-            if finished.cancelled():
-                return  # the turn ended; the session knows
-            error = finished.exception()
-            fact = finished.result() if error is None else on_error(error)
+        async def reported() -> None:
+            try:
+                fact = await work
+            except asyncio.CancelledError as error:
+                if task.cancelling():
+                    raise  # the turn ended (or the runtime); the session knows
+                fact = on_error(error)  # cancelled inside: named, not lost
+            except Exception as error:  # noqa: BLE001 - the fact names it
+                fact = on_error(error)
+            finally:
+                inflight.discard(task)
             if fact is not None:
                 with contextlib.suppress(pykka.ActorDeadError):  # it stopped
                     session.tell(fact)
 
-        task.add_done_callback(done)
+        task = self.io_loop.create_task(reported())  # handlers run on the loop
+        inflight.add(task)
 
     # -- model steps -----------------------------------------------------------
 

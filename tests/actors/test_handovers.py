@@ -12,6 +12,7 @@ wrapped. Counted, not timed: a hand-over that creeps back fails here.
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import threading
 from collections import Counter
@@ -195,3 +196,25 @@ def test_a_timeout_costs_no_hand_over(
     with Runtime.open("memory://") as rt:
         count_turns(rt, one_tool_call_a_turn(tool), handovers)
     assert handovers.per_turn() == expected
+
+
+def test_a_model_call_costs_the_loop_two_callbacks(
+    handovers: HandOvers, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The CallModel message, and the step of the task that calls the model
+    # and tells the session its fact as it ends (no done callback a step
+    # later). The loop's own wake-up (reading its self-pipe) is not counted.
+    run = asyncio.events.Handle._run
+    callbacks: Counter[str] = Counter()
+
+    def counted(handle: asyncio.events.Handle) -> None:
+        callback = getattr(handle._callback, "__name__", "")  # type: ignore[attr-defined]
+        if handovers.counting and callback != "_read_from_self":
+            callbacks[type(handle._callback).__name__] += 1  # type: ignore[attr-defined]
+        run(handle)
+
+    monkeypatch.setattr(asyncio.events.Handle, "_run", counted)
+    with Runtime.open("memory://") as rt:
+        count_turns(rt, one_tool_call_a_turn(echo), handovers)
+    per_turn = {kind: count / TURNS for kind, count in callbacks.items()}
+    assert per_turn == {"method": 2, "TaskStepMethWrapper": 2}
