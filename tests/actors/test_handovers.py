@@ -1,7 +1,8 @@
 """How many times a turn hands work from one thread to another: counted.
 
-Each hand-over is a futex wake and a GIL transfer, and a turn's CPU is
-mostly made of them and of the work between. Every way one of turnlog's
+Each hand-over is a futex wake, a context switch and a GIL transfer,
+paid for mostly in the kernel and in waiting for the GIL, not in Python
+code a profile names. Every way one of turnlog's
 threads gives another work is wrapped here: telling or asking a pykka
 actor (its thread), scheduling on the I/O loop (LoopActor messages,
 coroutines, timers), and submitting to a thread pool (sync tools). A send
