@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import dataclasses
 from collections.abc import Callable, Coroutine
+from functools import partial
 from typing import Any
 
 import msgspec
@@ -104,11 +105,15 @@ class TurnActor(LoopActor):
         match message:
             case CallModel(request=request, context=context):
                 self._context = context
-                self._start(self._step(request), self._failed_step(request.step))
+                self._start(
+                    partial(self._step, request), self._failed_step(request.step)
+                )
             case PrepareStep(info=info, startup=startup):
-                self._start(self._prepare(info, startup), self._failed_preparation)
+                self._start(
+                    partial(self._prepare, info, startup), self._failed_preparation
+                )
             case ReviewInput(info=info):
-                self._start(self._review(info), self._failed_review)
+                self._start(partial(self._review, info), self._failed_review)
             case RunCalls(calls=calls, run=run):
                 # Only sent when post_tool hooks must see the outputs first
                 # (otherwise the session hands its calls to the executor).
@@ -127,7 +132,8 @@ class TurnActor(LoopActor):
                     self._tools.run(order)
             case ToolFinished():
                 self._start(
-                    self._post_tool_hooks(message), self._failed_post_tool(message)
+                    partial(self._post_tool_hooks, message),
+                    self._failed_post_tool(message),
                 )
             case UseAgent(agent=agent):
                 self._agent, self._layers = agent, tuple(agent.middleware)
@@ -167,20 +173,22 @@ class TurnActor(LoopActor):
 
     def _start(
         self,
-        work: Coroutine[Any, Any, Any],
+        work: Callable[[], Coroutine[Any, Any, Any]],
         on_error: Callable[[BaseException], Any],
     ) -> None:
-        """Runs ``work`` on the I/O loop; tells the session its fact.
+        """Runs ``work()`` on the I/O loop; tells the session its fact.
 
-        The fact is told as ``work`` ends, in the same step of the loop,
-        not from a done callback the loop would run a step later.
+        The fact is told as the work ends, in the same step of the loop,
+        not from a done callback the loop would run a step later. The
+        coroutine is made once the task runs: a task cancelled before its
+        first step leaves none behind that was never awaited.
         """
         session = self._session
         inflight = self._inflight
 
         async def reported() -> None:
             try:
-                fact = await work
+                fact = await work()
             except asyncio.CancelledError as error:
                 if task.cancelling():
                     raise  # the turn ended (or the runtime); the session knows
