@@ -1,5 +1,6 @@
 """The actors of a runtime: one SessionActor per live session, the TurnActor
-it runs its turns on, and one ToolExecutor and ApprovalBroker per runtime.
+it runs its turns on, and one ApprovalBroker per runtime; and the one
+ToolExecutor (a thread-safe object, not an actor) they hand tool calls to.
 
 Actors talk in typed messages (``turnlog.actors.messages``); the
 SessionActor alone writes its session's events.
@@ -8,7 +9,7 @@ SessionActor alone writes its session's events.
 from turnlog.actors.approval_broker import ApprovalBrokerActor
 from turnlog.actors.session_actor import SessionActor
 from turnlog.actors.session_parts import SessionServices, SessionSettings
-from turnlog.actors.tool_executor import ToolExecutorActor
+from turnlog.actors.tool_executor import ToolExecutor
 from turnlog.actors.turn_actor import TurnActor
 
 __all__ = [
@@ -16,6 +17,6 @@ __all__ = [
     "SessionActor",
     "SessionServices",
     "SessionSettings",
-    "ToolExecutorActor",
+    "ToolExecutor",
     "TurnActor",
 ]

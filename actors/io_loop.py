@@ -49,8 +49,13 @@ class IoLoop:
         return self._loop.create_task(coroutine)
 
     def call_later(self, delay: float, callback: Callable[[], None]) -> Any:
-        """Runs ``callback`` on the loop after ``delay`` seconds; cancellable."""
+        """Runs ``callback`` on the loop after ``delay`` seconds; cancellable
+        from any thread. From the loop's own thread it is set at once, with
+        no hand-over."""
         handle: list[asyncio.TimerHandle] = []
+        if threading.current_thread() is self._thread:
+            handle.append(self._loop.call_later(delay, callback))
+            return _LaterHandle(self._loop, handle)
 
         def schedule() -> None:
             handle.append(self._loop.call_later(delay, callback))

@@ -243,11 +243,14 @@ class CancelTurn(msgspec.Struct, frozen=True):
     """The turn ended: cancel whatever is in flight and stop."""
 
 
-# --- the ToolExecutor ---------------------------------------------------------
+# --- the ToolExecutor (a plain object: see actors.tool_executor) ----------------
 
 
 class RunTool(msgspec.Struct, frozen=True):
-    """Run one tool call and tell ``reply_to`` a ToolFinished for ``turn``."""
+    """Run one tool call and tell ``reply_to`` a ToolFinished for ``turn``.
+
+    ``key`` (the turn id) names the calls ``ToolExecutor.cancel`` cancels.
+    """
 
     key: str
     turn: int
@@ -257,21 +260,6 @@ class RunTool(msgspec.Struct, frozen=True):
     context: dict[str, Any]
     reply_to: Any
     max_output: int | None = None
-
-
-class CancelTools(msgspec.Struct, frozen=True):
-    """Forget (and cancel where possible) every call made under ``key``."""
-
-    key: str
-
-
-class ToolDone(msgspec.Struct, frozen=True):
-    token: int
-    future: concurrent.futures.Future[Any]
-
-
-class ToolTimedOut(msgspec.Struct, frozen=True):
-    token: int
 
 
 # --- the ApprovalBroker -------------------------------------------------------

@@ -14,6 +14,7 @@ from eventsourcing.persistence import Recording
 
 from turnlog.actors.contracts import ApprovalDecider
 from turnlog.actors.io_loop import IoLoop
+from turnlog.actors.tool_executor import ToolExecutor
 from turnlog.domain.errors import RunEndedError
 from turnlog.domain.run import RunResult, RunStatus
 
@@ -57,7 +58,7 @@ class SessionServices(msgspec.Struct, frozen=True):
 
     store: CanRecordSessions
     io_loop: IoLoop
-    tool_executor: pykka.ActorRef[Any]
+    tool_executor: ToolExecutor
     approval_broker: pykka.ActorRef[Any]
 
 

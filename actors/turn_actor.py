@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import dataclasses
 from collections.abc import Callable, Coroutine
+from functools import partial
 from typing import Any
 
 import msgspec
@@ -40,7 +41,6 @@ from turnlog.actors.io_loop import IoLoop
 from turnlog.actors.loop_actor import LoopActor, LoopActorRef
 from turnlog.actors.messages import (
     CallModel,
-    CancelTools,
     CancelTurn,
     PrepareStep,
     ReviewInput,
@@ -50,6 +50,7 @@ from turnlog.actors.messages import (
     UseAgent,
 )
 from turnlog.actors.shared_state_writer import SharedStateWriter
+from turnlog.actors.tool_executor import ToolExecutor
 from turnlog.domain.errors import ProviderError, TurnlogError
 from turnlog.domain.hooks import ToolCallInfo
 from turnlog.domain.model import (
@@ -83,7 +84,7 @@ class TurnActor(LoopActor):
         turn_id: str,
         agent: AgentDefinition,
         io_loop: IoLoop,
-        tool_executor: pykka.ActorRef[Any],
+        tool_executor: ToolExecutor,
     ) -> None:
         super().__init__(io_loop)
         self._session = session
@@ -104,11 +105,15 @@ class TurnActor(LoopActor):
         match message:
             case CallModel(request=request, context=context):
                 self._context = context
-                self._start(self._step(request), self._failed_step(request.step))
+                self._start(
+                    partial(self._step, request), self._failed_step(request.step)
+                )
             case PrepareStep(info=info, startup=startup):
-                self._start(self._prepare(info, startup), self._failed_preparation)
+                self._start(
+                    partial(self._prepare, info, startup), self._failed_preparation
+                )
             case ReviewInput(info=info):
-                self._start(self._review(info), self._failed_review)
+                self._start(partial(self._review, info), self._failed_review)
             case RunCalls(calls=calls, run=run):
                 # Only sent when post_tool hooks must see the outputs first
                 # (otherwise the session hands its calls to the executor).
@@ -124,10 +129,11 @@ class TurnActor(LoopActor):
                         run=run,
                     )
                     self._orders[call["call_id"]] = order
-                    self._tools.tell(order)
+                    self._tools.run(order)
             case ToolFinished():
                 self._start(
-                    self._post_tool_hooks(message), self._failed_post_tool(message)
+                    partial(self._post_tool_hooks, message),
+                    self._failed_post_tool(message),
                 )
             case UseAgent(agent=agent):
                 self._agent, self._layers = agent, tuple(agent.middleware)
@@ -163,32 +169,40 @@ class TurnActor(LoopActor):
         self._inflight.clear()
         self._calls.clear()
         self._orders.clear()
-        # The executor may already be gone when the runtime closes.
-        with contextlib.suppress(pykka.ActorDeadError):
-            self._tools.tell(CancelTools(self._turn_id))
+        self._tools.cancel(self._turn_id)
 
     def _start(
         self,
-        work: Coroutine[Any, Any, Any],
+        work: Callable[[], Coroutine[Any, Any, Any]],
         on_error: Callable[[BaseException], Any],
     ) -> None:
-        """Runs ``work`` on the I/O loop; tells the session its fact."""
-        task = self.io_loop.create_task(work)  # handlers run on the loop
-        self._inflight.add(task)
+        """Runs ``work()`` on the I/O loop; tells the session its fact.
+
+        The fact is told as the work ends, in the same step of the loop,
+        not from a done callback the loop would run a step later. The
+        coroutine is made once the task runs: a task cancelled before its
+        first step leaves none behind that was never awaited.
+        """
         session = self._session
         inflight = self._inflight
 
-        def done(finished: asyncio.Task[Any]) -> None:
-            inflight.discard(finished)
-            if finished.cancelled():
-                return  # the turn ended; the session knows
-            error = finished.exception()
-            fact = finished.result() if error is None else on_error(error)
+        async def reported() -> None:
+            try:
+                fact = await work()
+            except asyncio.CancelledError as error:
+                if task.cancelling():
+                    raise  # the turn ended (or the runtime); the session knows
+                fact = on_error(error)  # cancelled inside: named, not lost
+            except Exception as error:  # noqa: BLE001 - the fact names it
+                fact = on_error(error)
+            finally:
+                inflight.discard(task)
             if fact is not None:
                 with contextlib.suppress(pykka.ActorDeadError):  # it stopped
                     session.tell(fact)
 
-        task.add_done_callback(done)
+        task = self.io_loop.create_task(reported())  # handlers run on the loop
+        inflight.add(task)
 
     # -- model steps -----------------------------------------------------------
 

@@ -5,8 +5,8 @@ each turn costs an object, not a thread: nothing is kept between turns.
 
 Every message is a hand-over between threads, so the slot sends none it
 can spare: tool calls no post_tool hook has to see go straight to the
-ToolExecutor, and a turn that ended with nothing in flight is not told to
-end.
+ToolExecutor (on the session's thread: it is no actor), and a turn that
+ended with nothing in flight is not told to end.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ class TurnActorSlot:
         number, turn_id = self._turn
         try:
             for call in calls:
-                self._services.tool_executor.tell(
+                self._services.tool_executor.run(
                     tool_order(
                         self._agent,
                         self._session_id,
@@ -96,7 +96,7 @@ class TurnActorSlot:
                     )
                 )
         except pykka.ActorDeadError as gone:  # the runtime is closing
-            error = f"the tool executor has stopped: {gone}"
+            error = f"tool calls not run: {gone}"
             self._session.tell(TurnActorFailed(number, error))
 
     def settled(self) -> None:

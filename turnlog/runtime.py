@@ -1,8 +1,9 @@
 """The Runtime: one store, its views, and the actors of every live session.
 
-``Runtime.open()`` starts the shared actors (ToolExecutor, ApprovalBroker),
-the I/O loop and the projection follower; ``close()`` (or leaving a
-``with`` block) stops every actor it started, sessions included.
+``Runtime.open()`` starts the shared services (the ToolExecutor, the
+ApprovalBroker actor), the I/O loop and the projection follower;
+``close()`` (or leaving a ``with`` block) stops every actor it started,
+sessions included.
 
 A runtime its program leaves open is closed at exit (turnlog/exit_hook.py
 says why every thread is a daemon and what the hook does).
@@ -28,7 +29,7 @@ from turnlog.actors.io_loop import IoLoop
 from turnlog.actors.messages import ClosedQuery, LeaseLost
 from turnlog.actors.revive import load_turn, recover_turn
 from turnlog.actors.session_actor import SessionActor, SessionServices, SessionSettings
-from turnlog.actors.tool_executor import DEFAULT_MAX_CONCURRENCY, ToolExecutorActor
+from turnlog.actors.tool_executor import DEFAULT_MAX_CONCURRENCY, ToolExecutor
 from turnlog.agent import Agent, session_agent
 from turnlog.agent_handle import AgentHandle
 from turnlog.approvals import ApprovalBroker
@@ -118,10 +119,8 @@ class Runtime:
             self._stoppers.append(self.ownership.release_all)
             self._io_loop = IoLoop()
             self._stoppers.append(self._io_loop.close)
-            self._tool_executor = ToolExecutorActor.start(
-                self._io_loop, max_tool_concurrency
-            )
-            self._stoppers.append(_stopper(self._tool_executor))
+            self._tool_executor = ToolExecutor(self._io_loop, max_tool_concurrency)
+            self._stoppers.append(self._tool_executor.stop)
             self._broker = ApprovalBrokerActor.start(self._io_loop)
             self._stoppers.append(_stopper(self._broker))
             self.approvals = ApprovalBroker(self._broker)

@@ -130,3 +130,58 @@ def test_a_call_past_its_timeout_is_an_error_output(
             assert (end.output, end.is_error) == ("tool timed out after 0.05 s", True)
     finally:
         never.set()
+
+
+def test_each_sync_call_times_out_at_its_own_deadline(sqlite_url: str) -> None:
+    # One timer on the I/O loop serves every sync call's deadline: a call
+    # whose deadline is earlier than the timer set (for "patient", still
+    # running) must still time out on time, and the timer comes again for
+    # the deadlines after its own.
+    release = threading.Event()
+
+    @function_tool(timeout=600)
+    def patient() -> str:
+        """Runs until the others have timed out."""
+        release.wait(10)
+        return "patient"
+
+    def hanging(name: str, timeout: float) -> object:
+        def hang() -> str:
+            release.wait(10)
+            return "never"
+
+        hang.__doc__ = "Hangs until the test ends."
+        return function_tool(name=name, timeout=timeout)(hang)
+
+    short, longer = hanging("short", 0.05), hanging("longer", 0.2)
+    model = ScriptedModel(
+        [calls(tool_call("patient"), tool_call("short"), tool_call("longer")), "ok"]
+    )
+    try:
+        with Runtime.open(sqlite_url) as rt:
+            session = rt.create_session(
+                Agent("a", model=model, tools=[patient, short, longer]),
+                session_id="d",
+            )
+            events = session.subscribe()
+            results = []
+            worker = threading.Thread(
+                target=lambda: results.append(session.prompt("go", timeout=20))
+            )
+            worker.start()
+            ended = []
+            for _ in range(2):
+                item, _ = wait_for(
+                    events, lambda m: isinstance(m, p.ToolCallFinishedMsg)
+                )
+                end = item.event.msg  # type: ignore[union-attr]
+                ended.append((end.name, end.output, end.is_error))
+            assert ended == [
+                ("short", "tool timed out after 0.05 s", True),
+                ("longer", "tool timed out after 0.2 s", True),
+            ]
+            release.set()
+            worker.join(20)
+            assert results[0].final_output == "ok"
+    finally:
+        release.set()

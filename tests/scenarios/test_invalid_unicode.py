@@ -411,7 +411,9 @@ class Gate:
         return f"passed {key}"
 
 
-def test_a_tool_executor_that_dies_answers_the_calls_it_held(sqlite_url: str) -> None:
+def test_a_tool_executor_that_dies_answers_the_calls_it_held(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     gate = Gate()
     waits = function_tool(name="wait")(gate.wait)
     model = ScriptedModel(
@@ -421,7 +423,12 @@ def test_a_tool_executor_that_dies_answers_the_calls_it_held(sqlite_url: str) ->
         session = rt.create_session(Agent("held", model=model, tools=[waits]))
         thread, outcome = prompt_in_thread(session, "go")
         assert gate.entered.wait(WAIT)  # call a runs; call b waits for a slot
-        rt._tool_executor.tell("not a message")  # the executor's handler raises
+
+        # The executor's bookkeeping fails as a's end frees b's slot.
+        def broken(_call: object) -> None:
+            raise TypeError("broken bookkeeping")
+
+        monkeypatch.setattr(rt._tool_executor, "_start", broken)
         gate.open.set()
         thread.join(WAIT)
         assert not thread.is_alive(), "prompt() hung after the tool executor died"
