@@ -79,7 +79,8 @@ class Handover:
         """
         with self._lock:
             self._drop_through(start - 1)
-            held, run = self._held, []
+            held = self._held
+            run: list[Recording[uuid.UUID]] = []
             position = start
             while len(run) < limit:
                 recording = held.pop(position, None)
