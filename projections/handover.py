@@ -29,10 +29,12 @@ from collections.abc import Sequence
 
 from eventsourcing.persistence import Recording
 
-HANDOVER_LIMIT = 8192
-"""Recordings kept for the runner at most. Past it the oldest are dropped
-and read from the log when their turn comes: a runner that stopped
-following (a standby process, or one whose store fails) holds no more."""
+HANDOVER_LIMIT = 4096
+"""Recordings kept for the runner at most (a few megabytes). Past it the
+oldest are dropped and read from the log when their turn comes: a runner
+that stopped following (a standby process, or one whose store fails)
+holds no more. A following one takes them every gathering interval
+(0.2 s), in which one busy process saves a thousand or two."""
 
 
 class Handover:

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import pytest
 from eventsourcing.persistence import Notification, Recording
 
 from turnlog import (
@@ -26,8 +27,11 @@ from turnlog import (
     function_tool,
     tool_call,
 )
+from turnlog.domain.errors import ReplayError
+from turnlog.projections.checkpoints import CheckpointProjection
 from turnlog.projections.handover import Handover
 from turnlog.projections.rebuild import rebuild
+from turnlog.projections.runner import ProjectionRunner
 from turnlog.projections.tables import ViewTables
 from turnlog.store.log import Store
 
@@ -177,6 +181,43 @@ def test_recordings_handed_over_are_the_events_the_log_holds(sqlite_url: str) ->
         assert sorted(r.notification.id for r in given) == list(range(1, end + 1))
         for recording in given:
             assert recording.domain_event == rt.store.decode(recording.notification)
+
+
+class Fussy(CheckpointProjection):
+    """Checkpoints that cannot fold a UsageRecorded after log position ``after``."""
+
+    name = "fussy"
+
+    def __init__(self, after: int) -> None:
+        self.after = after
+
+    def fold(self, rows: Any, session_id: str, entries: Any) -> None:
+        for position, event in entries:
+            if type(event).__name__ == "UsageRecorded" and position > self.after:
+                raise ValueError("cannot digest this")
+        super().fold(rows, session_id, entries)
+
+
+def test_a_recording_no_view_can_fold_stops_the_views_at_it_as_a_read_one_does(
+    sqlite_url: str,
+) -> None:
+    with unfollowed(sqlite_url) as (rt, reads):
+        fussy = ProjectionRunner(rt.store, [Fussy(after=15)])
+        rt.store.add_listener(fussy.notify)
+        run_turns(rt, "s", 2)
+        with pytest.raises(ReplayError) as raised:
+            fussy.catch_up()
+        assert reads == []
+        message = str(raised.value)
+        poison = int(message.split("log entry ")[1].split(" ", maxsplit=1)[0])
+        assert poison > 15
+        assert (
+            f"view 'fussy' cannot fold log entry {poison} (turnlog:UsageRecorded)"
+            in message
+        )
+        # everything before it is in; the view and its tracking agree
+        assert fussy.position("fussy") == poison - 1
+        assert fussy.tables.tracking_of("fussy") == (poison - 1, Fussy.version)
 
 
 def _recording(position: int) -> Recording[uuid.UUID]:
