@@ -8,18 +8,24 @@ loser rolls back and re-reads.
 
 Reads call :meth:`ProjectionRunner.catch_up` first, so a read made after a
 session reported an event sees at least that event (read-your-writes).
+
+What this process saves is folded from the saves' own recordings, not read
+back from the log, wherever they follow the runner's position without a
+gap (:mod:`turnlog.projections.handover`); the rest is read from the log.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import uuid
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from eventsourcing.persistence import Notification
+from eventsourcing.persistence import Notification, Recording
 
 from turnlog.domain.errors import ReplayError
+from turnlog.projections.handover import Handover
 from turnlog.projections.leader import ViewLeader
 from turnlog.projections.rows import Projection, session_of
 from turnlog.projections.tables import TrackingMovedError, ViewTables
@@ -122,6 +128,8 @@ class ProjectionRunner:
             projection.name: {} for projection in projections
         }
         self._leader = ViewLeader(self, FOLLOW_INTERVAL)
+        self._handover = Handover()
+        """What this process's saves recorded, not folded yet (see notify)."""
         self.batch_size = BATCH_SIZE
         """Log entries folded per transaction."""
         self.cache_limit = CACHE_LIMIT
@@ -177,17 +185,32 @@ class ProjectionRunner:
         start = min(self._positions.values(), default=0) + 1
         while True:
             limit = min(self.batch_size, end - start + 1)
-            batch = self.store.notifications(start, limit) if limit > 0 else []
-            if not batch:
+            if limit <= 0:
                 return start - 1
+            # This process's own saves, if they are what comes next: their
+            # events as saved, without reading and decoding them again.
+            handed = self._handover.take(start, limit)
+            events: list[Any] | None = None
+            if handed:
+                batch: Sequence[Notification] = [r.notification for r in handed]
+                events = [r.domain_event for r in handed]
+            else:
+                batch = self.store.notifications(start, limit)
+                if not batch:
+                    return start - 1
             try:
-                units = self._fold(batch)
+                units = self._fold(batch, events)
             except _PoisonError as poison:
-                self._stop_at(batch, poison)
+                self._stop_at(batch, events, poison)
             self._commit(batch, units)
             start = batch[-1].id + 1
 
-    def _stop_at(self, batch: Sequence[Notification], poison: _PoisonError) -> NoReturn:
+    def _stop_at(
+        self,
+        batch: Sequence[Notification],
+        events: Sequence[Any] | None,
+        poison: _PoisonError,
+    ) -> NoReturn:
         """Commits what came before the poison entry, then stops at it."""
         while True:
             self._forget()  # the failed fold left half-changed documents
@@ -195,27 +218,38 @@ class ProjectionRunner:
                 break
             before = batch[: poison.index]
             try:
-                self._commit(before, self._fold(before))
+                self._commit(
+                    before,
+                    self._fold(
+                        before, None if events is None else events[: poison.index]
+                    ),
+                )
                 break
             except _PoisonError as earlier:
                 # An entry before an undecodable one that no view can fold.
                 poison = earlier
         self._fail(poison.position, poison.topic, poison.view, poison.error)
 
-    def _fold(self, batch: Sequence[Notification]) -> dict[str, _Unit]:
+    def _fold(
+        self, batch: Sequence[Notification], events: Sequence[Any] | None = None
+    ) -> dict[str, _Unit]:
         """Folds ``batch`` into fresh units; raises _PoisonError at a bad entry.
 
-        Each entry is decoded once for every view, and each view gets the
-        batch session by session (its runs of entries of its classes). If
-        a fold raises, the batch is folded again entry by entry, in log
-        order, to name the entry it cannot fold.
+        Each entry is decoded once for every view (unless ``events`` holds
+        them, as saved), and each view gets the batch session by session
+        (its runs of entries of its classes). If a fold raises, the batch
+        is folded again entry by entry, in log order, to name the entry it
+        cannot fold.
         """
         sessions: dict[str, list[tuple[int, Any]]] = {}
         for index, notification in enumerate(batch):
-            try:
-                event = self.store.decode(notification)
-            except Exception as error:
-                raise _PoisonError(index, notification, "decode", error) from error
+            if events is not None:
+                event = events[index]
+            else:
+                try:
+                    event = self.store.decode(notification)
+                except Exception as error:
+                    raise _PoisonError(index, notification, "decode", error) from error
             session_id = session_of(event)
             if session_id is None:
                 continue
@@ -315,6 +349,7 @@ class ProjectionRunner:
             for name in behind:
                 self._positions[name] = last
             self._folded.notify_all()
+        self._handover.folded(self.position_folded())
         for name in behind:
             cache = self._caches[name]
             if len(cache) > self.cache_limit:
@@ -338,8 +373,12 @@ class ProjectionRunner:
 
     # -- the live follower ------------------------------------------------------
 
-    def notify(self, *_: object) -> None:
-        """Wakes the follower (called after every save in this process)."""
+    def notify(self, recordings: Sequence[Recording[uuid.UUID]] = ()) -> None:
+        """Wakes the follower (a Store listener: called after every save in
+        this process, with the save's recordings, folded from memory when
+        they come next: see turnlog.projections.handover)."""
+        if recordings:
+            self._handover.give(recordings)
         self._leader.wake()
 
     def hurry(self) -> None:
