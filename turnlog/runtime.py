@@ -22,15 +22,12 @@ import msgspec
 import pykka
 
 from turnlog.actors.activation import Activation, Starter
-from turnlog.actors.agent_in_charge import agent_in_charge_of
 from turnlog.actors.approval_broker import ApprovalBrokerActor
-from turnlog.actors.background_jobs import recover_jobs
 from turnlog.actors.io_loop import IoLoop
 from turnlog.actors.messages import ClosedQuery, LeaseLost
-from turnlog.actors.revive import load_turn, recover_turn
-from turnlog.actors.session_actor import SessionActor, SessionServices, SessionSettings
+from turnlog.actors.session_actor import SessionServices, SessionSettings
 from turnlog.actors.tool_executor import DEFAULT_MAX_CONCURRENCY, ToolExecutor
-from turnlog.agent import Agent, session_agent
+from turnlog.agent import Agent
 from turnlog.agent_handle import AgentHandle
 from turnlog.approvals import ApprovalBroker
 from turnlog.children import ChildSession, ChildSessions, children_of, usage_by_agent
@@ -43,9 +40,8 @@ from turnlog.domain.errors import (
     SessionClosedError,
     UsageError,
 )
-from turnlog.domain.ids import check_session_id, session_uuid
+from turnlog.domain.ids import check_session_id
 from turnlog.domain.protocol import Event
-from turnlog.domain.session import Session
 from turnlog.exit_hook import close_at_exit, closed
 from turnlog.forking import record_fork
 from turnlog.projections.checkpoint_reader import Checkpoints
@@ -61,6 +57,7 @@ from turnlog.projections.rebuild import default_projections
 from turnlog.projections.runner import LIVE_CACHE_LIMIT, ProjectionRunner
 from turnlog.session import AgentSession
 from turnlog.session_handle import ASK_TIMEOUT
+from turnlog.session_starts import SessionStarts
 from turnlog.store.lineage import HistoryPoint, scan
 from turnlog.store.log import Store
 from turnlog.store.ownership import LEASE_SECONDS, SessionOwnership
@@ -141,11 +138,17 @@ class Runtime:
             raise
         self._children = ChildSessions(self._open_child, store)
         self._creations = CreationPool()  # no thread until create_session_async
-        self._services = SessionServices(
-            store=store,
-            io_loop=self._io_loop,
-            tool_executor=self._tool_executor,
-            approval_broker=self._broker,
+        self._starts = SessionStarts(
+            store,
+            SessionServices(
+                store=store,
+                io_loop=self._io_loop,
+                tool_executor=self._tool_executor,
+                approval_broker=self._broker,
+            ),
+            self.ownership,
+            self._children,
+            self._check_open,
         )
         close_at_exit(self)
 
@@ -345,7 +348,7 @@ class Runtime:
                 self._start(
                     activation,
                     functools.partial(
-                        self._start_session,
+                        self._starts.start,
                         agent,
                         chosen,
                         shared_state,
@@ -392,7 +395,7 @@ class Runtime:
                     chosen,
                     agent,
                     settings,
-                    revive=self._revive,
+                    revive=self._starts.revive,
                     release=self.ownership.release,
                 )
                 activation.reserve()
@@ -425,104 +428,6 @@ class Runtime:
         if checkpoint is None:
             return msgspec.UNSET, ""
         return checkpoint.output, checkpoint.agent_in_charge
-
-    def _start_session(
-        self,
-        agent: Agent,
-        session_id: str,
-        shared_state: dict[str, Any] | None,
-        settings: SessionSettings,
-        host: Activation,
-        *,
-        parent: tuple[str, str, str] = ("", "", ""),
-    ) -> pykka.ActorRef[Any]:
-        # MCP tool lists are read before anything is taken or written: a
-        # server that does not start leaves no trace of the session.
-        # With its handoff graph resolved, and its agent tools bound here.
-        agent = session_agent(agent, self._children)
-        new_session = functools.partial(
-            Session.create,
-            session_id,
-            agent_name=agent.name,
-            agent_digest=agent.digest(),
-            shared_state={"todo_list": [], **(shared_state or {})},
-            model_route=agent.model_route,
-            parent_session=parent[0],
-            parent_call=parent[1],
-            root_session=parent[2],
-        )
-        # A session new to the log is saved with its lease, in one commit,
-        # and the log is not read first: a new session, the common case,
-        # costs one round trip. Where the log holds the session or a lease
-        # on it, that save clashes and records nothing; the lease is then
-        # taken first and the session read from the log.
-        created = new_session()
-        claimed = self.ownership.claim_new(
-            session_id, lambda claim: self.store.save(created, claim=claim)
-        )
-        if not claimed:
-            self.ownership.acquire(session_id)
-        session = created if claimed else self.store.get_session(session_id)
-        if session is None:  # only a lease row was there (expired, or left)
-            session = new_session()
-            self.store.save(session)
-        elif not claimed:
-            if session.closed:
-                msg = f"session {session_id!r} was closed"
-                raise SessionClosedError(msg)
-            if parent[0] and session.parent_session != parent[0]:
-                msg = f"session {session_id!r} is not a child of {parent[0]!r}"
-                raise UsageError(msg)
-            # The session's route must exist here, or its next turn would fail.
-            try:
-                in_charge = agent_in_charge_of(agent, session)
-            except UsageError:  # nothing was written: the lease goes back
-                self.ownership.release(session_id)
-                raise
-            in_charge.provider_for(session.model_route)
-            idempotent = frozenset(
-                tool.name
-                for tool in in_charge.tools_by_name.values()
-                if tool.idempotent
-            )
-            recover_turn(
-                self.store, session, load_turn(self.store, session), idempotent
-            )
-            recover_jobs(self.store, session, in_charge.tools_by_name)
-            if shared_state:
-                session.update_shared_state(shared_state)
-                self.store.save(session)
-        ref: pykka.ActorRef[Any] = SessionActor.start(
-            services=self._services,
-            agent=agent,
-            session=session,
-            settings=settings,
-            host=host,
-        )
-        return ref
-
-    def _revive(self, activation: Activation) -> pykka.ActorRef[Any]:
-        """Starts the actor of a session that passivated, under a new lease.
-
-        Not a crash: the log holds nothing to settle. Raises
-        SessionBusyError if another process took the session meanwhile.
-        """
-        self._check_open()
-        session_id = activation.session_id
-        self.ownership.acquire(session_id)
-        try:
-            session = _stored_session(self.store, session_id)
-            ref: pykka.ActorRef[Any] = SessionActor.start(
-                services=self._services,
-                agent=_bound(activation.agent, self._children),
-                session=session,
-                settings=activation.settings,
-                host=activation,
-            )
-        except BaseException:
-            self.ownership.release(session_id)
-            raise
-        return ref
 
     def create_agent(
         self,
@@ -744,19 +649,6 @@ class Runtime:
 
     def __exit__(self, *_: object) -> None:
         self.close()
-
-
-def _stored_session(store: Store, session_id: str) -> Session:
-    session: Session | None = store.get(session_uuid(session_id))
-    if session is None:  # removed from the log behind our back: nothing to revive
-        msg = f"session {session_id!r} is no longer in the log"
-        raise SessionClosedError(msg)
-    return session
-
-
-def _bound(agent: Any, children: ChildSessions) -> Any:
-    """The agent a revived actor runs: its agent tools bound to ``children``."""
-    return agent.with_child_runner(children) if isinstance(agent, Agent) else agent
 
 
 def _stopper(ref: pykka.ActorRef[Any]) -> Callable[[], None]:
