@@ -64,11 +64,6 @@ def canonical_bytes(
     )
 
 
-def with_chain(body: bytes, digest: str) -> bytes:
-    """The stored state: ``body`` (a non-empty JSON object) with ``chain`` added."""
-    return b"".join((body[:-1], b',"chain":"', digest.encode("ascii"), b'"}'))
-
-
 def link(previous: str, encoded: bytes) -> str:
     """The chain value of an event following ``previous``."""
     return hashlib.sha256(previous.encode("ascii") + encoded).hexdigest()

@@ -8,9 +8,10 @@ save's events, in decision order, just before they are written.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
+import msgspec
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.utils import get_topic
 
@@ -21,10 +22,12 @@ from turnlog.domain.chain import (
     canonical_bytes,
     canonical_state,
     link,
-    with_chain,
 )
 from turnlog.domain.ids import session_uuid
 from turnlog.domain.lineage import SessionForked
+
+# As turnlog.store.transcoder encodes a stored event's state.
+_stored_encoder = msgspec.json.Encoder()
 
 
 def stamp(events: Sequence[Any], head: ChainHead) -> tuple[list[Any], ChainHead]:
@@ -38,18 +41,20 @@ def stamp(events: Sequence[Any], head: ChainHead) -> tuple[list[Any], ChainHead]
 
 
 def stamp_stored(
-    events: Sequence[Any], head: ChainHead
+    events: Sequence[Any],
+    head: ChainHead,
+    encode: Callable[[dict[str, Any]], bytes] = _stored_encoder.encode,
 ) -> tuple[list[Any], list[StoredEvent], ChainHead]:
-    """As :func:`stamp`, with each event's stored form made from one encoding.
+    """As :func:`stamp`, with each event's stored form made on the way.
 
-    The link hashes the event's canonical bytes (domain.chain.canonical:
-    its topic, aggregate, version and state with sorted keys, ``chain``
-    left out). Those bytes hold the state's own sorted encoding, so it is
-    made once here and serves twice: spliced into the canonical bytes, and,
-    with ``chain`` appended, as the stored state the mapper would have
-    written (the same JSON object; key order is not part of it, and
-    verification re-encodes the decoded state canonically). So an event
-    is encoded once a save, not twice.
+    The event's state is laid out once, as the mapper lays it out (see
+    Mapper.to_stored_event), and serves twice: its link hashes it with
+    sorted keys and without ``chain`` (domain.chain.canonical), and
+    ``encode`` (the store's transcoder) makes the stored bytes from it,
+    in the event's own key order, exactly the bytes the mapper would
+    write for the stamped event. The order matters beyond JSON: what is
+    read back from the log (a revived session's context, a replay) must
+    equal what the session held live, keys in the order they came.
     """
     seq, digest = head.seq, head.digest
     stamped: list[Any] = []
@@ -57,26 +62,28 @@ def stamp_stored(
     for event in events:
         seq += 1
         cls = type(event)
-        # The state as the mapper stores it (see Mapper.to_stored_event).
         state = dict(vars(event))
         state[SEQ_FIELD] = seq
-        del state[CHAIN_FIELD]
         originator_id = state.pop("originator_id")
         originator_version = state.pop("originator_version")
         class_version = getattr(cls, "class_version", 1)
         if class_version > 1:
             state["class_version"] = class_version
         topic = get_topic(cls)
-        body = canonical_state(state)
+        body = {key: value for key, value in state.items() if key != CHAIN_FIELD}
         digest = link(
-            digest, canonical_bytes(topic, str(originator_id), originator_version, body)
+            digest,
+            canonical_bytes(
+                topic, str(originator_id), originator_version, canonical_state(body)
+            ),
         )
+        state[CHAIN_FIELD] = digest
         stored.append(
             StoredEvent(
                 originator_id=originator_id,
                 originator_version=originator_version,
                 topic=topic,
-                state=with_chain(body, digest),
+                state=encode(state),
             )
         )
         # A copy with two fields changed, as dataclasses.replace makes it but

@@ -205,7 +205,9 @@ class Store:
             start = self._heads.get(session_id)
             if start is None and not creates_session(events):
                 start = self._load_head(session_id)
-            events, stamped, head = stamp_stored(events, start or first_head(events))
+            events, stamped, head = stamp_stored(
+                events, start or first_head(events), self._mapper.transcoder.encode
+            )
             if self._stamped_as_stored:
                 stored = stamped
         try:
