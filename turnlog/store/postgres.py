@@ -16,11 +16,19 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import psycopg
-from eventsourcing.persistence import DataError, IntegrityError, StoredEvent
+from eventsourcing.persistence import (
+    DataError,
+    IntegrityError,
+    InterfaceError,
+    OperationalError,
+    StoredEvent,
+)
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
+from eventsourcing.utils import retry
 from psycopg import Cursor
 from psycopg.errors import InvalidTextRepresentation, LockNotAvailable
-from psycopg.rows import DictRow
+from psycopg.pq import TransactionStatus
+from psycopg.rows import DictRow, tuple_row
 from psycopg.sql import SQL, Identifier
 
 from turnlog.domain.errors import StoreError
@@ -30,6 +38,9 @@ from turnlog.store.group_commit import PendingSave
 
 _REFUSED = "turnlog fence: lease lost"
 """The text the fence statement fails to cast when the lease is gone."""
+
+_BEGIN = SQL("BEGIN")
+_COMMIT = SQL("COMMIT")
 
 
 class PostgresLogRecorder(PostgresApplicationRecorder):
@@ -142,6 +153,7 @@ class PostgresLogRecorder(PostgresApplicationRecorder):
         self.holds_statement = SQL(
             "SELECT 1 FROM {0} WHERE session_id = %s AND owner = %s AND epoch = %s"
         ).format(self.lease_table)
+        self.notify_statement = SQL("NOTIFY {0}").format(Identifier(self.channel_name))
         self.lock_out_saves_statement = SQL("LOCK TABLE {0}.{1} IN SHARE MODE").format(
             Identifier(datastore.schema), Identifier(self.events_table_name)
         )
@@ -151,22 +163,23 @@ class PostgresLogRecorder(PostgresApplicationRecorder):
     def insert_events(
         self, stored_events: Sequence[StoredEvent], **kwargs: Any
     ) -> Sequence[int] | None:
-        """eventsourcing's insert, fenced by ``fence`` (and taking ``claim``).
+        """Inserts one save's events, fenced by ``fence`` (and taking ``claim``).
 
         With ``saves``, the fences and claims of several sessions' saves
         whose events are ``stored_events`` (see :meth:`insert_together`).
+        One round trip to the server (see :meth:`_insert_in_one_round_trip`).
         """
         return self._insert_fenced(stored_events, **kwargs)
 
     def _insert_fenced(
         self, stored_events: Sequence[StoredEvent], **kwargs: Any
     ) -> Sequence[int] | None:
-        fences = [fence for fence, _ in _fenced(kwargs)]
+        fenced = _fenced(kwargs)
         try:
-            ids: Sequence[int] | None = super().insert_events(stored_events, **kwargs)
+            ids = self._insert_in_one_round_trip(stored_events, fenced)
         except DataError as error:
-            if fences and _refused(error):
-                raise lease_lost(fences[0]) from None
+            if fenced and _refused(error):
+                raise lease_lost(fenced[0][0]) from None
             raise
         except IntegrityError:
             # A clash with rows already there, although the fence held when
@@ -179,23 +192,64 @@ class PostgresLogRecorder(PostgresApplicationRecorder):
             raise
         return ids
 
-    def _insert_events(
-        self, curs: Cursor[DictRow], stored_events: Sequence[StoredEvent], **kwargs: Any
-    ) -> None:
-        # eventsourcing's seam for work inside the insert's transaction
-        # (DESIGN.md section 11), pipelined before its own statements, which
-        # lock the events table, NOTIFY and insert. The fence must be read
-        # under that lock (see __init__), so the lock is taken here first;
-        # taken again by eventsourcing, it is already held.
-        fenced = _fenced(kwargs)
-        if not fenced or not stored_events:  # nothing is inserted: no check
-            return
-        for statement in self.lock_table_statements:
-            curs.execute(statement, prepare=True)
-        for fence, claim in fenced:
-            if claim is not None:
-                curs.execute(self.claim_statement, claim, prepare=True)
-            curs.execute(self.fence_statement, (_REFUSED, *fence), prepare=True)
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    def _insert_in_one_round_trip(
+        self,
+        stored_events: Sequence[StoredEvent],
+        fenced: Sequence[tuple[Fence, Claim | None]],
+    ) -> Sequence[int] | None:
+        """The whole transaction in one pipeline, sent and answered at once.
+
+        eventsourcing's insert (``PostgresApplicationRecorder.insert_events``)
+        makes four more round trips: a sync after BEGIN, one after the
+        INSERT (to see a clash there), one more on leaving its pipeline and
+        the COMMIT's; the events table stays locked through all of them.
+        Here the statements are its own (``lock_table_statements``,
+        ``insert_events_statement``, the NOTIFY on ``channel_name``), in its
+        order, with the fence checks between the lock and the insert, and
+        BEGIN and COMMIT sent with them: the server runs them all, and the
+        one Sync that closes the pipeline brings every answer back. A
+        statement that fails skips the rest, COMMIT too, and the
+        transaction is then rolled back (a second round trip, on failure
+        only). The connection is in autocommit mode (eventsourcing's pool
+        sets it), so psycopg adds no BEGIN of its own.
+        """
+        if not stored_events:
+            return None  # nothing is inserted: no transaction, no check
+        rows = [
+            self.construct_pg_stored_event(
+                event.originator_id, event.originator_version, event.topic, event.state
+            )
+            for event in stored_events
+        ]
+        with (
+            self.datastore.get_connection() as conn,
+            conn.cursor() as curs,
+            conn.cursor(row_factory=tuple_row) as insert,
+        ):
+            try:
+                with conn.pipeline():
+                    curs.execute(_BEGIN, prepare=True)
+                    # Positions are handed out in commit order: the lock
+                    # is held from here to the COMMIT. The fences are read
+                    # under it (see __init__).
+                    for statement in self.lock_table_statements:
+                        curs.execute(statement, prepare=True)
+                    for fence, claim in fenced:
+                        if claim is not None:
+                            curs.execute(self.claim_statement, claim, prepare=True)
+                        curs.execute(
+                            self.fence_statement, (_REFUSED, *fence), prepare=True
+                        )
+                    # Delivered by the server only once the COMMIT is done.
+                    curs.execute(self.notify_statement, prepare=True)
+                    insert.execute(self.insert_events_statement, (rows,), prepare=True)
+                    curs.execute(_COMMIT, prepare=True)
+            except psycopg.Error:
+                if conn.info.transaction_status != TransactionStatus.IDLE:
+                    conn.rollback()
+                raise
+            return [row[0] for row in insert.fetchall()]
 
     def insert_together(self, saves: Sequence[PendingSave]) -> None:
         """Inserts several sessions' saves in one transaction (group commit).
