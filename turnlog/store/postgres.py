@@ -27,20 +27,14 @@ from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastor
 from eventsourcing.utils import retry
 from psycopg import Cursor
 from psycopg.errors import InvalidTextRepresentation, LockNotAvailable
-from psycopg.pq import TransactionStatus
-from psycopg.rows import DictRow, tuple_row
+from psycopg.rows import DictRow
 from psycopg.sql import SQL, Identifier
 
 from turnlog.domain.errors import StoreError
 from turnlog.store.backend import LogTables
-from turnlog.store.fencing import FIRST_EPOCH, LEASE_TABLE, Claim, Fence, lease_lost
+from turnlog.store.fencing import LEASE_TABLE, Claim, Fence, lease_lost
 from turnlog.store.group_commit import PendingSave
-
-_REFUSED = "turnlog fence: lease lost"
-"""The text the fence statement fails to cast when the lease is gone."""
-
-_BEGIN = SQL("BEGIN")
-_COMMIT = SQL("COMMIT")
+from turnlog.store.postgres_insert import REFUSED, OneRoundTripInsert
 
 
 class PostgresLogRecorder(PostgresApplicationRecorder):
@@ -132,28 +126,18 @@ class PostgresLogRecorder(PostgresApplicationRecorder):
         self.lease_table = SQL("{0}.{1}").format(
             Identifier(datastore.schema), Identifier(LEASE_TABLE)
         )
-        # Runs in the insert's pipeline under the events table's lock (see
-        # _insert_events), so it reads the lease as committed by then; a
-        # takeover locks that table too (lock_out_saves), so it cannot commit
-        # between this check and the save's commit. A lost lease fails the
-        # cast, aborting the transaction without a round trip of its own.
-        self.fence_statement = SQL(
-            "SELECT CAST(CASE WHEN count(*) = 1 THEN '1' ELSE %s END AS integer) "
-            "FROM {0} WHERE session_id = %s AND owner = %s AND epoch = %s"
-        ).format(self.lease_table)
-        # A new session's lease, taken in its first save (after the events
-        # table's lock, as a takeover takes that lock before the lease row:
-        # the same order, so neither waits for the other in a cycle). A row
-        # already there is left alone, and the fence check after it refuses
-        # the save unless that row is this very lease.
-        self.claim_statement = SQL(
-            "INSERT INTO {0} (session_id, owner, renewed, epoch) "
-            "VALUES (%s, %s, %s, {1}) ON CONFLICT (session_id) DO NOTHING"
-        ).format(self.lease_table, FIRST_EPOCH)
         self.holds_statement = SQL(
             "SELECT 1 FROM {0} WHERE session_id = %s AND owner = %s AND epoch = %s"
         ).format(self.lease_table)
-        self.notify_statement = SQL("NOTIFY {0}").format(Identifier(self.channel_name))
+        self.insert = OneRoundTripInsert(
+            schema=datastore.schema,
+            events_table=self.events_table_name,
+            lease_table=LEASE_TABLE,
+            id_type=datastore.originator_id_type,
+            lock_table_statements=self.lock_table_statements,
+            channel=self.channel_name,
+        )
+        """A save's (or a group commit's) transaction, in one round trip."""
         self.lock_out_saves_statement = SQL("LOCK TABLE {0}.{1} IN SHARE MODE").format(
             Identifier(datastore.schema), Identifier(self.events_table_name)
         )
@@ -198,58 +182,11 @@ class PostgresLogRecorder(PostgresApplicationRecorder):
         stored_events: Sequence[StoredEvent],
         fenced: Sequence[tuple[Fence, Claim | None]],
     ) -> Sequence[int] | None:
-        """The whole transaction in one pipeline, sent and answered at once.
-
-        eventsourcing's insert (``PostgresApplicationRecorder.insert_events``)
-        makes four more round trips: a sync after BEGIN, one after the
-        INSERT (to see a clash there), one more on leaving its pipeline and
-        the COMMIT's; the events table stays locked through all of them.
-        Here the statements are its own (``lock_table_statements``,
-        ``insert_events_statement``, the NOTIFY on ``channel_name``), in its
-        order, with the fence checks between the lock and the insert, and
-        BEGIN and COMMIT sent with them: the server runs them all, and the
-        one Sync that closes the pipeline brings every answer back. A
-        statement that fails skips the rest, COMMIT too, and the
-        transaction is then rolled back (a second round trip, on failure
-        only). The connection is in autocommit mode (eventsourcing's pool
-        sets it), so psycopg adds no BEGIN of its own.
-        """
+        """The transaction in one round trip (turnlog.store.postgres_insert)."""
         if not stored_events:
             return None  # nothing is inserted: no transaction, no check
-        rows = [
-            self.construct_pg_stored_event(
-                event.originator_id, event.originator_version, event.topic, event.state
-            )
-            for event in stored_events
-        ]
-        with (
-            self.datastore.get_connection() as conn,
-            conn.cursor() as curs,
-            conn.cursor(row_factory=tuple_row) as insert,
-        ):
-            try:
-                with conn.pipeline():
-                    curs.execute(_BEGIN, prepare=True)
-                    # Positions are handed out in commit order: the lock
-                    # is held from here to the COMMIT. The fences are read
-                    # under it (see __init__).
-                    for statement in self.lock_table_statements:
-                        curs.execute(statement, prepare=True)
-                    for fence, claim in fenced:
-                        if claim is not None:
-                            curs.execute(self.claim_statement, claim, prepare=True)
-                        curs.execute(
-                            self.fence_statement, (_REFUSED, *fence), prepare=True
-                        )
-                    # Delivered by the server only once the COMMIT is done.
-                    curs.execute(self.notify_statement, prepare=True)
-                    insert.execute(self.insert_events_statement, (rows,), prepare=True)
-                    curs.execute(_COMMIT, prepare=True)
-            except psycopg.Error:
-                if conn.info.transaction_status != TransactionStatus.IDLE:
-                    conn.rollback()
-                raise
-            return [row[0] for row in insert.fetchall()]
+        with self.datastore.get_connection() as conn:
+            return self.insert.run(conn, stored_events, fenced)
 
     def insert_together(self, saves: Sequence[PendingSave]) -> None:
         """Inserts several sessions' saves in one transaction (group commit).
@@ -363,7 +300,7 @@ def _fenced(kwargs: dict[str, Any]) -> list[tuple[Fence, Claim | None]]:
 def _refused(error: DataError) -> bool:
     """Whether ``error`` is the fence statement refusing a lost lease."""
     cause = error.__cause__
-    return isinstance(cause, InvalidTextRepresentation) and _REFUSED in str(cause)
+    return isinstance(cause, InvalidTextRepresentation) and REFUSED in str(cause)
 
 
 class PostgresRunnerLock:

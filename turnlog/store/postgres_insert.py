@@ -1,0 +1,167 @@
+"""PostgreSQL: a save's transaction, or a group commit's, in one round trip.
+
+The events table is locked from the transaction's first statement to its
+COMMIT: positions (notification ids) are handed out in commit order only
+because no other insert can take any while one is open, so readers that
+follow the log never pass over a position that a slower transaction fills
+in later. Every round trip to the server inside that transaction, and
+every moment the client spends on it meanwhile, is time in which no other
+session and no other process can save.
+
+eventsourcing's insert (``PostgresApplicationRecorder.insert_events``)
+makes five round trips, four of them under the lock: a sync after BEGIN,
+one after the INSERT (to see a clash there), one more on leaving its
+pipeline and the COMMIT's. Here the whole transaction goes in one
+pipeline with one Sync:
+
+    BEGIN
+    SET LOCAL lock_timeout ...; LOCK TABLE events IN EXCLUSIVE MODE
+        (eventsourcing's ``lock_table_statements``)
+    INSERT the batch's claims (new sessions' leases)
+    SELECT, failing the cast unless every fence of the batch holds
+    NOTIFY (delivered by the server only once the COMMIT is done)
+    INSERT the events, RETURNING their positions
+    COMMIT
+
+A statement that fails makes the server skip the rest, COMMIT too; the
+transaction is then rolled back (a second round trip, on failure only).
+Each statement carries the whole batch as column arrays in binary, so a
+group commit of a hundred saves is as many statements as a lone save:
+psycopg adapts eventsourcing's array of composite rows in Python, as
+text, ten times slower.
+
+No answer is read before the Sync, but psycopg sends each statement as
+soon as it is executed: the lock is taken while the client still queues
+what follows. So the column lists are built before the pipeline opens,
+and the statements are rendered to bytes once, here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from eventsourcing.persistence import StoredEvent
+from psycopg import Connection
+from psycopg.abc import Query
+from psycopg.pq import TransactionStatus
+from psycopg.rows import DictRow, tuple_row
+from psycopg.sql import SQL, Identifier
+
+from turnlog.store.fencing import FIRST_EPOCH, Claim, Fence
+
+REFUSED = "turnlog fence: lease lost"
+"""The text the fence statement fails to cast when a lease is gone."""
+
+
+class OneRoundTripInsert:
+    """The statements of a fenced insert, and how they are sent."""
+
+    def __init__(
+        self,
+        *,
+        schema: str,
+        events_table: str,
+        lease_table: str,
+        id_type: str,
+        lock_table_statements: Sequence[Query],
+        channel: str,
+    ) -> None:
+        def render(statement: str, *names: Any) -> bytes:
+            return SQL(statement).format(*names).as_bytes()
+
+        leases = SQL("{0}.{1}").format(Identifier(schema), Identifier(lease_table))
+        self.lock_table_statements = [
+            s.as_bytes() if not isinstance(s, bytes | str) else s
+            for s in lock_table_statements
+        ]
+        # A new session's lease, taken in its first save (after the events
+        # table's lock, as a takeover takes that lock before the lease row:
+        # the same order, so neither waits for the other in a cycle). A row
+        # already there is left alone, and the fence check after it refuses
+        # the save unless that row is this very lease.
+        self.claims = render(
+            "INSERT INTO {0} (session_id, owner, renewed, epoch) "
+            "SELECT session_id, owner, renewed, {1} FROM "
+            "unnest(%b::text[], %b::text[], %b::float8[]) "
+            "AS claim (session_id, owner, renewed) "
+            "ON CONFLICT (session_id) DO NOTHING",
+            leases,
+            FIRST_EPOCH,
+        )
+        # Read under the events table's lock, so it sees the leases as
+        # committed by then; a takeover locks that table too (the
+        # recorder's lock_out_saves), so it cannot commit between this
+        # check and the save's commit. A lost lease fails the cast,
+        # aborting the transaction without a round trip of its own.
+        self.fences = render(
+            "SELECT CAST(CASE WHEN count(*) = %b::bigint THEN '1' ELSE %b END "
+            "AS integer) FROM unnest(%b::text[], %b::text[], %b::bigint[]) "
+            "AS fence (session_id, owner, epoch) WHERE EXISTS (SELECT FROM {0} "
+            "AS lease WHERE lease.session_id = fence.session_id AND "
+            "lease.owner = fence.owner AND lease.epoch = fence.epoch)",
+            leases,
+        )
+        self.notify = render("NOTIFY {0}", Identifier(channel))
+        self.events = render(
+            "INSERT INTO {0}.{1} (originator_id, originator_version, topic, state) "
+            "SELECT * FROM unnest(%b::{2}[], %b::bigint[], %b::text[], %b::bytea[]) "
+            "RETURNING notification_id",
+            Identifier(schema),
+            Identifier(events_table),
+            SQL(id_type),
+        )
+
+    def run(
+        self,
+        conn: Connection[DictRow],
+        stored_events: Sequence[StoredEvent],
+        fenced: Sequence[tuple[Fence, Claim | None]],
+    ) -> list[int]:
+        """Inserts ``stored_events`` if every fence holds; their positions.
+
+        ``conn`` is in autocommit mode (eventsourcing's pool sets it), so
+        psycopg sends no BEGIN of its own. Raises psycopg's error, with
+        nothing recorded, if a statement fails.
+        """
+        claims = [claim for _, claim in fenced if claim is not None]
+        claim_columns = (
+            [claim.session_id for claim in claims],
+            [claim.owner for claim in claims],
+            [claim.renewed for claim in claims],
+        )
+        fence_columns = (
+            len(fenced),
+            REFUSED,
+            [fence.session_id for fence, _ in fenced],
+            [fence.owner for fence, _ in fenced],
+            [fence.epoch for fence, _ in fenced],
+        )
+        event_columns = (
+            [event.originator_id for event in stored_events],
+            [event.originator_version for event in stored_events],
+            [event.topic for event in stored_events],
+            [event.state for event in stored_events],
+        )
+        with conn.cursor() as curs, conn.cursor(row_factory=tuple_row) as insert:
+            try:
+                with conn.pipeline():
+                    curs.execute(b"BEGIN", prepare=True)
+                    for statement in self.lock_table_statements:
+                        curs.execute(statement, prepare=True)
+                    if claims:
+                        curs.execute(self.claims, claim_columns, prepare=True)
+                    if fenced:
+                        curs.execute(self.fences, fence_columns, prepare=True)
+                    curs.execute(self.notify, prepare=True)
+                    insert.execute(self.events, event_columns, prepare=True)
+                    curs.execute(b"COMMIT", prepare=True)
+            except BaseException:
+                if conn.info.transaction_status not in _SETTLED:
+                    conn.rollback()
+                raise
+            return [row[0] for row in insert.fetchall()]
+
+
+_SETTLED = (TransactionStatus.IDLE, TransactionStatus.UNKNOWN)
+"""A connection with no transaction to roll back (or none left to do it)."""
