@@ -4,9 +4,10 @@ Round trips are counted, not timed: libpq's trace of every connection the
 log takes from its pool records each message sent (F) and received (B),
 and a round trip is a run of sent messages answered by a run of received
 ones (the server holds its answers until the Sync that ends a pipeline,
-unless a statement fails). The events table is locked from the transaction's first statement
-to its COMMIT, so every round trip inside it is time that no other
-process can save; one round trip carries the whole transaction.
+unless a statement fails). The events table is locked from the
+transaction's first statement to its COMMIT, so every round trip inside
+it is time that no other process can save; one round trip carries the
+whole transaction.
 """
 
 from __future__ import annotations

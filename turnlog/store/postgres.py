@@ -160,7 +160,9 @@ class PostgresLogRecorder(PostgresApplicationRecorder):
     ) -> Sequence[int] | None:
         fenced = _fenced(kwargs)
         try:
-            ids = self._insert_in_one_round_trip(stored_events, fenced)
+            ids: Sequence[int] | None = self._insert_in_one_round_trip(
+                stored_events, fenced
+            )
         except DataError as error:
             if fenced and _refused(error):
                 raise lease_lost(fenced[0][0]) from None
@@ -239,15 +241,20 @@ class PostgresLogRecorder(PostgresApplicationRecorder):
         """LISTENs to the channel every insert NOTIFYs, until ``stopping``.
 
         The server delivers a NOTIFY only after its transaction committed,
-        so each wake-up finds the new events readable.
+        so each wake-up finds the new events readable. A NOTIFY of this
+        recorder's own inserts wakes nobody: the Store that made them has
+        told the watch already (a save through its listeners, an import
+        itself), and a look at the log's end for each would cost a query
+        and two thread wake-ups a commit.
         """
         with self._connect() as conn:
             conn.execute(SQL("LISTEN {0}").format(Identifier(self.channel_name)))
             wake()  # whatever committed before the LISTEN took effect
             while not stopping.is_set():
                 # Bounded, so that ``stopping`` is seen without a commit.
-                for _ in conn.notifies(timeout=0.5, stop_after=1):
-                    wake()
+                for notify in conn.notifies(timeout=0.5, stop_after=1):
+                    if notify.payload != self.insert.token:
+                        wake()
         return True
 
     def runner_lock(self) -> PostgresRunnerLock:

@@ -38,6 +38,7 @@ and the statements are rendered to bytes once, here.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -46,7 +47,7 @@ from psycopg import Connection
 from psycopg.abc import Query
 from psycopg.pq import TransactionStatus
 from psycopg.rows import DictRow, tuple_row
-from psycopg.sql import SQL, Identifier
+from psycopg.sql import SQL, Composable, Identifier, Literal
 
 from turnlog.store.fencing import FIRST_EPOCH, Claim, Fence
 
@@ -71,8 +72,8 @@ class OneRoundTripInsert:
             return SQL(statement).format(*names).as_bytes()
 
         leases = SQL("{0}.{1}").format(Identifier(schema), Identifier(lease_table))
-        self.lock_table_statements = [
-            s.as_bytes() if not isinstance(s, bytes | str) else s
+        self.lock_table_statements: list[Query] = [
+            s.as_bytes() if isinstance(s, Composable) else s
             for s in lock_table_statements
         ]
         # A new session's lease, taken in its first save (after the events
@@ -102,7 +103,12 @@ class OneRoundTripInsert:
             "lease.owner = fence.owner AND lease.epoch = fence.epoch)",
             leases,
         )
-        self.notify = render("NOTIFY {0}", Identifier(channel))
+        self.token = uuid.uuid4().hex
+        """The payload of this insert's NOTIFYs: the recorder hears its own
+        commits from the Store that made them, not from the server."""
+        self.notify = render(
+            "NOTIFY {0}, {1}", Identifier(channel), Literal(self.token)
+        )
         self.events = render(
             "INSERT INTO {0}.{1} (originator_id, originator_version, topic, state) "
             "SELECT * FROM unnest(%b::{2}[], %b::bigint[], %b::text[], %b::bytea[]) "
