@@ -3,7 +3,8 @@
 eventsourcing's PostgreSQL recorder, extended with the fence check on saves
 (see turnlog.store.fencing) and the statements where PostgreSQL's dialect
 differs from SQLite's (turnlog.store.backend lists them); it runs the
-statements both backends share (``LogTables``) in that dialect. Kept
+statements both backends share (``LogTables``) in that dialect. Its
+insert, fenced, is one round trip (turnlog.store.postgres_insert). Kept
 apart from the SQLite one so that only PostgreSQL users load psycopg.
 """
 
@@ -193,8 +194,9 @@ class PostgresLogRecorder(PostgresApplicationRecorder):
     def insert_together(self, saves: Sequence[PendingSave]) -> None:
         """Inserts several sessions' saves in one transaction (group commit).
 
-        One lock of the events table, one NOTIFY, one INSERT of every event
-        and a fence check per fenced save, all in one pipeline. Raises,
+        One lock of the events table, one INSERT of every claim, one check
+        of every fence, one NOTIFY and one INSERT of every event, all in one
+        round trip. Raises,
         recording none of them, if any one fails: LeaseLostError if a fence
         failed (which one is found by :meth:`insert_each`).
         """
@@ -211,8 +213,10 @@ class PostgresLogRecorder(PostgresApplicationRecorder):
 
         A save that conflicts or whose fence fails gets its error; the
         others commit. For the rare batch where one save fails: a commit
-        per save, where a savepoint per save in one transaction would need
-        eventsourcing's private insert steps.
+        (one round trip) per save. A savepoint per save in one transaction
+        would need as many round trips, all under the events table's lock,
+        since a failed statement makes the server skip the rest of its
+        pipeline.
         """
         for save in saves:
             save.ids, save.error = None, None
