@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import queue
 import threading
+import uuid
 from collections.abc import Callable, Iterator
 from types import SimpleNamespace
 
 import pytest
+from psycopg.sql import SQL, Identifier, Literal
 
 from turnlog import Agent, Runtime, ScriptedModel
 from turnlog.projections.follower import SessionFollower
@@ -222,3 +224,66 @@ def test_a_follower_wakes_on_another_process_commit_without_a_poll(
             event = follower.get(timeout=WAIT)
             assert event.sequence > 0
         assert done.wait(WAIT)
+
+
+def test_postgres_passes_on_only_other_stores_notifies(
+    postgres_schema_url: str,
+) -> None:
+    # Our own saves tell the watch themselves: a look at the log's end for
+    # their NOTIFY too would cost a query and two thread wake-ups a commit.
+    from store_support import new_session
+
+    ours, theirs = Store(postgres_schema_url), Store(postgres_schema_url)
+    # Every schema's inserts NOTIFY the same channel (it is named after the
+    # events table): a channel of this test's own, or other tests' saves
+    # in this database would wake the listener too.
+    channel = f"test_{uuid.uuid4().hex}"
+    for store in (ours, theirs):
+        recorder = store.backend
+        recorder.channel_name = channel  # type: ignore[attr-defined]
+        recorder.insert.notify = (  # type: ignore[attr-defined]
+            SQL("NOTIFY {0}, {1}")
+            .format(Identifier(channel), Literal(recorder.insert.token))  # type: ignore[attr-defined]
+            .as_bytes()
+        )
+    wakes: queue.Queue[str] = queue.Queue()
+    stopping = threading.Event()
+    listener = threading.Thread(
+        target=ours.backend.listen_for_commits,
+        args=(lambda: wakes.put("woken"), stopping),
+    )
+    listener.start()
+    try:
+        assert wakes.get(timeout=WAIT) == "woken"  # on LISTEN, for what came before
+        for n in range(3):
+            ours.save(new_session(f"mine{n}"))
+        for n in range(2):
+            theirs.save(new_session(f"theirs{n}"))
+            assert wakes.get(timeout=WAIT) == "woken"
+        # NOTIFYs come in commit order: the second of theirs was the last.
+        stopping.set()
+        listener.join(WAIT)
+        assert wakes.empty()
+    finally:
+        stopping.set()
+        listener.join(WAIT)
+        ours.close()
+        theirs.close()
+
+
+def test_an_import_wakes_the_watch(store_url: str) -> None:
+    from store_support import new_session
+
+    store = Store(store_url)
+    try:
+        heard: queue.Queue[Commit] = queue.Queue()
+        store.commits.add_waker(heard.put)
+        session = new_session("imported")
+        store.insert_stored(
+            [store._mapper.to_stored_event(e) for e in session.collect_events()]
+        )
+        # Told on this thread, before insert_stored returns: PostgreSQL's
+        # NOTIFY of it wakes nobody (it is this store's own).
+        assert heard.get_nowait() == Commit(None)
+    finally:
+        store.close()

@@ -1,14 +1,17 @@
 """eventsourcing's own recorder suites, run against turnlog's recorders.
 
 turnlog's recorders subclass eventsourcing's and hook into it where it
-is designed to be extended: ``_insert_events`` inside the insert's
+is designed to be extended: ``_insert_events`` inside the SQLite insert's
 transaction, the pool's abstract ``_create_connection``, and the
-PostgreSQL recorder's ``lock_table_statements``. These are eventsourcing's
-own test cases (``eventsourcing.tests.persistence``), so an upgrade of
-eventsourcing that changes any of those seams fails here, in CI, before
-it reaches a log. Each suite runs twice: as eventsourcing calls the
-recorder, and with every insert fenced by a lease that holds (so the
-fence check turnlog adds through ``_insert_events`` runs in every one of
+PostgreSQL recorder's ``lock_table_statements``. The PostgreSQL insert
+itself is turnlog's (one round trip, turnlog.store.postgres_insert), on
+eventsourcing's table, lock statements and channel. These are
+eventsourcing's own test cases (``eventsourcing.tests.persistence``),
+including the one that positions are never interleaved between
+concurrent inserts, so an upgrade of eventsourcing that changes any of
+those seams fails here, in CI, before it reaches a log. Each suite runs
+twice: as eventsourcing calls the recorder, and with every insert fenced
+by a lease that holds (so turnlog's fence check runs in every one of
 eventsourcing's inserts). Each PostgreSQL test gets a schema of its own.
 """
 

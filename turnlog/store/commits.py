@@ -9,10 +9,12 @@ The watch hears of commits two ways:
 
 - Saves made in this process tell it directly (it is a Store listener),
   naming the sessions they saved, so a reader of one session is not woken
-  by another's.
+  by another's; an import (``Store.insert_stored``) tells it too, naming
+  none.
 - Other processes' commits reach it through the backend: PostgreSQL's
   recorder NOTIFYs a channel in every insert's transaction, delivered
-  after the commit to one listening connection per store. SQLite has no
+  after the commit to one listening connection per store, which passes
+  on only the NOTIFYs of other stores' inserts. SQLite has no
   such channel, so there (and on PostgreSQL while the listening
   connection is being re-established) the watch looks at the log's newest
   position every ``POLL_INTERVAL``. Growth that this process's saves do
@@ -112,6 +114,10 @@ class CommitWatch:
             with self._condition:
                 self._local.update(r.notification.id for r in recordings)
         self._announce(Commit(sessions))
+
+    def bump_unnamed(self) -> None:
+        """Notes a commit of this process that names no session (an import)."""
+        self._announce(Commit(None))
 
     def _announce(self, commit: Commit) -> None:
         with self._condition:

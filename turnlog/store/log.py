@@ -389,6 +389,8 @@ class Store:
             raise ConcurrencyConflictError(msg) from error
         except PersistenceError as error:
             raise as_store_error(error, self.location) from error
+        if self._commits is not None:
+            self._commits.bump_unnamed()
 
     # -- reading --------------------------------------------------------------
 

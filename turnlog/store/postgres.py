@@ -3,7 +3,8 @@
 eventsourcing's PostgreSQL recorder, extended with the fence check on saves
 (see turnlog.store.fencing) and the statements where PostgreSQL's dialect
 differs from SQLite's (turnlog.store.backend lists them); it runs the
-statements both backends share (``LogTables``) in that dialect. Kept
+statements both backends share (``LogTables``) in that dialect. Its
+insert, fenced, is one round trip (turnlog.store.postgres_insert). Kept
 apart from the SQLite one so that only PostgreSQL users load psycopg.
 """
 
@@ -16,8 +17,15 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import psycopg
-from eventsourcing.persistence import DataError, IntegrityError, StoredEvent
+from eventsourcing.persistence import (
+    DataError,
+    IntegrityError,
+    InterfaceError,
+    OperationalError,
+    StoredEvent,
+)
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
+from eventsourcing.utils import retry
 from psycopg import Cursor
 from psycopg.errors import InvalidTextRepresentation, LockNotAvailable
 from psycopg.rows import DictRow
@@ -25,11 +33,9 @@ from psycopg.sql import SQL, Identifier
 
 from turnlog.domain.errors import StoreError
 from turnlog.store.backend import LogTables
-from turnlog.store.fencing import FIRST_EPOCH, LEASE_TABLE, Claim, Fence, lease_lost
+from turnlog.store.fencing import LEASE_TABLE, Claim, Fence, lease_lost
 from turnlog.store.group_commit import PendingSave
-
-_REFUSED = "turnlog fence: lease lost"
-"""The text the fence statement fails to cast when the lease is gone."""
+from turnlog.store.postgres_insert import REFUSED, OneRoundTripInsert
 
 
 class PostgresLogRecorder(PostgresApplicationRecorder):
@@ -121,27 +127,18 @@ class PostgresLogRecorder(PostgresApplicationRecorder):
         self.lease_table = SQL("{0}.{1}").format(
             Identifier(datastore.schema), Identifier(LEASE_TABLE)
         )
-        # Runs in the insert's pipeline under the events table's lock (see
-        # _insert_events), so it reads the lease as committed by then; a
-        # takeover locks that table too (lock_out_saves), so it cannot commit
-        # between this check and the save's commit. A lost lease fails the
-        # cast, aborting the transaction without a round trip of its own.
-        self.fence_statement = SQL(
-            "SELECT CAST(CASE WHEN count(*) = 1 THEN '1' ELSE %s END AS integer) "
-            "FROM {0} WHERE session_id = %s AND owner = %s AND epoch = %s"
-        ).format(self.lease_table)
-        # A new session's lease, taken in its first save (after the events
-        # table's lock, as a takeover takes that lock before the lease row:
-        # the same order, so neither waits for the other in a cycle). A row
-        # already there is left alone, and the fence check after it refuses
-        # the save unless that row is this very lease.
-        self.claim_statement = SQL(
-            "INSERT INTO {0} (session_id, owner, renewed, epoch) "
-            "VALUES (%s, %s, %s, {1}) ON CONFLICT (session_id) DO NOTHING"
-        ).format(self.lease_table, FIRST_EPOCH)
         self.holds_statement = SQL(
             "SELECT 1 FROM {0} WHERE session_id = %s AND owner = %s AND epoch = %s"
         ).format(self.lease_table)
+        self.insert = OneRoundTripInsert(
+            schema=datastore.schema,
+            events_table=self.events_table_name,
+            lease_table=LEASE_TABLE,
+            id_type=datastore.originator_id_type,
+            lock_table_statements=self.lock_table_statements,
+            channel=self.channel_name,
+        )
+        """A save's (or a group commit's) transaction, in one round trip."""
         self.lock_out_saves_statement = SQL("LOCK TABLE {0}.{1} IN SHARE MODE").format(
             Identifier(datastore.schema), Identifier(self.events_table_name)
         )
@@ -151,22 +148,25 @@ class PostgresLogRecorder(PostgresApplicationRecorder):
     def insert_events(
         self, stored_events: Sequence[StoredEvent], **kwargs: Any
     ) -> Sequence[int] | None:
-        """eventsourcing's insert, fenced by ``fence`` (and taking ``claim``).
+        """Inserts one save's events, fenced by ``fence`` (and taking ``claim``).
 
         With ``saves``, the fences and claims of several sessions' saves
         whose events are ``stored_events`` (see :meth:`insert_together`).
+        One round trip to the server (see :meth:`_insert_in_one_round_trip`).
         """
         return self._insert_fenced(stored_events, **kwargs)
 
     def _insert_fenced(
         self, stored_events: Sequence[StoredEvent], **kwargs: Any
     ) -> Sequence[int] | None:
-        fences = [fence for fence, _ in _fenced(kwargs)]
+        fenced = _fenced(kwargs)
         try:
-            ids: Sequence[int] | None = super().insert_events(stored_events, **kwargs)
+            ids: Sequence[int] | None = self._insert_in_one_round_trip(
+                stored_events, fenced
+            )
         except DataError as error:
-            if fences and _refused(error):
-                raise lease_lost(fences[0]) from None
+            if fenced and _refused(error):
+                raise lease_lost(fenced[0][0]) from None
             raise
         except IntegrityError:
             # A clash with rows already there, although the fence held when
@@ -179,29 +179,24 @@ class PostgresLogRecorder(PostgresApplicationRecorder):
             raise
         return ids
 
-    def _insert_events(
-        self, curs: Cursor[DictRow], stored_events: Sequence[StoredEvent], **kwargs: Any
-    ) -> None:
-        # eventsourcing's seam for work inside the insert's transaction
-        # (DESIGN.md section 11), pipelined before its own statements, which
-        # lock the events table, NOTIFY and insert. The fence must be read
-        # under that lock (see __init__), so the lock is taken here first;
-        # taken again by eventsourcing, it is already held.
-        fenced = _fenced(kwargs)
-        if not fenced or not stored_events:  # nothing is inserted: no check
-            return
-        for statement in self.lock_table_statements:
-            curs.execute(statement, prepare=True)
-        for fence, claim in fenced:
-            if claim is not None:
-                curs.execute(self.claim_statement, claim, prepare=True)
-            curs.execute(self.fence_statement, (_REFUSED, *fence), prepare=True)
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    def _insert_in_one_round_trip(
+        self,
+        stored_events: Sequence[StoredEvent],
+        fenced: Sequence[tuple[Fence, Claim | None]],
+    ) -> Sequence[int] | None:
+        """The transaction in one round trip (turnlog.store.postgres_insert)."""
+        if not stored_events:
+            return None  # nothing is inserted: no transaction, no check
+        with self.datastore.get_connection() as conn:
+            return self.insert.run(conn, stored_events, fenced)
 
     def insert_together(self, saves: Sequence[PendingSave]) -> None:
         """Inserts several sessions' saves in one transaction (group commit).
 
-        One lock of the events table, one NOTIFY, one INSERT of every event
-        and a fence check per fenced save, all in one pipeline. Raises,
+        One lock of the events table, one INSERT of every claim, one check
+        of every fence, one NOTIFY and one INSERT of every event, all in one
+        round trip. Raises,
         recording none of them, if any one fails: LeaseLostError if a fence
         failed (which one is found by :meth:`insert_each`).
         """
@@ -218,8 +213,10 @@ class PostgresLogRecorder(PostgresApplicationRecorder):
 
         A save that conflicts or whose fence fails gets its error; the
         others commit. For the rare batch where one save fails: a commit
-        per save, where a savepoint per save in one transaction would need
-        eventsourcing's private insert steps.
+        (one round trip) per save. A savepoint per save in one transaction
+        would need as many round trips, all under the events table's lock,
+        since a failed statement makes the server skip the rest of its
+        pipeline.
         """
         for save in saves:
             save.ids, save.error = None, None
@@ -248,15 +245,20 @@ class PostgresLogRecorder(PostgresApplicationRecorder):
         """LISTENs to the channel every insert NOTIFYs, until ``stopping``.
 
         The server delivers a NOTIFY only after its transaction committed,
-        so each wake-up finds the new events readable.
+        so each wake-up finds the new events readable. A NOTIFY of this
+        recorder's own inserts wakes nobody: the Store that made them has
+        told the watch already (a save through its listeners, an import
+        itself), and a look at the log's end for each would cost a query
+        and two thread wake-ups a commit.
         """
         with self._connect() as conn:
             conn.execute(SQL("LISTEN {0}").format(Identifier(self.channel_name)))
             wake()  # whatever committed before the LISTEN took effect
             while not stopping.is_set():
                 # Bounded, so that ``stopping`` is seen without a commit.
-                for _ in conn.notifies(timeout=0.5, stop_after=1):
-                    wake()
+                for notify in conn.notifies(timeout=0.5, stop_after=1):
+                    if notify.payload != self.insert.token:
+                        wake()
         return True
 
     def runner_lock(self) -> PostgresRunnerLock:
@@ -309,7 +311,7 @@ def _fenced(kwargs: dict[str, Any]) -> list[tuple[Fence, Claim | None]]:
 def _refused(error: DataError) -> bool:
     """Whether ``error`` is the fence statement refusing a lost lease."""
     cause = error.__cause__
-    return isinstance(cause, InvalidTextRepresentation) and _REFUSED in str(cause)
+    return isinstance(cause, InvalidTextRepresentation) and REFUSED in str(cause)
 
 
 class PostgresRunnerLock:
