@@ -51,6 +51,8 @@ def check_attachments(
     values: Sequence[SessionFileReference],
 ) -> tuple[SessionFileReference, ...]:
     """``values`` as a tuple if each is a well-formed SessionFileReference."""
+    if type(values) is tuple and not values:
+        return ()  # the default, on every prompt: no ABC check for nothing
     if isinstance(values, str | bytes) or not isinstance(values, Sequence):
         msg = "attachments must be a sequence of SessionFileReference"
         raise InvalidInputError(msg)
