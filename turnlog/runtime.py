@@ -32,7 +32,6 @@ from turnlog.agent_handle import AgentHandle
 from turnlog.approvals import ApprovalBroker
 from turnlog.children import ChildSession, ChildSessions, children_of, usage_by_agent
 from turnlog.config import RunConfig
-from turnlog.creation import Creation, CreationPool, check_creation
 from turnlog.domain.errors import (
     InvalidInputError,
     LeaseLostError,
@@ -44,6 +43,8 @@ from turnlog.domain.ids import check_session_id
 from turnlog.domain.protocol import Event
 from turnlog.exit_hook import close_at_exit, closed
 from turnlog.forking import record_fork
+from turnlog.hosting.creation import Creation, CreationPool, check_creation
+from turnlog.hosting.session_starts import SessionStarts
 from turnlog.projections.checkpoint_reader import Checkpoints
 from turnlog.projections.closing import VIEWS_TIMEOUT, bring_views_to_head
 from turnlog.projections.follower import SessionFollower
@@ -57,7 +58,6 @@ from turnlog.projections.rebuild import default_projections
 from turnlog.projections.runner import LIVE_CACHE_LIMIT, ProjectionRunner
 from turnlog.session import AgentSession
 from turnlog.session_handle import ASK_TIMEOUT
-from turnlog.session_starts import SessionStarts
 from turnlog.store.lineage import HistoryPoint, scan
 from turnlog.store.log import Store
 from turnlog.store.ownership import LEASE_SECONDS, SessionOwnership
@@ -242,15 +242,7 @@ class Runtime:
         a restart. Given for a session open here, they replace its deps.
         They must be of the agent's ``deps_type`` (InvalidInputError).
         """
-        self._check_open()
-        creation = check_creation(
-            agent,
-            session_id=session_id,
-            shared_state=shared_state,
-            run_config=run_config,
-            deps=deps,
-            defaults=self.run_config,
-        )
+        creation = self._creation(agent, session_id, shared_state, run_config, deps)
         return self._open_created(creation)
 
     async def create_session_async(
@@ -269,7 +261,7 @@ class Runtime:
         returns. The arguments are checked on the caller's loop; the rest
         runs on a few threads of the runtime's own, so creations awaited
         together overlap, and their commits are shared (a burst of them
-        costs a few commits, not one each; see turnlog.creation).
+        costs a few commits, not one each; see turnlog.hosting.creation).
 
         Cancelling the awaiting task does not cancel the creation: it runs
         to its end, and the session is then in the log (its handle,
@@ -277,17 +269,28 @@ class Runtime:
         never half made. When the runtime closes meanwhile, one under way
         finishes and one not begun raises RuntimeClosedError.
         """
+        creation = self._creation(agent, session_id, shared_state, run_config, deps)
+        return await self._creations.run(
+            functools.partial(self._open_created, creation)
+        )
+
+    def _creation(
+        self,
+        agent: Agent,
+        session_id: str | None,
+        shared_state: dict[str, Any] | None,
+        run_config: RunConfig | None,
+        deps: object,
+    ) -> Creation:
+        """The arguments of either create_session, checked (nothing written)."""
         self._check_open()
-        creation = check_creation(
+        return check_creation(
             agent,
             session_id=session_id,
             shared_state=shared_state,
             run_config=run_config,
             deps=deps,
             defaults=self.run_config,
-        )
-        return await self._creations.run(
-            functools.partial(self._open_created, creation)
         )
 
     def _open_created(self, creation: Creation) -> AgentSession:

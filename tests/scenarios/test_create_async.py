@@ -28,8 +28,8 @@ from turnlog import (
     ScriptedModel,
     UsageError,
 )
-from turnlog.creation import CreationPool
 from turnlog.domain.ids import session_uuid
+from turnlog.hosting.creation import CreationPool
 from turnlog.store.log import Store
 
 WAIT = 20.0

@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from turnlog import RuntimeClosedError
-from turnlog.creation import CreationPool
+from turnlog.hosting.creation import CreationPool
 
 WAIT = 20.0
 

@@ -1,0 +1,7 @@
+"""How a Runtime hosts sessions: opening them, off the caller's loop or on it.
+
+Not public: ``turnlog.Runtime`` is the face (turnlog/runtime.py); these
+are its parts for creating a session (creation.py: the checks at the
+boundary and the threads behind ``create_session_async``) and starting
+its actor (session_starts.py).
+"""
