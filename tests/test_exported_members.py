@@ -104,6 +104,7 @@ PACKAGES = [
     "turnlog.cli",
     "turnlog.cli.run",
     "turnlog.domain",
+    "turnlog.hosting",
     "turnlog.mcp",
     "turnlog.projections",
     "turnlog.providers",
