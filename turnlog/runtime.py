@@ -44,6 +44,7 @@ from turnlog.domain.protocol import Event
 from turnlog.exit_hook import close_at_exit, closed
 from turnlog.forking import record_fork
 from turnlog.hosting.creation import Creation, CreationPool, check_creation
+from turnlog.hosting.live_sessions import LiveSessions
 from turnlog.hosting.session_starts import SessionStarts
 from turnlog.projections.checkpoint_reader import Checkpoints
 from turnlog.projections.closing import VIEWS_TIMEOUT, bring_views_to_head
@@ -95,6 +96,7 @@ class Runtime:
         self._sessions: weakref.WeakValueDictionary[str, Activation] = (
             weakref.WeakValueDictionary()
         )
+        self._live = LiveSessions(self._activations)
         self._agents: weakref.WeakValueDictionary[int, Agent] = (
             weakref.WeakValueDictionary()
         )
@@ -400,6 +402,7 @@ class Runtime:
                     settings,
                     revive=self._starts.revive,
                     release=self.ownership.release,
+                    passivated=self._live.changed,
                 )
                 activation.reserve()
                 self._sessions[chosen] = activation
@@ -567,8 +570,27 @@ class Runtime:
 
     def live_sessions(self) -> int:
         """How many session actors run now (idle ones passivate)."""
+        return self._live.count()
+
+    def wait_live_sessions(
+        self, at_most: int = 0, timeout: float | None = None
+    ) -> bool:
+        """Waits until at most ``at_most`` session actors run here.
+
+        Sessions passivate once idle past their ``idle_timeout``, or soon
+        after idling when no handle holds them; this returns once enough
+        have, their threads ended (a service draining before a deploy,
+        a memory check). False if ``timeout`` passed first. A session
+        whose actor failed is not live; closing the runtime stops them all.
+        """
+        if at_most < 0:
+            msg = f"at_most must be 0 or more sessions, not {at_most!r}"
+            raise ValueError(msg)
+        return self._live.wait(at_most, timeout)
+
+    def _activations(self) -> list[Activation]:
         with self._lock:
-            return sum(1 for activation in self._sessions.values() if activation.live())
+            return list(self._sessions.values())
 
     def sessions(self) -> list[str]:
         """Every session id in the log."""
@@ -611,6 +633,7 @@ class Runtime:
         self._creations.close()  # once they have finished or failed
         for activation in activations:
             activation.close()
+        self._live.changed()
         if self._follows:
             bring_views_to_head(self.store, self.projections, views_timeout)
         self._close_providers()

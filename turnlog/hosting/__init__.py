@@ -3,10 +3,18 @@
 Not public: ``turnlog.Runtime`` is the face (turnlog/runtime.py); these
 are its parts for creating a session (creation.py: the checks at the
 boundary and the threads behind ``create_session_async``) and starting
-its actor (session_starts.py).
+its actor (session_starts.py), and counting the actors that run
+(live_sessions.py).
 """
 
 from turnlog.hosting.creation import Creation, CreationPool, check_creation
+from turnlog.hosting.live_sessions import LiveSessions
 from turnlog.hosting.session_starts import SessionStarts
 
-__all__ = ["Creation", "CreationPool", "SessionStarts", "check_creation"]
+__all__ = [
+    "Creation",
+    "CreationPool",
+    "LiveSessions",
+    "SessionStarts",
+    "check_creation",
+]
