@@ -49,10 +49,13 @@ def main() -> None:
     results: dict[str, tuple[float, float]] = {}
 
     actor = Echo.start()
+
+    def tell() -> int:
+        actor.tell(back)
+        return back.get()
+
     try:
-        results["pykka tell (an actor's inbox)"] = per_handover(
-            rounds, lambda: (actor.tell(back), back.get())
-        )
+        results["pykka tell (an actor's inbox)"] = per_handover(rounds, tell)
     finally:
         actor.stop()
 
@@ -62,12 +65,14 @@ def main() -> None:
         while (item := there.get()) is not None:
             back.put(item)
 
+    def put() -> int:
+        there.put(1)
+        return back.get()
+
     thread = threading.Thread(target=echo)
     thread.start()
     try:
-        results["SimpleQueue (two bare threads)"] = per_handover(
-            rounds, lambda: (there.put(1), back.get())
-        )
+        results["SimpleQueue (two bare threads)"] = per_handover(rounds, put)
     finally:
         there.put(None)
         thread.join()
