@@ -6,7 +6,6 @@ from turnlog.agent_tool import AgentTool
 from turnlog.approvals import ApprovalBroker
 from turnlog.children import ChildSession
 from turnlog.config import ApprovalProvider, RunConfig
-from turnlog.context import RunContext
 from turnlog.domain.approval import ApprovalDecision, ApprovalRequest
 from turnlog.domain.context import Message
 from turnlog.domain.errors import (
@@ -72,6 +71,7 @@ from turnlog.domain.run import (
     RunStarted,
     SessionEvent,
 )
+from turnlog.domain.run_context import RunContext
 from turnlog.mcp.tools import McpServer, McpTool
 from turnlog.middleware import Compaction, Middleware
 from turnlog.output import OutputType

@@ -18,11 +18,12 @@ from turnlog.agent_checks import (
     tools_by_name,
 )
 from turnlog.agent_tool import AgentTool, ChildRunner
-from turnlog.context import InstructionsFunction, deps_checker
+from turnlog.domain.deps_check import deps_checker
 from turnlog.domain.errors import InvalidInputError
 from turnlog.domain.handoff import HandoffTool, handoff_tool_name
 from turnlog.domain.handoff_graph import handoff_target_name, resolve_graph
 from turnlog.domain.model import ModelProvider
+from turnlog.domain.run_context import InstructionsFunction
 from turnlog.domain.tool_output import DEFAULT_MAX_TOOL_OUTPUT, checked_limit
 from turnlog.mcp.tools import McpServer, McpTool, session_tools
 from turnlog.middleware import Middleware
