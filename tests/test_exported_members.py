@@ -101,6 +101,7 @@ def test_an_event_msg_is_named_apart_from_the_domain_event_it_reports() -> None:
 
 PACKAGES = [
     "turnlog.actors",
+    "turnlog.agent_parts",
     "turnlog.cli",
     "turnlog.cli.run",
     "turnlog.domain",

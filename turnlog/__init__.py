@@ -2,7 +2,7 @@
 
 from turnlog.agent import Agent
 from turnlog.agent_handle import AgentHandle
-from turnlog.agent_tool import AgentTool
+from turnlog.agent_parts.as_tool import AgentTool
 from turnlog.approvals import ApprovalBroker
 from turnlog.children import ChildSession
 from turnlog.config import ApprovalProvider, RunConfig

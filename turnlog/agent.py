@@ -11,13 +11,13 @@ from typing import Any
 import msgspec
 
 from turnlog.actors.instructions import function_name
-from turnlog.agent_checks import (
+from turnlog.agent_parts.as_tool import AgentTool, ChildRunner
+from turnlog.agent_parts.checks import (
     check_middleware,
     checked_flag,
     router_of,
     tools_by_name,
 )
-from turnlog.agent_tool import AgentTool, ChildRunner
 from turnlog.domain.deps_check import deps_checker
 from turnlog.domain.errors import InvalidInputError
 from turnlog.domain.handoff import HandoffTool, handoff_tool_name
