@@ -4,7 +4,6 @@ from turnlog.agent import Agent
 from turnlog.agent_handle import AgentHandle
 from turnlog.agent_parts.as_tool import AgentTool
 from turnlog.approvals import ApprovalBroker
-from turnlog.children import ChildSession
 from turnlog.config import ApprovalProvider, RunConfig
 from turnlog.domain.approval import ApprovalDecision, ApprovalRequest
 from turnlog.domain.context import Message
@@ -72,6 +71,7 @@ from turnlog.domain.run import (
     SessionEvent,
 )
 from turnlog.domain.run_context import RunContext
+from turnlog.hosting.children import ChildSession
 from turnlog.mcp.tools import McpServer, McpTool
 from turnlog.middleware import Compaction, Middleware
 from turnlog.output import OutputType

@@ -305,7 +305,7 @@ class Agent:
 
         The model calls the tool with one argument, ``input`` (the child's
         prompt); the child's final answer is the output. See
-        ``turnlog.children`` for how the child is recorded and recovered.
+        ``turnlog.hosting.children`` for how the child is recorded and recovered.
 
         Args:
             name: the tool's name (default: the agent's name, which must

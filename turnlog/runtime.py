@@ -5,7 +5,7 @@ ApprovalBroker actor), the I/O loop and the projection follower;
 ``close()`` (or leaving a ``with`` block) stops every actor it started,
 sessions included.
 
-A runtime its program leaves open is closed at exit (turnlog/exit_hook.py
+A runtime its program leaves open is closed at exit (turnlog/hosting/exit_hook.py
 says why every thread is a daemon and what the hook does).
 """
 
@@ -30,7 +30,6 @@ from turnlog.actors.tool_executor import DEFAULT_MAX_CONCURRENCY, ToolExecutor
 from turnlog.agent import Agent
 from turnlog.agent_handle import AgentHandle
 from turnlog.approvals import ApprovalBroker
-from turnlog.children import ChildSession, ChildSessions, children_of, usage_by_agent
 from turnlog.config import RunConfig
 from turnlog.domain.errors import (
     InvalidInputError,
@@ -41,9 +40,15 @@ from turnlog.domain.errors import (
 )
 from turnlog.domain.ids import check_session_id
 from turnlog.domain.protocol import Event
-from turnlog.exit_hook import close_at_exit, closed
-from turnlog.forking import record_fork
+from turnlog.hosting.children import (
+    ChildSession,
+    ChildSessions,
+    children_of,
+    usage_by_agent,
+)
 from turnlog.hosting.creation import Creation, CreationPool, check_creation
+from turnlog.hosting.exit_hook import close_at_exit, closed
+from turnlog.hosting.forking import record_fork
 from turnlog.hosting.session_starts import SessionStarts
 from turnlog.projections.checkpoint_reader import Checkpoints
 from turnlog.projections.closing import VIEWS_TIMEOUT, bring_views_to_head
@@ -486,7 +491,7 @@ class Runtime:
         (``rt.checkpoints.at``), or, when none is given, the source's latest
         quiet point (a running source's last finished turn). ``rt.history``
         lists the points. The fork is one event naming its source, the point
-        and the source chain's digest there (see turnlog.forking for what is
+        and the source chain's digest there (see turnlog.hosting.forking for what is
         carried); the source is not touched.
 
         The fork runs ``agent``, or the source's agent if the source is

@@ -56,7 +56,7 @@ from turnlog.domain.protocol import (
 )
 from turnlog.domain.run import QueuedInput, RunResult, SessionEvent
 from turnlog.domain.text import check_encodable
-from turnlog.forking import check_point_args
+from turnlog.hosting.forking import check_point_args
 from turnlog.run_waiting import await_run
 from turnlog.session_handle import ActorHandle, Subscription
 
@@ -137,7 +137,7 @@ class AgentSession:
         self._check_deps = check_deps
         self._agent = activation.agent
         self._recorded_answer = recorded_answer
-        # The child sessions its agent tools run now (see turnlog.children).
+        # The child sessions its agent tools run now (see turnlog.hosting.children).
         self._children = children or _no_children
 
     @property

@@ -22,7 +22,7 @@ from turnlog.domain.errors import (
     UnknownSessionError,
 )
 from turnlog.domain.lineage import SessionRewound, rewind
-from turnlog.forking import check_point_args, record_fork
+from turnlog.hosting.forking import check_point_args, record_fork
 from turnlog.runtime import Runtime
 from turnlog.store.fork_source import rewind_fields
 from turnlog.store.lineage import scan

@@ -2,11 +2,22 @@
 
 Not public: ``turnlog.Runtime`` is the face (turnlog/runtime.py); these
 are its parts for creating a session (creation.py: the checks at the
-boundary and the threads behind ``create_session_async``) and starting
-its actor (session_starts.py).
+boundary and the threads behind ``create_session_async``), starting its
+actor (session_starts.py), running the child sessions of agents used as
+tools (children.py), recording a fork (forking.py), and closing the
+runtimes a program left open when it exits (exit_hook.py).
 """
 
+from turnlog.hosting.children import ChildSessions
 from turnlog.hosting.creation import Creation, CreationPool, check_creation
+from turnlog.hosting.forking import record_fork
 from turnlog.hosting.session_starts import SessionStarts
 
-__all__ = ["Creation", "CreationPool", "SessionStarts", "check_creation"]
+__all__ = [
+    "ChildSessions",
+    "Creation",
+    "CreationPool",
+    "SessionStarts",
+    "check_creation",
+    "record_fork",
+]

@@ -21,10 +21,10 @@ from turnlog.actors.background_jobs import recover_jobs
 from turnlog.actors.revive import load_turn, recover_turn
 from turnlog.actors.session_actor import SessionActor, SessionServices, SessionSettings
 from turnlog.agent import Agent, session_agent
-from turnlog.children import ChildSessions
 from turnlog.domain.errors import SessionClosedError, UsageError
 from turnlog.domain.ids import session_uuid
 from turnlog.domain.session import Session
+from turnlog.hosting.children import ChildSessions
 from turnlog.store.log import Store
 from turnlog.store.ownership import SessionOwnership
 
