@@ -105,6 +105,7 @@ PACKAGES = [
     "turnlog.cli",
     "turnlog.cli.run",
     "turnlog.domain",
+    "turnlog.handles",
     "turnlog.hosting",
     "turnlog.mcp",
     "turnlog.projections",

@@ -1,7 +1,6 @@
 """turnlog: an agent runtime for LLM sessions on an event-sourced log."""
 
 from turnlog.agent import Agent
-from turnlog.agent_handle import AgentHandle
 from turnlog.agent_parts.as_tool import AgentTool
 from turnlog.approvals import ApprovalBroker
 from turnlog.config import ApprovalProvider, RunConfig
@@ -71,6 +70,7 @@ from turnlog.domain.run import (
     SessionEvent,
 )
 from turnlog.domain.run_context import RunContext
+from turnlog.handles.agent_handle import AgentHandle
 from turnlog.hosting.children import ChildSession
 from turnlog.mcp.tools import McpServer, McpTool
 from turnlog.middleware import Compaction, Middleware

@@ -28,7 +28,6 @@ from turnlog.actors.messages import ClosedQuery, LeaseLost
 from turnlog.actors.session_actor import SessionServices, SessionSettings
 from turnlog.actors.tool_executor import DEFAULT_MAX_CONCURRENCY, ToolExecutor
 from turnlog.agent import Agent
-from turnlog.agent_handle import AgentHandle
 from turnlog.approvals import ApprovalBroker
 from turnlog.config import RunConfig
 from turnlog.domain.errors import (
@@ -40,6 +39,8 @@ from turnlog.domain.errors import (
 )
 from turnlog.domain.ids import check_session_id
 from turnlog.domain.protocol import Event
+from turnlog.handles.actor_handle import ASK_TIMEOUT
+from turnlog.handles.agent_handle import AgentHandle
 from turnlog.hosting.children import (
     ChildSession,
     ChildSessions,
@@ -62,7 +63,6 @@ from turnlog.projections.readers import (
 from turnlog.projections.rebuild import default_projections
 from turnlog.projections.runner import LIVE_CACHE_LIMIT, ProjectionRunner
 from turnlog.session import AgentSession
-from turnlog.session_handle import ASK_TIMEOUT
 from turnlog.store.lineage import HistoryPoint, scan
 from turnlog.store.log import Store
 from turnlog.store.ownership import LEASE_SECONDS, SessionOwnership

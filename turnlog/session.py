@@ -56,9 +56,9 @@ from turnlog.domain.protocol import (
 )
 from turnlog.domain.run import QueuedInput, RunResult, SessionEvent
 from turnlog.domain.text import check_encodable
+from turnlog.handles.actor_handle import ActorHandle, Subscription
+from turnlog.handles.run_waiting import await_run
 from turnlog.hosting.forking import check_point_args
-from turnlog.run_waiting import await_run
-from turnlog.session_handle import ActorHandle, Subscription
 
 
 class RunHandle:
