@@ -11,7 +11,7 @@ import pytest
 import turnlog
 import turnlog.domain.events
 import turnlog.domain.session
-import turnlog.domain.turn
+import turnlog.domain.turn_events
 import turnlog.events
 import turnlog.providers
 
@@ -71,7 +71,7 @@ def test_no_two_public_classes_share_a_name() -> None:
 
 def domain_event_classes() -> dict[str, type]:
     found: dict[str, type] = {}
-    for module in (turnlog.domain.session, turnlog.domain.turn):
+    for module in (turnlog.domain.session, turnlog.domain.turn_events):
         for value in vars(module).values():
             if isinstance(value, type) and issubclass(
                 value,
