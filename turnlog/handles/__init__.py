@@ -4,8 +4,10 @@ Not public as paths: ``turnlog.AgentSession`` (turnlog/session.py) is the
 face, and ``turnlog.AgentHandle`` and ``turnlog.Subscription`` are
 exported by ``turnlog``. actor_handle.py is the typed line every handle
 asks and tells its session's actor through (and a handle's Subscription);
-run_waiting.py is how an asyncio caller waits for a run; agent_handle.py
-is the protocol face (``submit`` an Op, read Events) over a session.
+requests.py is what each handle call sends the actor, its arguments
+checked first; run_waiting.py is how an asyncio caller waits for a run;
+agent_handle.py is the protocol face (``submit`` an Op, read Events) over
+a session.
 """
 
 from turnlog.handles.actor_handle import ActorHandle, Subscription

@@ -28,6 +28,7 @@ from turnlog.domain.approval import ApprovalDecision, check_decision
 from turnlog.domain.errors import InvalidInputError
 from turnlog.domain.input_ids import check_input_id
 from turnlog.domain.inputs import check_attachments, check_input
+from turnlog.domain.lineage import check_point_args
 from turnlog.domain.protocol import (
     ApprovalResponse,
     Interrupt,
@@ -37,7 +38,6 @@ from turnlog.domain.protocol import (
 )
 from turnlog.domain.run import RunResult
 from turnlog.domain.text import check_encodable
-from turnlog.hosting.forking import check_point_args
 
 
 def prompt(
