@@ -1,9 +1,10 @@
 """The Runtime: one store, its views, and the actors of every live session.
 
 ``Runtime.open()`` starts the shared services (the ToolExecutor, the
-ApprovalBroker actor), the I/O loop and the projection follower;
-``close()`` (or leaving a ``with`` block) stops every actor it started,
-sessions included.
+ApprovalBroker actor), the I/O loop and the projection follower
+(turnlog/hosting/services.py); ``close()`` (or leaving a ``with`` block)
+stops every actor it started, sessions included. Its live sessions, and
+how one is opened here, are turnlog/hosting/live_sessions.py.
 
 A runtime its program leaves open is closed at exit (turnlog/hosting/exit_hook.py
 says why every thread is a daemon and what the hook does).
