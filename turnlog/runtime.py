@@ -31,7 +31,6 @@ from turnlog.domain.protocol import Event
 from turnlog.handles.agent_handle import AgentHandle
 from turnlog.hosting.children import (
     ChildSession,
-    ChildSessions,
     children_of,
     usage_by_agent,
 )
@@ -40,7 +39,6 @@ from turnlog.hosting.exit_hook import close_at_exit, closed
 from turnlog.hosting.forking import record_fork
 from turnlog.hosting.live_sessions import LiveSessions
 from turnlog.hosting.services import RuntimeServices
-from turnlog.hosting.session_starts import SessionStarts
 from turnlog.projections.checkpoint_reader import Checkpoints
 from turnlog.projections.closing import VIEWS_TIMEOUT, bring_views_to_head
 from turnlog.projections.follower import SessionFollower
@@ -98,23 +96,14 @@ class Runtime:
         self.approvals = ApprovalBroker(services.broker)
         self._io_loop = services.io_loop
         self._tool_executor = services.tool_executor
-        self._children = ChildSessions(self._open_child, store)
         self._creations = CreationPool()  # no thread until create_session_async
-        self._starts = SessionStarts(
-            store,
-            services.for_sessions,
-            self.ownership,
-            self._children,
-            self._check_open,
-        )
         self._live = LiveSessions(
             store,
-            self._starts,
-            self._children,
-            release=self.ownership.release,
+            services,
+            defaults=self.run_config,
             recorded_answer=self._recorded_answer,
         )
-        self._closed = self._live.closed
+        self._closed = self._live.closed  # set once the runtime closes
         close_at_exit(self)
 
     @classmethod
@@ -251,13 +240,6 @@ class Runtime:
             creation.settings,
             event_buffer=creation.event_buffer,
         )
-
-    def _open_child(
-        self, agent: Agent, child_id: str, parent: str, call_id: str
-    ) -> AgentSession:
-        """Opens the child session ``child_id`` of ``parent``'s call ``call_id``."""
-        self._check_open()
-        return self._live.open_child(agent, child_id, parent, call_id, self.run_config)
 
     def _recorded_answer(self, session_id: str) -> tuple[Any, str]:
         """The session's last accepted answer as recorded (UNSET if none),

@@ -37,6 +37,7 @@ from turnlog.domain.errors import (
 )
 from turnlog.handles.actor_handle import ASK_TIMEOUT
 from turnlog.hosting.children import ChildSessions
+from turnlog.hosting.services import RuntimeServices
 from turnlog.hosting.session_starts import SessionStarts
 from turnlog.session import AgentSession
 from turnlog.store.log import Store
@@ -52,16 +53,24 @@ class LiveSessions:
     def __init__(
         self,
         store: Store,
-        starts: SessionStarts,
-        children: ChildSessions,
+        services: RuntimeServices,
         *,
-        release: Callable[[str], None],
+        defaults: RunConfig,
         recorded_answer: Callable[[str], tuple[Any, str]],
     ) -> None:
         self._store = store
-        self._starts = starts
-        self._children = children
-        self._release = release
+        self._defaults = defaults
+        """The runtime's run config: a child's settings, if its parent is
+        not open here."""
+        self._children = ChildSessions(self.open_child, store)
+        self._starts = SessionStarts(
+            store,
+            services.for_sessions,
+            services.ownership,
+            self._children,
+            self.check_open,
+        )
+        self._release = services.ownership.release
         self._recorded_answer = recorded_answer
         self._lock = threading.Lock()
         # An Event, not a flag: session handles hold it, and must not keep
@@ -140,19 +149,15 @@ class LiveSessions:
         return handle
 
     def open_child(
-        self,
-        agent: Agent,
-        child_id: str,
-        parent: str,
-        call_id: str,
-        defaults: RunConfig,
+        self, agent: Agent, child_id: str, parent: str, call_id: str
     ) -> AgentSession:
         """Opens the child session ``child_id`` of ``parent``'s call ``call_id``.
 
         The child runs with the parent's settings (its approvals reach
-        whoever answers the parent's); ``defaults`` are the runtime's, for
-        a parent not open here.
+        whoever answers the parent's).
         """
+        self.check_open()
+        defaults = self._defaults
         host = self.get(parent)
         settings = host.settings if host is not None else None
         stored = self._store.get_session(parent)
