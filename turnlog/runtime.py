@@ -3,8 +3,8 @@
 ``Runtime.open()`` starts the shared services (the ToolExecutor, the
 ApprovalBroker actor), the I/O loop and the projection follower
 (turnlog/hosting/services.py); ``close()`` (or leaving a ``with`` block)
-stops every actor it started, sessions included. Its live sessions, and
-how one is opened here, are turnlog/hosting/live_sessions.py.
+stops every actor it started, sessions included. Its table of sessions, and
+how one is opened here, are turnlog/hosting/session_table.py.
 
 A runtime its program leaves open is closed at exit (turnlog/hosting/exit_hook.py
 says why every thread is a daemon and what the hook does).
@@ -21,24 +21,16 @@ from turnlog.actors.tool_executor import DEFAULT_MAX_CONCURRENCY
 from turnlog.agent import Agent
 from turnlog.approvals import ApprovalBroker
 from turnlog.config import RunConfig
-from turnlog.domain.errors import (
-    InvalidInputError,
-    LeaseLostError,
-    UsageError,
-)
+from turnlog.domain.errors import InvalidInputError, LeaseLostError, UsageError
 from turnlog.domain.ids import check_session_id
 from turnlog.domain.protocol import Event
 from turnlog.handles.agent_handle import AgentHandle
-from turnlog.hosting.children import (
-    ChildSession,
-    children_of,
-    usage_by_agent,
-)
+from turnlog.hosting.children import ChildSession, children_of, usage_by_agent
 from turnlog.hosting.creation import Creation, CreationPool, check_creation
 from turnlog.hosting.exit_hook import close_at_exit, closed
 from turnlog.hosting.forking import record_fork
-from turnlog.hosting.live_sessions import LiveSessions
 from turnlog.hosting.services import RuntimeServices
+from turnlog.hosting.session_table import SessionTable
 from turnlog.projections.checkpoint_reader import Checkpoints
 from turnlog.projections.closing import VIEWS_TIMEOUT, bring_views_to_head
 from turnlog.projections.follower import SessionFollower
@@ -97,7 +89,7 @@ class Runtime:
         self._io_loop = services.io_loop
         self._tool_executor = services.tool_executor
         self._creations = CreationPool()  # no thread until create_session_async
-        self._live = LiveSessions(
+        self._live = SessionTable(
             store,
             services,
             defaults=self.run_config,

@@ -1,11 +1,11 @@
 """Starting a session's actor: a new session, one opened from the log, one revived.
 
-The Runtime's live sessions (live_sessions.py) decide which session to
-start and when; this is how: the lease claimed or taken, the Session
+The Runtime's table of sessions (session_table.py) decides which session
+to start and when; this is how: the lease claimed or taken, the Session
 created or read from the log, a turn a crash cut off settled, and the
 SessionActor started on it. Both ways run on the thread that opens the
-session, outside the live sessions' lock, so that sessions opening at
-once share commits.
+session, outside the table's lock, so that sessions opening at once
+share commits.
 """
 
 from __future__ import annotations

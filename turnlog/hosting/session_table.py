@@ -1,6 +1,6 @@
 """The sessions a Runtime hosts now, and opening one of them here.
 
-``LiveSessions`` holds each session's Activation by id, weakly: an
+``SessionTable`` holds each session's Activation by id, weakly: an
 activation lives while a handle of its session, its running actor, or a
 pending approval's broker holds it; a session nobody holds and that has
 passivated is let go (the next ``create_session`` opens it from the log).
@@ -47,7 +47,7 @@ from turnlog.store.log import Store
 logger = logging.getLogger("turnlog.runtime")
 
 
-class LiveSessions:
+class SessionTable:
     """The sessions of one Runtime, by id (see the module docstring)."""
 
     def __init__(
