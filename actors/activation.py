@@ -66,6 +66,7 @@ class Activation:
         *,
         revive: Starter,
         release: Callable[[str], None],
+        passivated: Callable[[], None] = lambda: None,
     ) -> None:
         self.session_id = session_id
         self.agent = agent
@@ -73,6 +74,7 @@ class Activation:
         self.settings = settings
         self._revive = revive
         self._release = release
+        self._passivated = passivated
         self._lock = threading.Lock()
         # Notified under the lock whenever the session passivates or closes.
         self._passive = threading.Condition(self._lock)
@@ -118,7 +120,9 @@ class Activation:
             self._kept = kept
             self._stopping, self._ref = weakref.ref(self._ref), None
             self._passive.notify_all()
-            return True
+        # Outside this activation's lock: the runtime's waiters take its own.
+        self._passivated()
+        return True
 
     def held(self) -> bool:
         """Whether a handle holds the session (else it passivates sooner)."""

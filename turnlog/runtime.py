@@ -89,13 +89,13 @@ class Runtime:
         self._io_loop = services.io_loop
         self._tool_executor = services.tool_executor
         self._creations = CreationPool()  # no thread until create_session_async
-        self._live = SessionTable(
+        self._table = SessionTable(
             store,
             services,
             defaults=self.run_config,
             recorded_answer=self._recorded_answer,
         )
-        self._closed = self._live.closed  # set once the runtime closes
+        self._closed = self._table.closed  # set once the runtime closes
         close_at_exit(self)
 
     @classmethod
@@ -144,7 +144,7 @@ class Runtime:
         return self.store.location
 
     def _check_open(self) -> None:
-        self._live.check_open()
+        self._table.check_open()
 
     def create_session(
         self,
@@ -225,7 +225,7 @@ class Runtime:
         )
 
     def _open_created(self, creation: Creation) -> AgentSession:
-        return self._live.open(
+        return self._table.open(
             creation.agent,
             creation.session_id,
             creation.shared_state,
@@ -305,7 +305,7 @@ class Runtime:
         """
         self._check_open()
         if agent is None:
-            live = self._live.get(source_id) if isinstance(source_id, str) else None
+            live = self._table.get(source_id) if isinstance(source_id, str) else None
             if live is None or not isinstance(live.agent, Agent):
                 msg = f"pass agent=: session {source_id!r} is not open in this runtime"
                 raise UsageError(msg)
@@ -365,11 +365,27 @@ class Runtime:
     def _lease_lost(self, session_id: str, error: LeaseLostError) -> None:
         """Stops a session whose lease another process took over."""
         # Only a session opened here holds a lease, so the table is there.
-        self._live.lease_lost(session_id, error)
+        self._table.lease_lost(session_id, error)
 
     def live_sessions(self) -> int:
         """How many session actors run now (idle ones passivate)."""
-        return self._live.live()
+        return self._table.live.count()
+
+    def wait_live_sessions(
+        self, at_most: int = 0, timeout: float | None = None
+    ) -> bool:
+        """Waits until at most ``at_most`` session actors run here.
+
+        Sessions passivate once idle past their ``idle_timeout``, or soon
+        after idling when no handle holds them; this returns once enough
+        have, their threads ended (a service draining before a deploy,
+        a memory check). False if ``timeout`` passed first. A session
+        whose actor failed is not live; closing the runtime stops them all.
+        """
+        if at_most < 0:
+            msg = f"at_most must be 0 or more sessions, not {at_most!r}"
+            raise ValueError(msg)
+        return self._table.live.wait(at_most, timeout)
 
     def sessions(self) -> list[str]:
         """Every session id in the log."""
@@ -403,17 +419,18 @@ class Runtime:
         if not views_timeout >= 0:
             msg = f"views_timeout must be 0 or more seconds, not {views_timeout!r}"
             raise ValueError(msg)
-        activations = self._live.close()
+        activations = self._table.close()
         if activations is None:
             return
         closed(self)
         self._creations.close()  # once they have finished or failed
         for activation in activations:
             activation.close()
+        self._table.live.changed()
         if self._follows:
             bring_views_to_head(self.store, self.projections, views_timeout)
-        self._live.close_providers()
-        self._live.close_mcp_servers()
+        self._table.close_providers()
+        self._table.close_mcp_servers()
         self._services.stop()
         self.store.close()
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import queue
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -113,13 +114,60 @@ def take_over(rt: Runtime, session_id: str, agent: Agent) -> AgentSession:
     return rt.create_session(agent, session_id=session_id)
 
 
+def holds_a_write(store_url: str) -> bool:
+    """Whether another process is inside a transaction that locks out writes.
+
+    SQLite: the write lock is a file lock, so a process frozen while holding
+    it blocks every other writer until it is thawed, as it would in
+    production; the test must not freeze the owner inside a renewal.
+    PostgreSQL: a lock on one of the schema's tables held by another backend.
+    """
+    if store_url.startswith("sqlite:///"):
+        probe = sqlite3.connect(store_url.removeprefix("sqlite:///"), timeout=0)
+        try:
+            probe.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError:
+            return True
+        finally:
+            probe.close()
+        return False
+    import psycopg
+
+    base, _, query = store_url.partition("?")
+    schema = dict(part.split("=", 1) for part in query.split("&"))["schema"]
+    with psycopg.connect(base, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = %s AND l.pid <> pg_backend_pid()",
+            (schema,),
+        ).fetchone()
+    return bool(row and row[0])
+
+
+def freeze_between_transactions(proc: subprocess.Popen[str], store_url: str) -> None:
+    """SIGSTOPs ``proc`` at a moment it holds no lock in the log.
+
+    Its lease renewals run on their own clock, so a freeze can land inside
+    one; then it is thawed for a moment and frozen again.
+    """
+    for _ in range(50):
+        os.kill(proc.pid, signal.SIGSTOP)
+        if not holds_a_write(store_url):
+            return
+        os.kill(proc.pid, signal.SIGCONT)
+        # Polling a real process: let it finish the transaction it is in.
+        threading.Event().wait(0.02)
+    pytest.fail("the owner was inside a transaction at every one of 50 freezes")
+
+
 @pytest.mark.subprocess
 def test_a_thawed_owner_that_lost_its_lease_is_refused(
     store_url: str, owner_child: tuple[subprocess.Popen[str], ChildLines]
 ) -> None:
     proc, child = owner_child
     child.expect("OWNED")
-    os.kill(proc.pid, signal.SIGSTOP)
+    freeze_between_transactions(proc, store_url)
     answers = [f"answer {n} from the new owner" for n in range(4)]
     with Runtime.open(store_url, lease_seconds=LEASE) as rt:
         session = take_over(rt, "frozen", Agent("a", model=ScriptedModel(answers)))

@@ -14,7 +14,8 @@ from __future__ import annotations
 import gc
 from typing import Any
 
-from kept_sessions import activations, eventually
+import pytest
+from kept_sessions import activations
 
 from turnlog import Agent, Runtime, ScriptedModel, calls, function_tool, tool_call
 from turnlog.testing import HeldModel
@@ -35,7 +36,7 @@ def test_sessions_nobody_holds_passivate_and_are_let_go(store_url: str) -> None:
             session.prompt(f"hello {number}")
             ids.append(session.session_id)
             del session
-        assert eventually(lambda: rt.live_sessions() == 0)
+        assert rt.wait_live_sessions(0, timeout=WAIT)
         assert activations() == 0
         # The store keeps no chain head or fence of sessions it gave back.
         assert rt.store.sessions_kept() == 0
@@ -55,8 +56,11 @@ def test_a_held_session_keeps_its_idle_timeout(store_url: str) -> None:
         dropped = rt.create_session(agent())
         dropped.prompt("let go")
         del dropped
-        assert eventually(lambda: rt.live_sessions() == 1)
+        assert rt.wait_live_sessions(1, timeout=WAIT)
         assert not held.wait_passivated(0)  # its actor still runs
+        assert not rt.wait_live_sessions(0, timeout=0.05)  # so does this wait
+        with pytest.raises(ValueError, match="at_most"):
+            rt.wait_live_sessions(-1)
         assert activations() == 1
         assert held.prompt("still here").final_output == "ok"
 
@@ -74,7 +78,7 @@ def test_a_run_nobody_waits_on_ends_before_its_session_passivates(
         gc.collect()
         assert rt.live_sessions() == 1  # the run holds its actor
         model.release()
-        assert eventually(lambda: rt.live_sessions() == 0)
+        assert rt.wait_live_sessions(0, timeout=WAIT)
         reopened = rt.create_session(Agent("a", model=model), session_id=session_id)
         assert reopened.messages()[-1].content == "finished"  # the run ended whole
         assert not reopened.running()

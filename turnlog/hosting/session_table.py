@@ -37,6 +37,7 @@ from turnlog.domain.errors import (
 )
 from turnlog.handles.actor_handle import ASK_TIMEOUT
 from turnlog.hosting.children import ChildSessions
+from turnlog.hosting.live_sessions import LiveSessions
 from turnlog.hosting.services import RuntimeServices
 from turnlog.hosting.session_starts import SessionStarts
 from turnlog.session import AgentSession
@@ -84,6 +85,8 @@ class SessionTable:
             weakref.WeakValueDictionary()
         )
         self._agents_with_servers: dict[int, Agent] = {}
+        self.live = LiveSessions(self._activations)
+        """The count of the session actors that run here, and a wait for fewer."""
 
     def check_open(self) -> None:
         """Raises RuntimeClosedError once the runtime was closed."""
@@ -194,6 +197,7 @@ class SessionTable:
                     settings,
                     revive=self._starts.revive,
                     release=self._release,
+                    passivated=self.live.changed,
                 )
                 activation.reserve()
                 self._sessions[chosen] = activation
@@ -224,10 +228,9 @@ class SessionTable:
         if live is not None:
             live.tell_if_live(LeaseLost(error))
 
-    def live(self) -> int:
-        """How many session actors run now (idle ones passivate)."""
+    def _activations(self) -> list[Activation]:
         with self._lock:
-            return sum(1 for activation in self._sessions.values() if activation.live())
+            return list(self._sessions.values())
 
     def close(self) -> list[Activation] | None:
         """Marks the runtime closed; the activations to close (None if it
