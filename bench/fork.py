@@ -5,7 +5,7 @@ each, on a temporary SQLite file unless ``--store`` is given), then:
 
 - forks it ``--repeat`` times at its latest point and at its middle turn,
   timing the fork itself (finding the point in the log, writing the fork:
-  ``turnlog.forking.record_fork``, what ``rt.fork_session`` does before it
+  ``turnlog.hosting.forking.record_fork``, what ``rt.fork_session`` does before it
   opens the fork) and ``rt.fork_session`` whole (the fork, then opening it
   as ``create_session`` would), and counting the events each fork wrote;
 - opens, in a fresh runtime, the fork of the latest point and the source
@@ -27,7 +27,7 @@ from pathlib import Path
 
 from turnlog import Agent, Runtime, ScriptedModel, calls, function_tool, tool_call
 from turnlog.domain.ids import session_uuid
-from turnlog.forking import record_fork
+from turnlog.hosting.forking import record_fork
 
 
 @function_tool

@@ -16,7 +16,7 @@ from turnlog.domain.answers import AnswerRejected, answer_feedback
 from turnlog.domain.compaction import ContextCompacted
 from turnlog.domain.jobs import JobResultTaken, job_note
 from turnlog.domain.model import Item, function_call_output, user_message
-from turnlog.domain.turn import (
+from turnlog.domain.turn_events import (
     HookContextAdded,
     InputAccepted,
     ModelStepCompleted,

@@ -187,3 +187,22 @@ def rewind(session: Any, to_turn: int, **fields: Any) -> list[int]:
         SessionRewound, to_turn=to_turn, rewound_turns=rewound, **fields
     )
     return rewound
+
+
+def check_point_args(
+    before_input: int | None, after_turn: int | None, at: object = None
+) -> None:
+    """At most one point is named, each a non-negative int (or a checkpoint)."""
+    named = [arg for arg in (before_input, after_turn, at) if arg is not None]
+    if len(named) > 1:
+        msg = "name one point: before_input=, after_turn= or at="
+        raise InvalidInputError(msg)
+    for name, value in (("before_input", before_input), ("after_turn", after_turn)):
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or value < 0
+        ):
+            msg = f"{name} must be a non-negative int"
+            raise InvalidInputError(msg)
+    if before_input == 0:
+        msg = "inputs are counted from 1: before_input=1 is before the first"
+        raise InvalidInputError(msg)

@@ -98,7 +98,7 @@ Op = UserInput | PeerInput | Steer | Interrupt | ApprovalResponse | Shutdown
 # --- EventMsgs: what the session reports ---------------------------------------
 #
 # Each is named <Fact>Msg: the domain event it reports (ToolCallStartedMsg for
-# turn.ToolCallStarted), or its wire tag when it reports no single domain
+# turn_events.ToolCallStarted), or its wire tag when it reports no single domain
 # event (AgentMessageMsg, AgentMessageDeltaMsg, FrontendMsg). The suffix keeps
 # them apart from the domain events; the tags are the protocol and stay.
 

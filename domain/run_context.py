@@ -10,7 +10,7 @@ them again from its caller.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -37,3 +37,8 @@ class RunContext(Generic[Deps]):
     agent_name: str
     shared_state: Mapping[str, Any]
     deps: Deps
+
+
+InstructionsFunction = Callable[..., str | Awaitable[str]]
+"""Gives an agent's instructions for one model step (plain or async): it is
+called with one argument, the step's :class:`RunContext`."""

@@ -15,7 +15,7 @@ import msgspec
 
 from turnlog.domain import answers, compaction
 from turnlog.domain import session as s
-from turnlog.domain import turn as t
+from turnlog.domain import turn_events as t
 from turnlog.domain.chain import event_seq
 from turnlog.domain.handoff import AgentHandedOff
 from turnlog.domain.ids import session_trace_id, trace_id_of

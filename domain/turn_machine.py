@@ -57,8 +57,9 @@ Handoffs: a step's first handoff call is answered and recorded
 effects that start the next step (or the next turn's, if this one ended).
 
 Where a turn goes once every call of a step is answered (or its input
-accepted) is one function, :meth:`TurnMachine._next_step`: start the next
-model step, have the hooks prepare it first, or stop at the step limit.
+accepted) is one function, :meth:`~turnlog.domain.turn_course.TurnCourse.next_step`:
+start the next model step, have the hooks prepare it first, or stop at the
+step limit; the moves the handlers share are :mod:`turnlog.domain.turn_course`.
 How a turn ends (completed, with a checked answer, or cut short with
 everything open settled first) is :mod:`turnlog.domain.turn_endings`;
 what a fact records on the aggregates, :mod:`turnlog.domain.turn_records`.
@@ -75,45 +76,35 @@ from typing import assert_never
 
 from turnlog.domain.approval import ApprovalRequest
 from turnlog.domain.compaction import start_compaction
-from turnlog.domain.instructions import record_instructions
 from turnlog.domain.jobs import take_job_results
 from turnlog.domain.model import final_text
 from turnlog.domain.protocol import Interrupt
-from turnlog.domain.rewrites import InputRewrite, rewritten_again
 from turnlog.domain.tool_dispatch import skip_unstarted, start_due, start_step_calls
 from turnlog.domain.turn import Turn
+from turnlog.domain.turn_course import Effects, TurnCourse
 from turnlog.domain.turn_endings import (
     APPROVAL_ABORT_REASON,
     INTERRUPT_REASON,
-    aborted,
-    answered,
-    completed,
     turn_to_interrupt,
 )
 from turnlog.domain.turn_facts import (
     IGNORED,
-    AnswerChecked,
     ApprovalProviderFailed,
     AskApprovals,
     BeginTurn,
     CompactionBegan,
     Decide,
-    Effect,
-    EndTurn,
     Fact,
     InputReviewed,
     Phase,
-    PrepareModelStep,
     Resumed,
     ReviewPrompt,
-    RunModelStep,
     RunToolCalls,
     SettleApprovals,
     SteerArrived,
     StepFailed,
     StepPrepared,
     StepSucceeded,
-    SwitchAgent,
     ToolFinished,
     Transition,
     TurnActorFailed,
@@ -136,8 +127,6 @@ from turnlog.domain.turn_records import (
     take_steers,
 )
 
-Effects = tuple[Effect, ...]
-
 
 class TurnMachine:
     """The decisions of one session's turns (one machine per SessionActor)."""
@@ -148,11 +137,8 @@ class TurnMachine:
         state: TurnState,
         rules_for: Callable[[str], TurnRules] | None = None,
     ) -> None:
-        self._rules = rules
-        self._rules_for = rules_for
-        """The rules of another agent of the handoff graph, by name."""
         self._state = state
-        self._under_review: tuple[int, TurnInput] | None = None
+        self._course = TurnCourse(rules, state, rules_for)
         self._last_step_epoch = state.session.context_epoch
         self.taken: set[tuple[str, str, str]] = set()
         """Every (state, fact, state) this machine went through (for tests)."""
@@ -161,7 +147,7 @@ class TurnMachine:
 
     def phase(self) -> Phase:
         """The state of the running turn, read off the aggregates."""
-        reviewing = self._under_review[0] if self._under_review else None
+        reviewing = self._course.under_review[0] if self._course.under_review else None
         return phase_of(self._state, reviewing)
 
     def running_turn(self, number: int, step: int | None = None) -> Turn | None:
@@ -181,7 +167,7 @@ class TurnMachine:
         turn, state = self._state.turn, self._state
         if turn is None or not state.session.running:
             return []
-        return pending_requests(self._rules.session_id, turn, state.context)
+        return pending_requests(self._course.rules.session_id, turn, state.context)
 
     # -- facts -------------------------------------------------------------------
 
@@ -229,41 +215,43 @@ class TurnMachine:
 
     def _on_input(self, fact: TurnInput) -> Transition:
         """Starts a turn for ``fact``, reviewing it first if hooks must."""
-        state, rules = self._state, self._rules
+        state, rules = self._state, self._course.rules
         session = state.session
         number = session.start_turn(
             fact.submission_id, fact.input_id, fact.input_digest
         )
         turn = Turn.open(rules.session_id, number, fact.submission_id)
         state.turn = turn
-        switched = self._switch()
-        rules = self._rules
+        switched = self._course.switch()
+        rules = self._course.rules
         begin = BeginTurn(turn)
         if rules.reviews_input and fact.reviewed is None:
             # Recorded only once accepted: rejected input leaves no trace.
-            self._under_review = (number, fact)
+            self._course.under_review = (number, fact)
             info = prompt_info(rules.session_id, turn, fact)
             effects: Effects = (begin, ReviewPrompt(info))
         else:
-            self._under_review = None
+            self._course.under_review = None
             contexts, stop = fact.reviewed or ((), None)
-            effects = (begin, *self._accept(turn, fact, contexts, stop))
+            effects = (begin, *self._course.accept(turn, fact, contexts, stop))
         return Transition((session, turn), (*switched, *effects))
 
     def _on_input_reviewed(self, fact: InputReviewed) -> Transition:
         """Records the reviewed input (or its refusal) and goes on."""
         turn = self.running_turn(fact.turn)
-        under_review = self._under_review
+        under_review = self._course.under_review
         if turn is None or under_review is None or under_review[0] != turn.number:
             return IGNORED
-        self._under_review = None
+        self._course.under_review = None
         if fact.error is not None:
-            effects = self._abort(turn, f"turn failed: {fact.error}", failed=True)
+            effects = self._course.abort(
+                turn, f"turn failed: {fact.error}", failed=True
+            )
         elif fact.rejection is not None:
             turn.reject_input(turn.submission_id, fact.rejection)
-            effects = self._abort(turn, fact.rejection, failed=False)
+            effects = self._course.abort(turn, fact.rejection, failed=False)
         else:
-            effects = self._accept(
+            effects = self._course.accept(
                 turn, under_review[1], fact.contexts, fact.stop, fact.rewrite
             )
         return Transition((self._state.session, turn), effects)
@@ -287,15 +275,17 @@ class TurnMachine:
             take_job_results(session, turn)  # as steers are, just below
         if fact.error is not None:
             reason = f"turn failed: {fact.error}"
-            effects = self._abort(turn, reason, failed=True, cancelled=fact.error)
+            effects = self._course.abort(
+                turn, reason, failed=True, cancelled=fact.error
+            )
         elif (
             stop := fact.stop
             or take_steers(self._state.session, turn, self._state.reviewed)
         ) is not None:
             turn.warn(stop)
-            effects = self._complete(turn, None)
+            effects = self._course.complete(turn, None)
         else:
-            effects = self._call_model(turn, fact.instructions)
+            effects = self._course.call_model(turn, fact.instructions)
         return Transition((session, turn), effects)
 
     def _on_step_succeeded(self, fact: StepSucceeded) -> Transition:
@@ -307,13 +297,17 @@ class TurnMachine:
         output, calls = record_step(session, turn, fact, self._last_step_epoch)
         self._last_step_epoch = session.context_epoch
         if fact.stop is None and not calls and fact.answer is not None:
-            effects = self._answer(turn, fact.step, final_text(output), fact.answer)
+            effects = self._course.answer(
+                turn, fact.step, final_text(output), fact.answer
+            )
         elif fact.stop is not None or not calls:
-            effects = self._complete(turn, final_text(output), settled=True)
+            effects = self._course.complete(turn, final_text(output), settled=True)
         else:
-            to_run, asks = start_step_calls(session, turn, calls, self._rules)
+            to_run, asks = start_step_calls(session, turn, calls, self._course.rules)
             if not turn.unanswered_calls():
-                effects = self._next_step(turn)  # handoffs, unknown tools, steers
+                effects = self._course.next_step(
+                    turn
+                )  # handoffs, unknown tools, steers
             else:
                 runs: Effects = (RunToolCalls(tuple(to_run)),) if to_run else ()
                 effects = (*runs, AskApprovals(tuple(asks))) if asks else runs
@@ -326,7 +320,7 @@ class TurnMachine:
             return IGNORED
         turn.fail_step(fact.step, fact.error_type, fact.message)
         reason = f"model step failed: {fact.error_type}: {fact.message}"
-        effects = self._abort(turn, reason, failed=True)
+        effects = self._course.abort(turn, reason, failed=True)
         return Transition((self._state.session, turn), effects)
 
     def _on_tool_finished(self, fact: ToolFinished) -> Transition:
@@ -342,11 +336,13 @@ class TurnMachine:
         effects: Effects = ()
         if fact.hook_error is not None:
             reason = f"turn failed: {fact.hook_error}"
-            effects = self._abort(turn, reason, failed=True, cancelled=fact.hook_error)
+            effects = self._course.abort(
+                turn, reason, failed=True, cancelled=fact.hook_error
+            )
         elif not turn.unanswered_calls():
-            effects = self._next_step(turn)
+            effects = self._course.next_step(turn)
         else:  # one after another: the next call's turn
-            effects = self._run_due(turn)
+            effects = self._course.run_due(turn)
         return Transition((self._state.session, turn), effects)
 
     def _on_decide(self, fact: Decide) -> Transition:
@@ -360,15 +356,15 @@ class TurnMachine:
             turn.decide_approval(
                 request_id, fact.decision, fact.decided_by, fact.input_id
             )
-            effects = self._abort(turn, APPROVAL_ABORT_REASON, failed=False)
+            effects = self._course.abort(turn, APPROVAL_ABORT_REASON, failed=False)
             effects = (SettleApprovals((request_id,)), *effects)
             return Transition((session, turn), effects)
-        settled = record_decision(session, turn, self._rules, fact)
+        settled = record_decision(session, turn, self._course.rules, fact)
         effects = (SettleApprovals(tuple(settled)),)
         if not turn.unanswered_calls():  # it answered the step's last call
-            effects = (*effects, *self._next_step(turn))
+            effects = (*effects, *self._course.next_step(turn))
         else:
-            effects = (*effects, *self._run_due(turn))
+            effects = (*effects, *self._course.run_due(turn))
         return Transition((session, turn), effects)
 
     def _on_steer(self, fact: SteerArrived) -> Transition:
@@ -392,7 +388,7 @@ class TurnMachine:
         withdrawn = skip_unstarted(turn)
         effects: Effects = (SettleApprovals(tuple(withdrawn)),) if withdrawn else ()
         if not turn.unanswered_calls():
-            effects = (*effects, *self._next_step(turn))
+            effects = (*effects, *self._course.next_step(turn))
         return Transition((session, turn), effects)
 
     def _on_approval_failed(self, fact: ApprovalProviderFailed) -> Transition:
@@ -407,7 +403,7 @@ class TurnMachine:
         turn.fail_approval(request_id, fact.error)
         open_requests = (request_id, *turn.pending_approvals)
         reason = f"approval provider failed: {fact.error}"
-        effects = self._abort(turn, reason, failed=True)
+        effects = self._course.abort(turn, reason, failed=True)
         return Transition((session, turn), (SettleApprovals(open_requests), *effects))
 
     def _on_interrupt(self, fact: Interrupt) -> Transition:
@@ -416,7 +412,7 @@ class TurnMachine:
         Raises UsageError, triggering nothing, if that turn is not running.
         """
         session, turn = self._state.session, turn_to_interrupt(self._state, fact)
-        effects = self._abort(turn, INTERRUPT_REASON, failed=False)
+        effects = self._course.abort(turn, INTERRUPT_REASON, failed=False)
         if fact.clear_queue:
             session.drop_queued(INTERRUPT_REASON)
         return Transition((session, turn), effects)
@@ -426,7 +422,7 @@ class TurnMachine:
         turn = self.running_turn(fact.turn)
         if turn is None:
             return IGNORED
-        effects = self._abort(turn, f"turn failed: {fact.error}", failed=True)
+        effects = self._course.abort(turn, f"turn failed: {fact.error}", failed=True)
         return Transition((self._state.session, turn), effects)
 
     def _on_turn_failed(self, fact: TurnFailed) -> Transition:
@@ -434,7 +430,7 @@ class TurnMachine:
         turn, session = self._state.turn, self._state.session
         if turn is None or session.active_turn != turn.number:
             return IGNORED
-        effects = self._abort(turn, fact.reason, failed=True)
+        effects = self._course.abort(turn, fact.reason, failed=True)
         return Transition((session, turn), effects)
 
     def _on_resumed(self, fact: Resumed) -> Transition:
@@ -444,122 +440,10 @@ class TurnMachine:
             return IGNORED
         calls = open_calls(turn, self._state.context)
         # One after another: the call whose turn came, if none runs.
-        due = start_due(turn, self._rules, self._state.context)
+        due = start_due(turn, self._course.rules, self._state.context)
         effects: Effects = (BeginTurn(turn),)
         if calls or due:
             effects = (*effects, RunToolCalls((*calls, *due)))
         if fact.ask_approvals and turn.pending_approvals:
             effects = (*effects, AskApprovals(tuple(self.pending_approvals())))
         return Transition((turn,) if due else (), effects)
-
-    # -- what the handlers share -----------------------------------------------------
-
-    def _accept(
-        self,
-        turn: Turn,
-        fact: TurnInput,
-        contexts: tuple[tuple[str, str], ...],
-        stop: str | None,
-        rewrite: InputRewrite | None = None,
-    ) -> Effects:
-        """Records input entering its turn (as its hooks rewrote it); a
-        hook's stop ends the turn there."""
-        rewrite = rewritten_again((fact.rewritten_by, fact.original_text), rewrite)
-        text, hooks, original = (
-            (fact.text, fact.rewritten_by, fact.original_text)
-            if rewrite is None
-            else (rewrite.text, rewrite.hooks, rewrite.original)
-        )
-        turn.accept_input(
-            turn.submission_id,
-            fact.kind,
-            text,
-            fact.attachments,
-            fact.input_id,
-            rewritten_by=hooks,
-            original_text=original,
-        )
-        for kind, text in contexts:
-            turn.add_hook_context(kind, text)
-        if stop is not None:
-            turn.warn(stop)
-            return self._complete(turn, None)
-        return self._next_step(turn)
-
-    def _next_step(self, turn: Turn) -> Effects:
-        """The turn needs its next model step: this decides how it gets one.
-
-        At the agent's step limit the turn fails; with middleware the hooks
-        prepare the step first (PrepareModelStep, then StepPrepared starts
-        it); otherwise the step starts now, with the queued steers (and the
-        results of background jobs that finished, domain.jobs) taken in.
-        """
-        switched = self._switch()
-        rules = self._rules
-        if turn.steps >= rules.max_steps:
-            limit = f"step limit reached ({rules.max_steps} model steps)"
-            abort = self._abort(turn, limit, failed=True, error="step limit reached")
-            return (*switched, *abort)
-        if rules.prepares_steps:
-            route = self._state.session.model_route
-            return (*switched, PrepareModelStep(str(turn.id), turn.steps + 1, route))
-        take_job_results(self._state.session, turn)
-        take_steers(self._state.session, turn, self._state.reviewed)
-        return (*switched, *self._call_model(turn))
-
-    def _run_due(self, turn: Turn) -> Effects:
-        """Starts the calls that are due now (see ``domain.tool_dispatch``)."""
-        due = start_due(turn, self._rules, self._state.context)
-        if not turn.unanswered_calls():  # due calls of tools no longer there
-            return self._next_step(turn)
-        return (RunToolCalls(tuple(due)),) if due else ()
-
-    def _switch(self) -> Effects:
-        """Takes on the rules of the agent a handoff put in charge (once)."""
-        name = self._state.session.handed_to
-        if not name or name == self._rules.agent_name or self._rules_for is None:
-            return ()
-        self._rules = self._rules_for(name)
-        return (SwitchAgent(name),)
-
-    def _answer(
-        self, turn: Turn, step: int, text: str | None, check: AnswerChecked
-    ) -> Effects:
-        """A checked final answer: delivered, sent back, or the turn ends."""
-        retries = self._rules.output_retries
-        end = answered(self._state.session, turn, step, text, check, retries=retries)
-        return self._next_step(turn) if end is None else self._ended(end)
-
-    def _call_model(self, turn: Turn, instructions: str | None = None) -> Effects:
-        route = self._state.session.model_route
-        step = turn.start_step(route, *self._rules.model_identity(route))
-        record_instructions(turn, step, instructions)  # where a function gave them
-        return (RunModelStep(str(turn.id), step, route, instructions),)
-
-    def _complete(
-        self, turn: Turn, final_output: str | None, *, settled: bool = False
-    ) -> Effects:
-        session = self._state.session
-        return self._ended(completed(session, turn, final_output, settled=settled))
-
-    def _abort(
-        self,
-        turn: Turn,
-        reason: str,
-        *,
-        failed: bool,
-        cancelled: str | None = None,
-        error: str | None = None,
-    ) -> Effects:
-        """Ends the turn early (see :func:`~turnlog.domain.turn_endings.aborted`)."""
-        session = self._state.session
-        return self._ended(
-            aborted(
-                session, turn, reason, failed=failed, cancelled=cancelled, error=error
-            )
-        )
-
-    def _ended(self, end: EndTurn) -> Effects:
-        self._under_review = None
-        self._state.turn = None
-        return (end,)

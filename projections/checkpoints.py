@@ -16,7 +16,7 @@ import msgspec
 
 from turnlog.domain import answers as a
 from turnlog.domain import session as s
-from turnlog.domain import turn as t
+from turnlog.domain import turn_events as t
 from turnlog.domain.handoff import AgentHandedOff
 from turnlog.domain.lineage import SessionForked, SessionRewound
 from turnlog.projections.rows import Entries, Rows, add_usage, typed

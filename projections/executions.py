@@ -18,7 +18,7 @@ import msgspec
 
 from turnlog.domain import answers as a
 from turnlog.domain import session as s
-from turnlog.domain import turn as t
+from turnlog.domain import turn_events as t
 from turnlog.domain.ids import turn_uuid
 from turnlog.projections.rows import Entries, Rows, add_usage
 

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from turnlog.domain import session as s
-from turnlog.domain import turn as t
+from turnlog.domain import turn_events as t
 from turnlog.domain.chain import event_seq
 from turnlog.domain.errors import InvalidInputError, TurnlogError
 from turnlog.domain.ids import check_session_id, session_uuid, turn_uuid

@@ -18,7 +18,7 @@ from typing import Any
 import msgspec
 
 from turnlog.domain import session as s
-from turnlog.domain import turn as t
+from turnlog.domain import turn_events as t
 from turnlog.domain.chain import CHAIN_FIELD, event_seq
 from turnlog.domain.handoff import AgentHandedOff
 from turnlog.domain.lineage import SessionForked

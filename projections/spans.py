@@ -48,7 +48,7 @@ from typing import Any
 from turnlog.domain import answers as a
 from turnlog.domain import compaction as c
 from turnlog.domain import session as s
-from turnlog.domain import turn as t
+from turnlog.domain import turn_events as t
 from turnlog.domain.handoff import AgentHandedOff
 from turnlog.domain.ids import session_trace_id, trace_id_of
 from turnlog.projections.open_spans import SESSION_KEY, UNFINISHED, OpenSpans

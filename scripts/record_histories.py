@@ -42,9 +42,9 @@ from turnlog import (
     reply,
     tool_call,
 )
-from turnlog.children import descendants
 from turnlog.domain.ids import session_uuid, turn_uuid
 from turnlog.domain.protocol import encode_json
+from turnlog.hosting.children import descendants
 from turnlog.testing import HeldModel
 
 HISTORIES = Path(__file__).resolve().parents[1] / "tests" / "histories"

@@ -11,7 +11,7 @@ import pytest
 import turnlog
 import turnlog.domain.events
 import turnlog.domain.session
-import turnlog.domain.turn
+import turnlog.domain.turn_events
 import turnlog.events
 import turnlog.providers
 
@@ -71,7 +71,7 @@ def test_no_two_public_classes_share_a_name() -> None:
 
 def domain_event_classes() -> dict[str, type]:
     found: dict[str, type] = {}
-    for module in (turnlog.domain.session, turnlog.domain.turn):
+    for module in (turnlog.domain.session, turnlog.domain.turn_events):
         for value in vars(module).values():
             if isinstance(value, type) and issubclass(
                 value,
@@ -101,9 +101,11 @@ def test_an_event_msg_is_named_apart_from_the_domain_event_it_reports() -> None:
 
 PACKAGES = [
     "turnlog.actors",
+    "turnlog.agent_parts",
     "turnlog.cli",
     "turnlog.cli.run",
     "turnlog.domain",
+    "turnlog.handles",
     "turnlog.hosting",
     "turnlog.mcp",
     "turnlog.projections",

@@ -1,12 +1,9 @@
 """turnlog: an agent runtime for LLM sessions on an event-sourced log."""
 
 from turnlog.agent import Agent
-from turnlog.agent_handle import AgentHandle
-from turnlog.agent_tool import AgentTool
+from turnlog.agent_parts.as_tool import AgentTool
 from turnlog.approvals import ApprovalBroker
-from turnlog.children import ChildSession
 from turnlog.config import ApprovalProvider, RunConfig
-from turnlog.context import RunContext
 from turnlog.domain.approval import ApprovalDecision, ApprovalRequest
 from turnlog.domain.context import Message
 from turnlog.domain.errors import (
@@ -72,6 +69,9 @@ from turnlog.domain.run import (
     RunStarted,
     SessionEvent,
 )
+from turnlog.domain.run_context import RunContext
+from turnlog.handles.agent_handle import AgentHandle
+from turnlog.hosting.children import ChildSession
 from turnlog.mcp.tools import McpServer, McpTool
 from turnlog.middleware import Compaction, Middleware
 from turnlog.output import OutputType

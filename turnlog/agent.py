@@ -11,19 +11,20 @@ from typing import Any
 import msgspec
 
 from turnlog.actors.instructions import function_name
-from turnlog.agent_checks import (
+from turnlog.agent_parts.as_tool import AgentTool, ChildRunner
+from turnlog.agent_parts.checks import (
     check_middleware,
     checked_flag,
     router_of,
     tools_by_name,
 )
-from turnlog.agent_tool import AgentTool, ChildRunner
-from turnlog.context import InstructionsFunction, deps_checker
+from turnlog.domain.deps_check import deps_checker
 from turnlog.domain.errors import InvalidInputError
 from turnlog.domain.handoff import HandoffTool, handoff_tool_name
+from turnlog.domain.handoff_graph import handoff_target_name, resolve_graph
 from turnlog.domain.model import ModelProvider
+from turnlog.domain.run_context import InstructionsFunction
 from turnlog.domain.tool_output import DEFAULT_MAX_TOOL_OUTPUT, checked_limit
-from turnlog.handoff_graph import handoff_target_name, resolve_graph
 from turnlog.mcp.tools import McpServer, McpTool, session_tools
 from turnlog.middleware import Middleware
 from turnlog.output import OutputType
@@ -65,7 +66,7 @@ class Agent:
             an ``Agent`` or by name (an agent reachable from the session's
             agent through handoffs: so two agents may hand off to each
             other); the model sees a tool ``transfer_to_<name>`` per target
-            (see ``turnlog.handoff_graph``).
+            (see ``turnlog.domain.handoff_graph``).
         handoff_description: what this agent is for, as the description
             of the tool that hands off to it.
         deps_type: the type of the dependencies given to its sessions
@@ -304,7 +305,7 @@ class Agent:
 
         The model calls the tool with one argument, ``input`` (the child's
         prompt); the child's final answer is the output. See
-        ``turnlog.children`` for how the child is recorded and recovered.
+        ``turnlog.hosting.children`` for how the child is recorded and recovered.
 
         Args:
             name: the tool's name (default: the agent's name, which must
@@ -409,7 +410,7 @@ class Agent:
         self, graph: Mapping[str, Agent], handoff_tools: Mapping[str, HandoffTool]
     ) -> Agent:
         """This agent as a session's handoff graph runs it: a copy that
-        knows the graph and its handoff tools (``turnlog.handoff_graph``)."""
+        knows the graph and its handoff tools (``turnlog.domain.handoff_graph``)."""
         bound = copy.copy(self)
         bound._graph = graph
         bound._handoff_tools = handoff_tools

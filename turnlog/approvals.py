@@ -15,7 +15,7 @@ from turnlog.domain.approval import ApprovalDecision, check_decision
 from turnlog.domain.errors import InvalidInputError, RuntimeClosedError
 
 ASK_TIMEOUT: float | None = None
-"""As long as the broker lives (see turnlog.session_handle.ASK_TIMEOUT)."""
+"""As long as the broker lives (see turnlog.handles.actor_handle.ASK_TIMEOUT)."""
 
 
 class ApprovalBroker:

@@ -1,51 +1,36 @@
 """The Runtime: one store, its views, and the actors of every live session.
 
 ``Runtime.open()`` starts the shared services (the ToolExecutor, the
-ApprovalBroker actor), the I/O loop and the projection follower;
-``close()`` (or leaving a ``with`` block) stops every actor it started,
-sessions included.
+ApprovalBroker actor), the I/O loop and the projection follower
+(turnlog/hosting/services.py); ``close()`` (or leaving a ``with`` block)
+stops every actor it started, sessions included. Its table of sessions, and
+how one is opened here, are turnlog/hosting/session_table.py.
 
-A runtime its program leaves open is closed at exit (turnlog/exit_hook.py
+A runtime its program leaves open is closed at exit (turnlog/hosting/exit_hook.py
 says why every thread is a daemon and what the hook does).
 """
 
 from __future__ import annotations
 
 import functools
-import logging
-import threading
-import weakref
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import msgspec
-import pykka
 
-from turnlog.actors.activation import Activation, Starter
-from turnlog.actors.approval_broker import ApprovalBrokerActor
-from turnlog.actors.io_loop import IoLoop
-from turnlog.actors.messages import ClosedQuery, LeaseLost
-from turnlog.actors.session_actor import SessionServices, SessionSettings
-from turnlog.actors.tool_executor import DEFAULT_MAX_CONCURRENCY, ToolExecutor
+from turnlog.actors.tool_executor import DEFAULT_MAX_CONCURRENCY
 from turnlog.agent import Agent
-from turnlog.agent_handle import AgentHandle
 from turnlog.approvals import ApprovalBroker
-from turnlog.children import ChildSession, ChildSessions, children_of, usage_by_agent
 from turnlog.config import RunConfig
-from turnlog.domain.errors import (
-    InvalidInputError,
-    LeaseLostError,
-    RuntimeClosedError,
-    SessionClosedError,
-    UsageError,
-)
+from turnlog.domain.errors import InvalidInputError, LeaseLostError, UsageError
 from turnlog.domain.ids import check_session_id
 from turnlog.domain.protocol import Event
-from turnlog.exit_hook import close_at_exit, closed
-from turnlog.forking import record_fork
+from turnlog.handles.agent_handle import AgentHandle
+from turnlog.hosting.children import ChildSession, children_of, usage_by_agent
 from turnlog.hosting.creation import Creation, CreationPool, check_creation
-from turnlog.hosting.live_sessions import LiveSessions
-from turnlog.hosting.session_starts import SessionStarts
+from turnlog.hosting.exit_hook import close_at_exit, closed
+from turnlog.hosting.forking import record_fork
+from turnlog.hosting.services import RuntimeServices
+from turnlog.hosting.session_table import SessionTable
 from turnlog.projections.checkpoint_reader import Checkpoints
 from turnlog.projections.closing import VIEWS_TIMEOUT, bring_views_to_head
 from turnlog.projections.follower import SessionFollower
@@ -58,15 +43,12 @@ from turnlog.projections.readers import (
 from turnlog.projections.rebuild import default_projections
 from turnlog.projections.runner import LIVE_CACHE_LIMIT, ProjectionRunner
 from turnlog.session import AgentSession
-from turnlog.session_handle import ASK_TIMEOUT
 from turnlog.store.lineage import HistoryPoint, scan
 from turnlog.store.log import Store
-from turnlog.store.ownership import LEASE_SECONDS, SessionOwnership
+from turnlog.store.ownership import LEASE_SECONDS
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace.export import SpanExporter
-
-logger = logging.getLogger(__name__)
 
 
 class Runtime:
@@ -84,24 +66,6 @@ class Runtime:
     ) -> None:
         self.store = store
         self.run_config = run_config or RunConfig()
-        self._lock = threading.Lock()
-        # An Event, not a flag on self: session handles hold it, and must
-        # not keep the runtime alive (the exit hook holds runtimes weakly).
-        self._closed = threading.Event()
-        # Held weakly: an activation lives while a handle of its session, its
-        # running actor, or a pending approval's broker holds it; a session
-        # nobody holds and that has passivated is let go (the next
-        # create_session opens it from the log). So is an agent whose
-        # sessions were all let go (a factory's, one per session).
-        self._sessions: weakref.WeakValueDictionary[str, Activation] = (
-            weakref.WeakValueDictionary()
-        )
-        self._live = LiveSessions(self._activations)
-        self._agents: weakref.WeakValueDictionary[int, Agent] = (
-            weakref.WeakValueDictionary()
-        )
-        # Except agents with MCP servers: their processes are stopped at close.
-        self._agents_with_servers: dict[int, Agent] = {}
         self.projections = ProjectionRunner(store, default_projections())
         self.projections.cache_limit = LIVE_CACHE_LIMIT
         guard = self._check_open
@@ -109,63 +73,30 @@ class Runtime:
         self.checkpoints = Checkpoints(self.projections, self.transcript, guard)
         self.executions = Executions(self.projections, guard)
         self.summaries = Summaries(self.projections, guard)
-        # Started one by one; if one fails, what already runs is stopped.
-        self._stoppers: list[Callable[[], None]] = []
-        try:
-            self.ownership = SessionOwnership(
-                store, lease_seconds=lease_seconds, on_lost=self._lease_lost
-            )
-            self._stoppers.append(self.ownership.release_all)
-            self._io_loop = IoLoop()
-            self._stoppers.append(self._io_loop.close)
-            self._tool_executor = ToolExecutor(self._io_loop, max_tool_concurrency)
-            self._stoppers.append(self._tool_executor.stop)
-            self._broker = ApprovalBrokerActor.start(self._io_loop)
-            self._stoppers.append(_stopper(self._broker))
-            self.approvals = ApprovalBroker(self._broker)
-            self._follows = follow_projections
-            if follow_projections:
-                store.add_listener(self.projections.notify)
-                self.projections.start()
-                self._stoppers.append(self.projections.stop)
-            if span_exporter is not None:
-                from turnlog.traces.live import LiveTraces  # noqa: PLC0415 - the otel extra
-
-                traces = LiveTraces(store, span_exporter)
-                store.add_listener(traces.notify)
-                traces.start()
-                self._stoppers.append(traces.stop)  # stopped first: flushes
-        except BaseException:
-            self._stop_services()
-            raise
-        self._children = ChildSessions(self._open_child, store)
-        self._creations = CreationPool()  # no thread until create_session_async
-        self._starts = SessionStarts(
+        services = RuntimeServices(
             store,
-            SessionServices(
-                store=store,
-                io_loop=self._io_loop,
-                tool_executor=self._tool_executor,
-                approval_broker=self._broker,
-            ),
-            self.ownership,
-            self._children,
-            self._check_open,
+            self.projections,
+            max_tool_concurrency=max_tool_concurrency,
+            follow_projections=follow_projections,
+            lease_seconds=lease_seconds,
+            span_exporter=span_exporter,
+            on_lease_lost=self._lease_lost,
         )
+        self._services = services
+        self._follows = follow_projections
+        self.ownership = services.ownership
+        self.approvals = ApprovalBroker(services.broker)
+        self._io_loop = services.io_loop
+        self._tool_executor = services.tool_executor
+        self._creations = CreationPool()  # no thread until create_session_async
+        self._table = SessionTable(
+            store,
+            services,
+            defaults=self.run_config,
+            recorded_answer=self._recorded_answer,
+        )
+        self._closed = self._table.closed  # set once the runtime closes
         close_at_exit(self)
-
-    def _stop_services(self) -> None:
-        """Stops the shared services, the newest first.
-
-        One that fails (leases that cannot be given back to a failing
-        store: they expire) is logged, and the rest still stop.
-        """
-        while self._stoppers:
-            stopper = self._stoppers.pop()
-            try:
-                stopper()
-            except Exception:  # whatever it was, the rest still stop
-                logger.warning("could not stop %r cleanly", stopper, exc_info=True)
 
     @classmethod
     def open(
@@ -213,9 +144,7 @@ class Runtime:
         return self.store.location
 
     def _check_open(self) -> None:
-        if self._closed.is_set():
-            msg = "the runtime was closed"
-            raise RuntimeClosedError(msg)
+        self._table.check_open()
 
     def create_session(
         self,
@@ -296,136 +225,13 @@ class Runtime:
         )
 
     def _open_created(self, creation: Creation) -> AgentSession:
-        return self._open(
+        return self._table.open(
             creation.agent,
             creation.session_id,
             creation.shared_state,
             creation.settings,
             event_buffer=creation.event_buffer,
         )
-
-    def _open_child(
-        self, agent: Agent, child_id: str, parent: str, call_id: str
-    ) -> AgentSession:
-        """Opens the child session ``child_id`` of ``parent``'s call ``call_id``.
-
-        The child runs with the parent's settings (its approvals reach
-        whoever answers the parent's).
-        """
-        self._check_open()
-        with self._lock:
-            host = self._sessions.get(parent)
-        settings = host.settings if host is not None else None
-        stored = self.store.get_session(parent)
-        root = (stored.root_session or parent) if stored is not None else parent
-        if settings is None:
-            config = self.run_config
-            settings = SessionSettings(
-                approval_policy=config.approval_policy,
-                approval_provider=config.approval_provider,
-                approval_timeout=config.approval_timeout,
-                idle_timeout=config.idle_timeout,
-            )
-        return self._open(
-            agent,
-            child_id,
-            None,
-            settings,
-            event_buffer=self.run_config.event_buffer,
-            parent=(parent, call_id, root),
-        )
-
-    def _open(
-        self,
-        agent: Agent,
-        chosen: str,
-        shared_state: dict[str, Any] | None,
-        settings: SessionSettings,
-        *,
-        event_buffer: int,
-        parent: tuple[str, str, str] = ("", "", ""),
-    ) -> AgentSession:
-        while True:
-            activation, new = self._activation(agent, chosen, settings)
-            # Started, or asked, with the runtime's lock let go: sessions
-            # opening at once commit at once (one group commit for all).
-            if new:
-                self._start(
-                    activation,
-                    functools.partial(
-                        self._starts.start,
-                        agent,
-                        chosen,
-                        shared_state,
-                        settings,
-                        parent=parent,
-                    ),
-                )
-                break
-            try:
-                closed = activation.ask(ClosedQuery()).get(timeout=ASK_TIMEOUT)
-            except pykka.ActorDeadError:
-                if activation.ended():  # its start failed meanwhile: again
-                    continue
-                raise
-            if closed:
-                msg = f"session {chosen!r} was closed"
-                raise SessionClosedError(msg)
-            break
-        handle = AgentSession(
-            chosen,
-            activation,
-            event_buffer,
-            self._closed,
-            stopped_by=functools.partial(self.store.refusal, chosen),
-            check_deps=agent.check_deps,
-            recorded_answer=self._recorded_answer,
-            children=functools.partial(self._children.live, chosen),
-        )
-        if shared_state and not new:
-            handle.update_shared_state(**shared_state)
-        return handle
-
-    def _activation(
-        self, agent: Agent, chosen: str, settings: SessionSettings
-    ) -> tuple[Activation, bool]:
-        """The session's activation here, and whether it is new (reserved
-        for the caller to start: see Activation.reserve)."""
-        with self._lock:
-            self._check_open()
-            activation = self._sessions.get(chosen)
-            new = activation is None or activation.ended()
-            if activation is None or new:
-                activation = Activation(
-                    chosen,
-                    agent,
-                    settings,
-                    revive=self._starts.revive,
-                    release=self.ownership.release,
-                    passivated=self._live.changed,
-                )
-                activation.reserve()
-                self._sessions[chosen] = activation
-            elif activation.digest != agent.digest():
-                msg = f"session {chosen!r} is already open here with another agent"
-                raise UsageError(msg)
-            elif settings.deps.value is not None:  # new deps replace the old
-                activation.settings.deps.value = settings.deps.value
-            self._agents[id(agent)] = agent
-            if agent.mcp_servers:
-                self._agents_with_servers[id(agent)] = agent
-            return activation, new
-
-    def _start(self, activation: Activation, starter: Starter) -> None:
-        """Starts a reserved activation's first actor; if it cannot, the
-        runtime forgets the activation (nothing of it was recorded)."""
-        try:
-            activation.start(starter)
-        except BaseException:
-            with self._lock:
-                if self._sessions.get(activation.session_id) is activation:
-                    del self._sessions[activation.session_id]
-            raise
 
     def _recorded_answer(self, session_id: str) -> tuple[Any, str]:
         """The session's last accepted answer as recorded (UNSET if none),
@@ -489,7 +295,7 @@ class Runtime:
         (``rt.checkpoints.at``), or, when none is given, the source's latest
         quiet point (a running source's last finished turn). ``rt.history``
         lists the points. The fork is one event naming its source, the point
-        and the source chain's digest there (see turnlog.forking for what is
+        and the source chain's digest there (see turnlog.hosting.forking for what is
         carried); the source is not touched.
 
         The fork runs ``agent``, or the source's agent if the source is
@@ -499,12 +305,7 @@ class Runtime:
         """
         self._check_open()
         if agent is None:
-            with self._lock:
-                live = (
-                    self._sessions.get(source_id)
-                    if isinstance(source_id, str)
-                    else None
-                )
+            live = self._table.get(source_id) if isinstance(source_id, str) else None
             if live is None or not isinstance(live.agent, Agent):
                 msg = f"pass agent=: session {source_id!r} is not open in this runtime"
                 raise UsageError(msg)
@@ -563,14 +364,12 @@ class Runtime:
 
     def _lease_lost(self, session_id: str, error: LeaseLostError) -> None:
         """Stops a session whose lease another process took over."""
-        with self._lock:
-            live = self._sessions.get(session_id)
-        if live is not None:
-            live.tell_if_live(LeaseLost(error))
+        # Only a session opened here holds a lease, so the table is there.
+        self._table.lease_lost(session_id, error)
 
     def live_sessions(self) -> int:
         """How many session actors run now (idle ones passivate)."""
-        return self._live.count()
+        return self._table.live.count()
 
     def wait_live_sessions(
         self, at_most: int = 0, timeout: float | None = None
@@ -586,11 +385,7 @@ class Runtime:
         if at_most < 0:
             msg = f"at_most must be 0 or more sessions, not {at_most!r}"
             raise ValueError(msg)
-        return self._live.wait(at_most, timeout)
-
-    def _activations(self) -> list[Activation]:
-        with self._lock:
-            return list(self._sessions.values())
+        return self._table.live.wait(at_most, timeout)
 
     def sessions(self) -> list[str]:
         """Every session id in the log."""
@@ -624,62 +419,23 @@ class Runtime:
         if not views_timeout >= 0:
             msg = f"views_timeout must be 0 or more seconds, not {views_timeout!r}"
             raise ValueError(msg)
-        with self._lock:
-            if self._closed.is_set():
-                return
-            self._closed.set()
-            activations = list(self._sessions.values())
+        activations = self._table.close()
+        if activations is None:
+            return
         closed(self)
         self._creations.close()  # once they have finished or failed
         for activation in activations:
             activation.close()
-        self._live.changed()
+        self._table.live.changed()
         if self._follows:
             bring_views_to_head(self.store, self.projections, views_timeout)
-        self._close_providers()
-        self._close_mcp_servers()
-        self._stop_services()
+        self._table.close_providers()
+        self._table.close_mcp_servers()
+        self._services.stop()
         self.store.close()
-
-    def _close_providers(self) -> None:
-        """Closes HTTP providers while the I/O loop they live on still runs."""
-        seen: set[int] = set()
-        for agent in self._agents.values():
-            for provider in agent.router.routes.values():
-                closer = getattr(provider, "close", None)
-                if id(provider) in seen or not callable(closer):
-                    continue
-                seen.add(id(provider))
-                try:
-                    closer()
-                except (
-                    Exception
-                ):  # a provider that will not close must not stop close()
-                    logger.warning("could not close %r", provider, exc_info=True)
-
-    def _close_mcp_servers(self) -> None:
-        """Stops the MCP servers of the agents this runtime ran."""
-        seen: set[int] = set()
-        for agent in self._agents_with_servers.values():
-            for server in agent.mcp_servers:
-                if id(server) in seen:
-                    continue
-                seen.add(id(server))
-                try:
-                    server.close()
-                except Exception:  # one server that will not stop must not stop close()
-                    logger.warning("could not stop %r", server, exc_info=True)
 
     def __enter__(self) -> Runtime:
         return self
 
     def __exit__(self, *_: object) -> None:
         self.close()
-
-
-def _stopper(ref: pykka.ActorRef[Any]) -> Callable[[], None]:
-    def stop() -> None:
-        if ref.is_alive():
-            ref.stop(block=True, timeout=10)
-
-    return stop

@@ -5,7 +5,8 @@ It talks to its SessionActor through the session's Activation
 again by the call that uses it. Asks from these handles run on the
 caller's thread and wait only for the actor to take the message, never for
 a model or a tool; ``prompt`` then waits on a future that the actor
-resolves when the run ends.
+resolves when the run ends. What each call sends the actor, and the
+checks of its arguments, are turnlog/handles/requests.py.
 """
 
 from __future__ import annotations
@@ -19,10 +20,7 @@ import msgspec
 
 from turnlog.actors.activation import Activation
 from turnlog.actors.messages import (
-    AbandonRun,
     ActiveRunQuery,
-    ChangeRoute,
-    CloseSession,
     ContextQuery,
     FollowUp,
     ForRun,
@@ -30,35 +28,19 @@ from turnlog.actors.messages import (
     MessagesQuery,
     PendingApprovalsQuery,
     QueuedQuery,
-    RecordedInputQuery,
-    Rewind,
     RunningQuery,
     SharedStateQuery,
-    StartPrompt,
     Submit,
-    UpdateSharedState,
 )
-from turnlog.domain.approval import ApprovalDecision, ApprovalRequest, check_decision
+from turnlog.domain.approval import ApprovalDecision, ApprovalRequest
 from turnlog.domain.context import Message
-from turnlog.domain.errors import (
-    InvalidInputError,
-    TurnlogError,
-)
-from turnlog.domain.input_ids import check_input_id
-from turnlog.domain.inputs import check_attachments, check_input
+from turnlog.domain.errors import InvalidInputError, TurnlogError
 from turnlog.domain.model import Item
-from turnlog.domain.protocol import (
-    ApprovalResponse,
-    Interrupt,
-    PeerInput,
-    SessionFileReference,
-    Steer,
-)
+from turnlog.domain.protocol import SessionFileReference
 from turnlog.domain.run import QueuedInput, RunResult, SessionEvent
-from turnlog.domain.text import check_encodable
-from turnlog.forking import check_point_args
-from turnlog.run_waiting import await_run
-from turnlog.session_handle import ActorHandle, Subscription
+from turnlog.handles import requests
+from turnlog.handles.actor_handle import ActorHandle, Subscription
+from turnlog.handles.run_waiting import await_run
 
 
 class RunHandle:
@@ -85,9 +67,7 @@ class RunHandle:
 
         Raises RunEndedError if the run has ended.
         """
-        check_input("steer", text)
-        refs = check_attachments(attachments)
-        return self._ask(Submit(Steer(text, refs)))
+        return self._ask(requests.steer(text, attachments))
 
     def follow_up(
         self, text: str, *, attachments: Sequence[SessionFileReference] = ()
@@ -96,15 +76,14 @@ class RunHandle:
 
         Returns the submission id. Raises RunEndedError if the run has ended.
         """
-        check_input("follow_up", text)
-        return self._ask(FollowUp(text, check_attachments(attachments)))
+        return self._ask(requests.follow_up(text, attachments))
 
     def interrupt(self) -> None:
         """Aborts the run's running turn (queued input runs next).
 
         Raises RunEndedError if the run has ended.
         """
-        self._ask(Submit(Interrupt()))
+        self._ask(requests.interrupt())
 
     def _ask(self, message: Submit | FollowUp) -> str:
         result: str = self.session._actor.ask(ForRun(self.submission_id, message))
@@ -137,7 +116,7 @@ class AgentSession:
         self._check_deps = check_deps
         self._agent = activation.agent
         self._recorded_answer = recorded_answer
-        # The child sessions its agent tools run now (see turnlog.children).
+        # The child sessions its agent tools run now (see turnlog.hosting.children).
         self._children = children or _no_children
 
     @property
@@ -156,14 +135,9 @@ class AgentSession:
         deps: object,
         input_id: str | None,
     ) -> concurrent.futures.Future[RunResult]:
-        check_input("prompt", text)
-        refs = check_attachments(attachments)
-        given_id = _input_id(input_id)
-        if deps is not None and self._check_deps is not None:
-            self._check_deps(deps)
-        waiter: concurrent.futures.Future[RunResult] = concurrent.futures.Future()
-        self._actor.tell(StartPrompt(text, refs, waiter, deps, given_id))
-        return waiter
+        start = requests.prompt(text, attachments, deps, input_id, self._check_deps)
+        self._actor.tell(start)
+        return start.waiter
 
     def prompt(
         self,
@@ -219,9 +193,9 @@ class AgentSession:
         self, waiter: concurrent.futures.Future[RunResult]
     ) -> concurrent.futures.Future[None]:
         """Asks the session to interrupt the run ``waiter`` waits on."""
-        done: concurrent.futures.Future[None] = concurrent.futures.Future()
-        self._actor.tell(AbandonRun(waiter, done))
-        return done
+        abandon = requests.abandon(waiter)
+        self._actor.tell(abandon)
+        return abandon.done
 
     def follow_up(
         self,
@@ -235,9 +209,7 @@ class AgentSession:
         Returns the submission id. With ``input_id``, a retry returns the
         original submission id and records nothing (see :meth:`prompt`).
         """
-        check_input("follow_up", text)
-        refs = check_attachments(attachments)
-        result: str = self._actor.ask(FollowUp(text, refs, _input_id(input_id)))
+        result: str = self._actor.ask(requests.follow_up(text, attachments, input_id))
         return result
 
     def send_input(
@@ -249,9 +221,7 @@ class AgentSession:
         user prompt. Returns the submission id at once (with ``input_id``,
         a retry returns the original one; see :meth:`prompt`).
         """
-        check_input("peer", text)
-        op = PeerInput(text, kind, _input_id(input_id))
-        result: str = self._actor.ask(Submit(op))
+        result: str = self._actor.ask(requests.peer_input(text, kind, input_id))
         return result
 
     def recorded_submission(
@@ -267,19 +237,14 @@ class AgentSession:
         Raises:
             InputConflictError: the id was recorded for other input.
         """
-        check_input(kind, text)
-        query = RecordedInputQuery(check_input_id(input_id), kind, text)
-        return self._actor.query(query)
+        return self._actor.query(requests.recorded_input(input_id, text, kind))
 
     def set_model_route(self, route: str) -> None:
         """Sends later model calls to the named route (recorded).
 
         Raises UsageError naming the known routes if there is no such route.
         """
-        if not isinstance(route, str):
-            msg = f"route must be a str, not {type(route).__name__}"
-            raise InvalidInputError(msg)
-        self._actor.ask(ChangeRoute(route))
+        self._actor.ask(requests.change_route(route))
 
     def rewind(
         self, *, before_input: int | None = None, after_turn: int | None = None
@@ -299,8 +264,8 @@ class AgentSession:
         pending approvals close with it), InvalidInputError for a point
         that is not quiet, not there, or already rewound.
         """
-        check_point_args(before_input, after_turn)
-        result: list[int] = self._actor.ask(Rewind(before_input, after_turn))
+        rewind = requests.rewind(before_input, after_turn)
+        result: list[int] = self._actor.ask(rewind)
         return result
 
     def steer(
@@ -320,10 +285,7 @@ class AgentSession:
         Returns the submission id (with ``input_id``, a retry returns the
         original one and records nothing; see :meth:`prompt`).
         """
-        check_input("steer", text)
-        refs = check_attachments(attachments)
-        op = Steer(text, refs, _input_id(input_id))
-        result: str = self._actor.ask(Submit(op))
+        result: str = self._actor.ask(requests.steer(text, attachments, input_id))
         return result
 
     def interrupt(self, *, clear_queue: bool = False) -> None:
@@ -332,10 +294,7 @@ class AgentSession:
         Queued follow-ups are kept, and run next, unless ``clear_queue``.
         Raises UsageError if no turn is running.
         """
-        if not isinstance(clear_queue, bool):
-            msg = "clear_queue must be a bool"
-            raise InvalidInputError(msg)
-        self._actor.ask(Submit(Interrupt(clear_queue=clear_queue)))
+        self._actor.ask(requests.interrupt(clear_queue=clear_queue))
 
     def approve(
         self,
@@ -356,16 +315,12 @@ class AgentSession:
         Raises UsageError, recording nothing, if ``request_id`` is unknown,
         and InputConflictError if it was decided otherwise.
         """
-        if not isinstance(request_id, str):
-            msg = f"request_id must be a str, not {type(request_id).__name__}"
-            raise InvalidInputError(msg)
-        kind = check_decision(decision).kind
-        given_id = _input_id(input_id)
+        response = requests.approval(request_id, decision, input_id)
         child = self._child_asking(request_id)
         if child is not None:
-            child.approve(request_id, kind, input_id=input_id)
+            child.approve(request_id, response.decision, input_id=input_id)
             return
-        self._actor.ask(Submit(ApprovalResponse(request_id, kind, given_id)))
+        self._actor.ask(Submit(response))
 
     def _child_asking(self, request_id: str) -> AgentSession | None:
         """The child session (of an agent tool) whose request this is, if any."""
@@ -399,12 +354,8 @@ class AgentSession:
         tells it how many. The ends of runs and turns (``RunFinished``,
         ``TurnCompletedMsg``, ``TurnAbortedMsg``) are never dropped.
         """
-        if buffer is not None and (
-            isinstance(buffer, bool) or not isinstance(buffer, int) or buffer < 1
-        ):
-            msg = f"buffer must be a positive int, not {buffer!r}"
-            raise InvalidInputError(msg)
-        subscriber = self._actor.subscribe(buffer or self._event_buffer)
+        bound = requests.subscription_buffer(buffer, self._event_buffer)
+        subscriber = self._actor.subscribe(bound)
         return Subscription(self._actor, subscriber)
 
     def messages(self) -> list[Message]:
@@ -432,8 +383,8 @@ class AgentSession:
 
     def update_shared_state(self, **changes: Any) -> dict[str, Any]:
         """Sets keys of the shared state (recorded); returns the new state."""
-        check_encodable(changes, "shared_state")
-        result: dict[str, Any] = self._actor.ask(UpdateSharedState(changes))
+        update = requests.shared_state_update(changes)
+        result: dict[str, Any] = self._actor.ask(update)
         return result
 
     def latest_run(self) -> RunResult | None:
@@ -472,7 +423,7 @@ class AgentSession:
         instead (closed, failed, or taken by another process). A later call
         on the session starts it again.
         """
-        _check_timeout(timeout)
+        requests.check_timeout(timeout)
         return self._actor.wait_passivated(timeout)
 
     def reachable(self) -> bool:
@@ -507,14 +458,10 @@ class AgentSession:
         ends: the close is still due then, when the turn ends (call
         ``close(abort=True)`` to end it now).
         """
-        if not isinstance(abort, bool):
-            msg = "abort must be a bool"
-            raise InvalidInputError(msg)
-        _check_timeout(timeout)
-        closed: concurrent.futures.Future[None] = concurrent.futures.Future()
-        self._actor.ask(CloseSession(abort, closed))
+        close = requests.close(abort=abort, timeout=timeout)
+        self._actor.ask(close)
         try:
-            closed.result(timeout)
+            close.waiter.result(timeout)
         except TimeoutError:
             msg = (
                 f"session {self.session_id!r}: its turn did not end within "
@@ -528,21 +475,6 @@ class AgentSession:
 
 def _no_children() -> list[AgentSession]:
     return []
-
-
-def _check_timeout(timeout: object) -> None:
-    if timeout is not None and (
-        isinstance(timeout, bool)
-        or not isinstance(timeout, int | float)
-        or not timeout >= 0
-    ):
-        msg = f"timeout must be a number of seconds >= 0, not {timeout!r}"
-        raise InvalidInputError(msg)
-
-
-def _input_id(input_id: str | None) -> str:
-    """The input id an op carries ("" for none), checked at the boundary."""
-    return "" if input_id is None else check_input_id(input_id)
 
 
 __all__ = [

@@ -27,7 +27,7 @@ from turnlog.cli.timeline import Seen, format_duration, summarize
 from turnlog.domain import compaction as c
 from turnlog.domain import jobs as j
 from turnlog.domain import session as s
-from turnlog.domain import turn as t
+from turnlog.domain import turn_events as t
 
 TIME = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z"
 AUDIT_LINE = re.compile(rf"^\s*(\d+)  ({TIME})  (\w+)\s+(.*)$")

@@ -8,6 +8,7 @@ from turnlog.domain.errors import InvalidInputError, InvariantViolation
 from turnlog.domain.ids import check_session_id, child_session_id
 from turnlog.domain.model import function_call
 from turnlog.domain.turn import Turn
+from turnlog.domain.turn_events import TurnFields
 
 
 def running_turn_with_calls(*call_ids: str) -> Turn:
@@ -18,6 +19,14 @@ def running_turn_with_calls(*call_ids: str) -> Turn:
     turn.complete_step(step, output, None)
     turn.collect_events()
     return turn
+
+
+def test_a_turn_has_every_field_its_events_set() -> None:
+    # The events (turn_events.py) set a Turn's fields through TurnFields
+    # alone: a field named there and missing from Turn would fail on replay.
+    turn: TurnFields = Turn.open("s1", 1, "sub-1")
+    missing = [name for name in TurnFields.__annotations__ if not hasattr(turn, name)]
+    assert missing == []
 
 
 def test_model_steps_run_one_at_a_time() -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from turnlog.domain import session as s
-from turnlog.domain import turn as t
+from turnlog.domain import turn_events as t
 from turnlog.projections.sessions import (
     PROMPT_PREVIEW_LIMIT,
     SessionIndexProjection,

@@ -28,7 +28,7 @@ from turnlog import (
 )
 from turnlog.domain import protocol as p
 from turnlog.domain import session as s
-from turnlog.domain import turn as t
+from turnlog.domain import turn_events as t
 from turnlog.domain.ids import session_uuid
 from turnlog.testing import HeldModel
 

@@ -25,7 +25,7 @@ from turnlog import (
     function_tool,
     tool_call,
 )
-from turnlog.domain import turn as t
+from turnlog.domain import turn_events as t
 from turnlog.domain.model import ModelRequest, ModelResponse, assistant_message
 from turnlog.providers import (
     AnthropicMessagesProvider,

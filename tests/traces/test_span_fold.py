@@ -8,7 +8,7 @@ import pytest
 from traces_support import NAMES, history_events
 
 from turnlog.domain import session as s
-from turnlog.domain import turn as t
+from turnlog.domain import turn_events as t
 from turnlog.projections.spans import (
     UNFINISHED,
     SpanRecord,

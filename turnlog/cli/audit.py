@@ -8,7 +8,6 @@ import json
 import time
 from collections.abc import Callable
 
-from turnlog.children import ChildSession, descendants, outcome_of
 from turnlog.cli.archive import audit_archived
 from turnlog.cli.exits import EXIT_FAILURE, EXIT_OK, print_error
 from turnlog.cli.lineage import lineage_lines, print_state_at
@@ -24,6 +23,7 @@ from turnlog.cli.timeline import (
     verify_summary,
 )
 from turnlog.domain.errors import UnknownSessionError
+from turnlog.hosting.children import ChildSession, descendants, outcome_of
 from turnlog.projections.anchors import (
     anchor_of,
     anchor_record,

@@ -21,8 +21,8 @@ from turnlog.domain.errors import (
     SessionBusyError,
     UnknownSessionError,
 )
-from turnlog.domain.lineage import SessionRewound, rewind
-from turnlog.forking import check_point_args, record_fork
+from turnlog.domain.lineage import SessionRewound, check_point_args, rewind
+from turnlog.hosting.forking import record_fork
 from turnlog.runtime import Runtime
 from turnlog.store.fork_source import rewind_fields
 from turnlog.store.lineage import scan

@@ -53,7 +53,7 @@ from turnlog.domain.session import (
     TurnStarted,
     UsageRecorded,
 )
-from turnlog.domain.turn import (
+from turnlog.domain.turn_events import (
     ApprovalDecided,
     ApprovalFailed,
     ApprovalRequested,

@@ -151,7 +151,7 @@ class CreationPool:
 
     A call is handed to a thread waiting for one, else to a new thread, up
     to ``max_threads``; beyond that calls queue. Threads are daemons, and
-    :meth:`close` joins them (see turnlog.exit_hook for why daemons).
+    :meth:`close` joins them (see turnlog.hosting.exit_hook for why daemons).
 
     Args:
         max_threads: Calls that run at once at most.

@@ -1,10 +1,11 @@
 """Starting a session's actor: a new session, one opened from the log, one revived.
 
-The Runtime decides which session to start and when (its activations);
-this is how: the lease claimed or taken, the Session created or read from
-the log, a turn a crash cut off settled, and the SessionActor started on
-it. Both ways run on the thread that opens the session, outside the
-runtime's lock, so that sessions opening at once share commits.
+The Runtime's table of sessions (session_table.py) decides which session
+to start and when; this is how: the lease claimed or taken, the Session
+created or read from the log, a turn a crash cut off settled, and the
+SessionActor started on it. Both ways run on the thread that opens the
+session, outside the table's lock, so that sessions opening at once
+share commits.
 """
 
 from __future__ import annotations
@@ -21,10 +22,10 @@ from turnlog.actors.background_jobs import recover_jobs
 from turnlog.actors.revive import load_turn, recover_turn
 from turnlog.actors.session_actor import SessionActor, SessionServices, SessionSettings
 from turnlog.agent import Agent, session_agent
-from turnlog.children import ChildSessions
 from turnlog.domain.errors import SessionClosedError, UsageError
 from turnlog.domain.ids import session_uuid
 from turnlog.domain.session import Session
+from turnlog.hosting.children import ChildSessions
 from turnlog.store.log import Store
 from turnlog.store.ownership import SessionOwnership
 

@@ -29,8 +29,8 @@ from starlette.routing import Route
 
 from turnlog.domain.errors import InvalidInputError, SessionBusyError, UsageError
 from turnlog.domain.ids import check_session_id, new_submission_id
-from turnlog.domain.lineage import SessionForked, SessionRewound
-from turnlog.forking import check_point_args, record_fork
+from turnlog.domain.lineage import SessionForked, SessionRewound, check_point_args
+from turnlog.hosting.forking import record_fork
 from turnlog.service.context import ServiceContext
 from turnlog.service.problems import Problem
 from turnlog.service.resources import SessionResources, decode_body, json_response

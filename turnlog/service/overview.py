@@ -21,7 +21,11 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from turnlog.domain.ids import turn_uuid
-from turnlog.domain.turn import ModelStepCompleted, ModelStepFailed, ModelStepStarted
+from turnlog.domain.turn_events import (
+    ModelStepCompleted,
+    ModelStepFailed,
+    ModelStepStarted,
+)
 from turnlog.projections.executions import Execution
 from turnlog.projections.readers import TranscriptItem
 from turnlog.service.context import ServiceContext

@@ -28,7 +28,7 @@ import httpx
 import msgspec
 from eventsourcing.persistence import Notification
 
-from turnlog.domain import turn as t
+from turnlog.domain import turn_events as t
 from turnlog.domain.errors import (
     InvalidInputError,
     TraceExportError,

@@ -53,7 +53,7 @@ import httpx
 import pydantic
 import pydantic_settings
 
-from turnlog.agent_checks import DEFAULT_ROUTE
+from turnlog.agent_parts.checks import DEFAULT_ROUTE
 from turnlog.cli.run.mcp_settings import McpServerConfig, ServerName
 from turnlog.cli.run.trust import refuse_untrusted
 from turnlog.domain.errors import InvalidInputError, UsageError

@@ -1,5 +1,5 @@
 """An agent used as a tool of another (``Agent.as_tool``): each call runs a
-child session of that agent on the same runtime (``turnlog.children``).
+child session of that agent on the same runtime (``turnlog.hosting.children``).
 
 Generic over the agent's class, so that this module needs nothing of
 ``turnlog.agent`` (which builds these tools) and the runtime's runner
@@ -62,7 +62,7 @@ class AgentTool(FunctionTool, Generic[AgentT]):
     Build it with :meth:`turnlog.Agent.as_tool`. The model calls it with
     one argument, ``input``, the child's prompt; the call runs a session of the
     agent on the same runtime (a session of its own in the log, linked to the
-    parent's call both ways, see ``turnlog.children``), and the child's final
+    parent's call both ways, see ``turnlog.hosting.children``), and the child's final
     answer is the call's output. A child whose run fails or is interrupted
     gives an error output that names its session and why.
 

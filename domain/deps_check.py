@@ -1,25 +1,20 @@
-"""The context instructions, hooks and tools are given, and the deps check.
+"""The deps check: that a run's ``deps`` are of the agent's ``deps_type``.
 
-:class:`RunContext` is what an instructions function and every middleware
-hook (``info.context``) see; :class:`~turnlog.ToolContext` is a RunContext
-with the call on top. ``deps`` are the user's live dependencies: they are
-handed over in this process and never recorded, so a session reopened
-after a restart gets them again from ``Runtime.create_session(deps=...)``.
+``deps`` are the user's live dependencies, handed to instructions, hooks
+and tools in a :class:`~turnlog.domain.run_context.RunContext`: they stay
+in this process and are never recorded, so a session reopened after a
+restart gets them again from ``Runtime.create_session(deps=...)``. The
+check runs at the boundary, before anything is written.
 """
 
 from __future__ import annotations
 
 import types
 import typing
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any, Union
 
 from turnlog.domain.errors import InvalidInputError
-from turnlog.domain.run_context import RunContext
-
-InstructionsFunction = Callable[..., str | Awaitable[str]]
-"""Gives an agent's instructions for one model step (plain or async): it is
-called with one argument, the step's :class:`RunContext`."""
 
 
 def deps_checker(deps_type: object) -> Callable[[object], None]:
@@ -63,4 +58,4 @@ def _anything(_: object) -> None:
     return None
 
 
-__all__ = ["InstructionsFunction", "RunContext", "deps_checker"]
+__all__ = ["deps_checker"]

@@ -37,7 +37,7 @@ import msgspec
 from eventsourcing.utils import get_topic
 
 from turnlog.domain import session as s
-from turnlog.domain import turn as t
+from turnlog.domain import turn_events as t
 from turnlog.domain.errors import TurnlogError
 from turnlog.domain.ids import child_session_id, session_uuid
 from turnlog.domain.run import RunFinished

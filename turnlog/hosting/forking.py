@@ -18,6 +18,7 @@ from typing import Any
 
 from turnlog.domain.errors import InvalidInputError, UsageError
 from turnlog.domain.ids import check_session_id, new_submission_id
+from turnlog.domain.lineage import check_point_args
 from turnlog.domain.session import Session
 from turnlog.store.fork_source import (
     ForkSource,
@@ -27,25 +28,6 @@ from turnlog.store.fork_source import (
 )
 from turnlog.store.lineage import HistoryPoint, scan
 from turnlog.store.log import Store
-
-
-def check_point_args(
-    before_input: int | None, after_turn: int | None, at: object = None
-) -> None:
-    """At most one point is named, each a non-negative int (or a checkpoint)."""
-    named = [arg for arg in (before_input, after_turn, at) if arg is not None]
-    if len(named) > 1:
-        msg = "name one point: before_input=, after_turn= or at="
-        raise InvalidInputError(msg)
-    for name, value in (("before_input", before_input), ("after_turn", after_turn)):
-        if value is not None and (
-            isinstance(value, bool) or not isinstance(value, int) or value < 0
-        ):
-            msg = f"{name} must be a non-negative int"
-            raise InvalidInputError(msg)
-    if before_input == 0:
-        msg = "inputs are counted from 1: before_input=1 is before the first"
-        raise InvalidInputError(msg)
 
 
 def _position_of(at: object) -> int:
