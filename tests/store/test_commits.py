@@ -11,15 +11,17 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
-from psycopg.sql import SQL, Identifier, Literal
 
 from turnlog import Agent, Runtime, ScriptedModel
 from turnlog.projections.follower import SessionFollower
 from turnlog.store import commits
 from turnlog.store.commits import Commit, CommitWatch
+from turnlog.store.fencing import LEASE_TABLE
 from turnlog.store.log import Store
+from turnlog.store.postgres_insert import OneRoundTripInsert
 
 WAIT = 10.0
 
@@ -239,12 +241,15 @@ def test_postgres_passes_on_only_other_stores_notifies(
     # in this database would wake the listener too.
     channel = f"test_{uuid.uuid4().hex}"
     for store in (ours, theirs):
-        recorder = store.backend
-        recorder.channel_name = channel  # type: ignore[attr-defined]
-        recorder.insert.notify = (  # type: ignore[attr-defined]
-            SQL("NOTIFY {0}, {1}")
-            .format(Identifier(channel), Literal(recorder.insert.token))  # type: ignore[attr-defined]
-            .as_bytes()
+        recorder: Any = store.backend
+        recorder.channel_name = channel
+        recorder.insert = OneRoundTripInsert(
+            schema=recorder.datastore.schema,
+            events_table=recorder.events_table_name,
+            lease_table=LEASE_TABLE,
+            id_type=recorder.datastore.originator_id_type,
+            lock_table_statements=recorder.lock_table_statements,
+            channel=channel,
         )
     wakes: queue.Queue[str] = queue.Queue()
     stopping = threading.Event()
