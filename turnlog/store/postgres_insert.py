@@ -94,9 +94,11 @@ class OneRoundTripInsert:
         """The payload of this insert's NOTIFYs: the recorder hears its own
         commits from the Store that made them, not from the server."""
         notify = render("NOTIFY {0}, {1}", Identifier(channel), Literal(self.token))
-        self._text_ids = id_type == "text"
-        ids = ARRAY_OF[TEXT if self._text_ids else UUID]
-        events_types = (ids, ARRAY_OF[INT8], ARRAY_OF[TEXT], ARRAY_OF[BYTEA])
+        if id_type != "uuid":
+            # turnlog's stores never choose eventsourcing's text ids.
+            msg = f"aggregate ids of type {id_type!r}: only uuid is written"
+            raise ValueError(msg)
+        events_types = (ARRAY_OF[UUID], ARRAY_OF[INT8], ARRAY_OF[TEXT], ARRAY_OF[BYTEA])
         # Claims, fences and events in one statement, so that the lock is
         # held across as few statements as can be: LOCK, this, COMMIT.
         #
@@ -221,11 +223,8 @@ class OneRoundTripInsert:
         self, stored_events: Sequence[StoredEvent], encoding: str
     ) -> list[bytes]:
         """The events' four columns, each an array in binary."""
-        originators = [event.originator_id for event in stored_events]
         return [
-            _texts([str(id_) for id_ in originators], encoding)
-            if self._text_ids
-            else uuid_array(originators),
+            uuid_array([event.originator_id for event in stored_events]),
             int8_array([event.originator_version for event in stored_events]),
             _texts([event.topic for event in stored_events], encoding),
             array(BYTEA, [event.state for event in stored_events]),

@@ -86,9 +86,13 @@ def int8(value: int) -> bytes:
     return _INT8.pack(value)
 
 
-def uuid_array(values: Sequence[uuid.UUID]) -> bytes:
+def uuid_array(values: Sequence[uuid.UUID | str]) -> bytes:
     """A uuid[] in binary."""
-    return array(UUID, [value.bytes for value in values])
+    return array(UUID, [_uuid(value).bytes for value in values])
+
+
+def _uuid(value: uuid.UUID | str) -> uuid.UUID:
+    return value if isinstance(value, uuid.UUID) else uuid.UUID(value)
 
 
 def _fixed_width(element: int, code: str, values: Sequence[Any]) -> bytes:
