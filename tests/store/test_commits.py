@@ -165,6 +165,22 @@ def test_a_notify_of_our_own_commit_wakes_no_other_session(
     assert heard.empty()
 
 
+def test_a_listening_watch_keeps_a_bounded_record_of_its_own_commits(
+    listening: tuple[Ears, LogEnd, CommitWatch],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Where no other process commits, no NOTIFY of theirs makes the watch
+    # look: the positions of its own commits, kept until a look, must not
+    # pile up for as long as the process lives.
+    monkeypatch.setattr(commits, "LOCAL_LIMIT", 100)
+    _ears, log, watch = listening
+    for position in range(11, 311):
+        log.newest = position
+        watch.bump([saved("mine", position)])
+    # They made it look, with no NOTIFY (a look forgets what it saw).
+    log.looked(1)
+
+
 def test_an_idle_follower_does_not_read_the_log_again(
     sqlite_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
