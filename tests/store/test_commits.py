@@ -292,6 +292,48 @@ def test_postgres_passes_on_only_other_stores_notifies(
         theirs.close()
 
 
+def test_postgres_listener_raises_when_its_connection_is_cut(
+    postgres_schema_url: str,
+) -> None:
+    # The watch listens again when the listener raises; a listener that
+    # returned, or waited on, would leave it deaf to other processes.
+    import psycopg
+
+    store = Store(postgres_schema_url)
+    backend: Any = store.backend
+    connect = backend._connect
+    pids: list[int] = []
+
+    def connect_and_note() -> Any:
+        conn = connect()
+        pids.append(conn.info.backend_pid)
+        return conn
+
+    backend._connect = connect_and_note
+    failed: queue.Queue[BaseException] = queue.Queue()
+    listening = threading.Event()
+    stopping = threading.Event()
+
+    def listen() -> None:
+        try:
+            backend.listen_for_commits(listening.set, stopping)
+        except BaseException as error:  # the verdict, whatever it is
+            failed.put(error)
+
+    listener = threading.Thread(target=listen)
+    listener.start()
+    try:
+        assert listening.wait(WAIT)
+        base = postgres_schema_url.split("?", maxsplit=1)[0]
+        with psycopg.connect(base, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (pids[0],))
+        assert isinstance(failed.get(timeout=WAIT), psycopg.OperationalError)
+    finally:
+        stopping.set()
+        listener.join(WAIT)
+        store.close()
+
+
 def test_an_import_wakes_the_watch(store_url: str) -> None:
     from store_support import new_session
 
