@@ -11,15 +11,17 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
-from psycopg.sql import SQL, Identifier, Literal
 
 from turnlog import Agent, Runtime, ScriptedModel
 from turnlog.projections.follower import SessionFollower
 from turnlog.store import commits
 from turnlog.store.commits import Commit, CommitWatch
+from turnlog.store.fencing import LEASE_TABLE
 from turnlog.store.log import Store
+from turnlog.store.postgres_insert import OneRoundTripInsert
 
 WAIT = 10.0
 
@@ -163,6 +165,22 @@ def test_a_notify_of_our_own_commit_wakes_no_other_session(
     assert heard.empty()
 
 
+def test_a_listening_watch_keeps_a_bounded_record_of_its_own_commits(
+    listening: tuple[Ears, LogEnd, CommitWatch],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Where no other process commits, no NOTIFY of theirs makes the watch
+    # look: the positions of its own commits, kept until a look, must not
+    # pile up for as long as the process lives.
+    monkeypatch.setattr(commits, "LOCAL_LIMIT", 100)
+    _ears, log, watch = listening
+    for position in range(11, 311):
+        log.newest = position
+        watch.bump([saved("mine", position)])
+    # They made it look, with no NOTIFY (a look forgets what it saw).
+    log.looked(1)
+
+
 def test_an_idle_follower_does_not_read_the_log_again(
     sqlite_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -239,12 +257,15 @@ def test_postgres_passes_on_only_other_stores_notifies(
     # in this database would wake the listener too.
     channel = f"test_{uuid.uuid4().hex}"
     for store in (ours, theirs):
-        recorder = store.backend
-        recorder.channel_name = channel  # type: ignore[attr-defined]
-        recorder.insert.notify = (  # type: ignore[attr-defined]
-            SQL("NOTIFY {0}, {1}")
-            .format(Identifier(channel), Literal(recorder.insert.token))  # type: ignore[attr-defined]
-            .as_bytes()
+        recorder: Any = store.backend
+        recorder.channel_name = channel
+        recorder.insert = OneRoundTripInsert(
+            schema=recorder.datastore.schema,
+            events_table=recorder.events_table_name,
+            lease_table=LEASE_TABLE,
+            id_type=recorder.datastore.originator_id_type,
+            lock_table_statements=recorder.lock_table_statements,
+            channel=channel,
         )
     wakes: queue.Queue[str] = queue.Queue()
     stopping = threading.Event()
@@ -269,6 +290,48 @@ def test_postgres_passes_on_only_other_stores_notifies(
         listener.join(WAIT)
         ours.close()
         theirs.close()
+
+
+def test_postgres_listener_raises_when_its_connection_is_cut(
+    postgres_schema_url: str,
+) -> None:
+    # The watch listens again when the listener raises; a listener that
+    # returned, or waited on, would leave it deaf to other processes.
+    import psycopg
+
+    store = Store(postgres_schema_url)
+    backend: Any = store.backend
+    connect = backend._connect
+    pids: list[int] = []
+
+    def connect_and_note() -> Any:
+        conn = connect()
+        pids.append(conn.info.backend_pid)
+        return conn
+
+    backend._connect = connect_and_note
+    failed: queue.Queue[BaseException] = queue.Queue()
+    listening = threading.Event()
+    stopping = threading.Event()
+
+    def listen() -> None:
+        try:
+            backend.listen_for_commits(listening.set, stopping)
+        except BaseException as error:  # the verdict, whatever it is
+            failed.put(error)
+
+    listener = threading.Thread(target=listen)
+    listener.start()
+    try:
+        assert listening.wait(WAIT)
+        base = postgres_schema_url.split("?", maxsplit=1)[0]
+        with psycopg.connect(base, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (pids[0],))
+        assert isinstance(failed.get(timeout=WAIT), psycopg.OperationalError)
+    finally:
+        stopping.set()
+        listener.join(WAIT)
+        store.close()
 
 
 def test_an_import_wakes_the_watch(store_url: str) -> None:

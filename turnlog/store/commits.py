@@ -41,6 +41,8 @@ logger = logging.getLogger(__name__)
 POLL_INTERVAL = 0.25
 """Seconds between looks at the log's newest position, where the backend
 cannot tell of other processes' commits (SQLite, or a lost listener)."""
+LOCAL_LIMIT = 10_000
+"""Positions of this process's commits kept between two looks at most."""
 RETRY_LIMIT = 5.0
 """The longest pause between attempts to re-establish the listener."""
 
@@ -113,6 +115,11 @@ class CommitWatch:
         if self._started:
             with self._condition:
                 self._local.update(r.notification.id for r in recordings)
+                crowded = len(self._local) > LOCAL_LIMIT
+            if crowded:
+                # Only a look forgets them, and where a listener hears other
+                # processes' commits none may come for hours: one now.
+                self._look_now.set()
         self._announce(Commit(sessions))
 
     def bump_unnamed(self) -> None:

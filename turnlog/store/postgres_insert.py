@@ -30,12 +30,10 @@ group commit of a hundred saves is as many statements as a lone save:
 psycopg adapts eventsourcing's array of composite rows in Python, as
 text, ten times slower.
 
-No answer is read before the Sync, but psycopg sends each statement as
-soon as it is executed, and a thread of a busy process may wait for the
-GIL between two of them (up to its switch interval, 5 ms) while the
-server waits for the next one, lock held. So only the INSERT and the
-COMMIT are sent under the lock, the column lists are built before the
-pipeline opens, and the statements are rendered to bytes once, here.
+The whole pipeline leaves in one write (turnlog.store.postgres_pipeline):
+no statement waits in the client, lock held, for the next one while its
+thread waits for the GIL; and the parameters, the batch's column lists
+in binary, are made before the pipeline opens.
 """
 
 from __future__ import annotations
@@ -47,11 +45,25 @@ from typing import Any
 from eventsourcing.persistence import StoredEvent
 from psycopg import Connection
 from psycopg.abc import Query
-from psycopg.pq import TransactionStatus
-from psycopg.rows import DictRow, tuple_row
+from psycopg.rows import DictRow
 from psycopg.sql import SQL, Composable, Identifier, Literal
 
 from turnlog.store.fencing import FIRST_EPOCH, Claim, Fence
+from turnlog.store.postgres_pipeline import (
+    ARRAY_OF,
+    BYTEA,
+    FLOAT8,
+    INT8,
+    TEXT,
+    UUID,
+    PreparedPipeline,
+    Statement,
+    array,
+    float8_array,
+    int8,
+    int8_array,
+    uuid_array,
+)
 
 REFUSED = "turnlog fence: lease lost"
 """The text the fence statement fails to cast when a lease is gone."""
@@ -74,19 +86,21 @@ class OneRoundTripInsert:
             return SQL(statement).format(*names).as_bytes()
 
         leases = SQL("{0}.{1}").format(Identifier(schema), Identifier(lease_table))
-        self.lock_table_statements: list[Query] = [
-            s.as_bytes() if isinstance(s, Composable) else s
+        lock_table: list[bytes] = [
+            s.as_bytes() if isinstance(s, Composable) else _as_bytes(s)
             for s in lock_table_statements
         ]
         self.token = uuid.uuid4().hex
         """The payload of this insert's NOTIFYs: the recorder hears its own
         commits from the Store that made them, not from the server."""
-        self.notify = render(
-            "NOTIFY {0}, {1}", Identifier(channel), Literal(self.token)
-        )
+        notify = render("NOTIFY {0}, {1}", Identifier(channel), Literal(self.token))
+        if id_type != "uuid":
+            # turnlog's stores never choose eventsourcing's text ids.
+            msg = f"aggregate ids of type {id_type!r}: only uuid is written"
+            raise ValueError(msg)
+        events_types = (ARRAY_OF[UUID], ARRAY_OF[INT8], ARRAY_OF[TEXT], ARRAY_OF[BYTEA])
         # Claims, fences and events in one statement, so that the lock is
-        # held across as few of the client's sends as can be: LOCK, this,
-        # COMMIT.
+        # held across as few statements as can be: LOCK, this, COMMIT.
         #
         # A new session's lease, taken in its first save (after the events
         # table's lock, as a takeover takes that lock before the lease row:
@@ -102,16 +116,16 @@ class OneRoundTripInsert:
         # lease fails the cast, aborting the transaction without a round
         # trip of its own; the events join the check's one row on its
         # value, so the check cannot be planned away.
-        self.fenced_events = render(
+        fenced_events = render(
             "WITH claimed AS (INSERT INTO {0} (session_id, owner, renewed, epoch) "
             "SELECT session_id, owner, renewed, {1} FROM "
-            "unnest(%b::text[], %b::text[], %b::float8[]) "
+            "unnest($1::text[], $2::text[], $3::float8[]) "
             "AS claim (session_id, owner, renewed) "
             "ON CONFLICT (session_id) DO NOTHING "
             "RETURNING session_id, owner, epoch), "
-            "fences AS MATERIALIZED (SELECT CAST(CASE WHEN count(*) = %b::bigint "
-            "THEN '1' ELSE %b END AS integer) AS held "
-            "FROM unnest(%b::text[], %b::text[], %b::bigint[]) "
+            "fences AS MATERIALIZED (SELECT CAST(CASE WHEN count(*) = $4::bigint "
+            "THEN '1' ELSE $5 END AS integer) AS held "
+            "FROM unnest($6::text[], $7::text[], $8::bigint[]) "
             "AS fence (session_id, owner, epoch) "
             "WHERE EXISTS (SELECT FROM {0} AS lease "
             "WHERE (lease.session_id, lease.owner, lease.epoch) "
@@ -120,8 +134,8 @@ class OneRoundTripInsert:
             "WHERE (claimed.session_id, claimed.owner, claimed.epoch) "
             "= (fence.session_id, fence.owner, fence.epoch))) "
             "INSERT INTO {2}.{3} (originator_id, originator_version, topic, state) "
-            "SELECT event.* FROM unnest(%b::{4}[], %b::bigint[], %b::text[], "
-            "%b::bytea[]) AS event, fences WHERE fences.held = 1 "
+            "SELECT event.* FROM unnest($9::{4}[], $10::bigint[], $11::text[], "
+            "$12::bytea[]) AS event, fences WHERE fences.held = 1 "
             "RETURNING notification_id",
             leases,
             FIRST_EPOCH,
@@ -129,15 +143,44 @@ class OneRoundTripInsert:
             Identifier(events_table),
             SQL(id_type),
         )
+        fences_types = (
+            ARRAY_OF[TEXT],
+            ARRAY_OF[TEXT],
+            ARRAY_OF[FLOAT8],
+            INT8,
+            TEXT,
+            ARRAY_OF[TEXT],
+            ARRAY_OF[TEXT],
+            ARRAY_OF[INT8],
+        )
         # A log without leases (no session fenced) may have no lease table.
-        self.events = render(
+        events = render(
             "INSERT INTO {0}.{1} (originator_id, originator_version, topic, state) "
-            "SELECT * FROM unnest(%b::{2}[], %b::bigint[], %b::text[], %b::bytea[]) "
+            "SELECT * FROM unnest($1::{2}[], $2::bigint[], $3::text[], $4::bytea[]) "
             "RETURNING notification_id",
             Identifier(schema),
             Identifier(events_table),
             SQL(id_type),
         )
+
+        def transaction(insert: Statement) -> PreparedPipeline:
+            return PreparedPipeline(
+                [
+                    Statement(b"BEGIN"),
+                    # Queued by the server until the COMMIT is done.
+                    Statement(notify),
+                    *(Statement(statement) for statement in lock_table),
+                    insert,
+                    Statement(b"COMMIT"),
+                ]
+            )
+
+        self._fenced = transaction(
+            Statement(fenced_events, fences_types + events_types)
+        )
+        self._unfenced = transaction(Statement(events, events_types))
+        self._insert_at = 2 + len(lock_table)
+        """The INSERT's place in the pipeline."""
 
     def run(
         self,
@@ -151,43 +194,52 @@ class OneRoundTripInsert:
         psycopg sends no BEGIN of its own. Raises psycopg's error, with
         nothing recorded, if a statement fails.
         """
-        events: tuple[Any, ...] = (
-            [event.originator_id for event in stored_events],
-            [event.originator_version for event in stored_events],
-            [event.topic for event in stored_events],
-            [event.state for event in stored_events],
-        )
-        insert_statement, columns = self.events, events
+        pipeline = self._fenced if fenced else self._unfenced
+        encoding = pipeline.encoding(conn)
+        events = self._event_columns(stored_events, encoding)
+        columns = events
         if fenced:
             claims = [claim for _, claim in fenced if claim is not None]
-            insert_statement = self.fenced_events
-            columns = (
-                [claim.session_id for claim in claims],
-                [claim.owner for claim in claims],
-                [claim.renewed for claim in claims],
-                len(fenced),
-                REFUSED,
-                [fence.session_id for fence, _ in fenced],
-                [fence.owner for fence, _ in fenced],
-                [fence.epoch for fence, _ in fenced],
+            columns = [
+                _texts([claim.session_id for claim in claims], encoding),
+                _texts([claim.owner for claim in claims], encoding),
+                float8_array([claim.renewed for claim in claims]),
+                int8(len(fenced)),
+                REFUSED.encode(encoding),
+                _texts([fence.session_id for fence, _ in fenced], encoding),
+                _texts([fence.owner for fence, _ in fenced], encoding),
+                int8_array([fence.epoch for fence, _ in fenced]),
                 *events,
-            )
-        with conn.cursor() as curs, conn.cursor(row_factory=tuple_row) as insert:
-            try:
-                with conn.pipeline():
-                    curs.execute(b"BEGIN", prepare=True)
-                    # Queued by the server until the COMMIT is done.
-                    curs.execute(self.notify, prepare=True)
-                    for statement in self.lock_table_statements:
-                        curs.execute(statement, prepare=True)
-                    insert.execute(insert_statement, columns, prepare=True)
-                    curs.execute(b"COMMIT", prepare=True)
-            except BaseException:
-                if conn.info.transaction_status not in _SETTLED:
-                    conn.rollback()
-                raise
-            return [row[0] for row in insert.fetchall()]
+            ]
+        params: list[list[bytes] | None] = [None] * (self._insert_at + 2)
+        params[self._insert_at] = columns
+        inserted = pipeline.run(conn, params)[self._insert_at]
+        return [
+            int.from_bytes(inserted.get_value(row, 0) or b"", "big", signed=True)
+            for row in range(inserted.ntuples)
+        ]
+
+    def _event_columns(
+        self, stored_events: Sequence[StoredEvent], encoding: str
+    ) -> list[bytes]:
+        """The events' four columns, each an array in binary."""
+        return [
+            uuid_array([event.originator_id for event in stored_events]),
+            int8_array([event.originator_version for event in stored_events]),
+            _texts([event.topic for event in stored_events], encoding),
+            array(BYTEA, [event.state for event in stored_events]),
+        ]
 
 
-_SETTLED = (TransactionStatus.IDLE, TransactionStatus.UNKNOWN)
-"""A connection with no transaction to roll back (or none left to do it)."""
+def _texts(values: Sequence[str], encoding: str) -> bytes:
+    """A text[] in binary."""
+    return array(TEXT, [value.encode(encoding) for value in values])
+
+
+def _as_bytes(statement: Query) -> bytes:
+    if isinstance(statement, bytes):
+        return statement
+    if isinstance(statement, str):
+        return statement.encode()
+    msg = f"a statement of unknown kind: {statement!r}"
+    raise TypeError(msg)
