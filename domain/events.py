@@ -69,8 +69,19 @@ def trigger_session_event(
     except TypeError as error:
         msg = f"Can't construct event {event_class}: {error}"
         raise TypeError(msg) from None
-    event.mutate(aggregate)
+    if event_class.mutate is _CHECKED_MUTATE:
+        # eventsourcing's mutate checks that the event's aggregate id and
+        # version are the aggregate's id and next version, which they are
+        # here by construction, then does just this.
+        event.apply(aggregate)
+        aggregate.version = event.originator_version
+        aggregate.modified_on = event.timestamp
+    else:
+        event.mutate(aggregate)
     aggregate.pending_events.append(event)
+
+
+_CHECKED_MUTATE = AggregateEvent.mutate
 
 
 def event_class_for(name: str) -> type[Any] | None:
