@@ -12,6 +12,7 @@ rewrites the stored dict in place. A stored history never stops loading.
 
 from __future__ import annotations
 
+import operator
 import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -41,8 +42,11 @@ def register_stable_topic(cls: type[Any]) -> None:
 def in_decision_order(aggregates: Any) -> list[Any]:
     """The pending events of ``aggregates``, collected, in decision order."""
     events = [event for aggregate in aggregates for event in aggregate.collect_events()]
-    events.sort(key=lambda event: event.timestamp)
+    events.sort(key=_timestamp)
     return events
+
+
+_timestamp = operator.attrgetter("timestamp")
 
 
 def trigger_session_event(
