@@ -1,4 +1,4 @@
-"""Instructions a turn costs, counted by callgrind: a figure a busy machine does not move.
+"""Instructions a turn costs, counted by callgrind: steadier than time on a busy box.
 
 Runs ``bench/turn_cpu.py`` under ``valgrind --tool=callgrind`` twice, at
 ``--low`` and ``--high`` turns, and divides the difference in instructions
@@ -35,10 +35,12 @@ def instructions(turns: int, store: str, output: Path) -> int:
         str(turns),
         store,
     ]
-    run = subprocess.run(command, capture_output=True, text=True, check=True)  # noqa: S603
+    run = subprocess.run(command, capture_output=True, text=True, check=True)
     found = re.search(r"Collected : (\d+)", run.stderr)
     if found is None:
-        raise SystemExit(f"no instruction count in valgrind's output:\n{run.stderr[-2000:]}")
+        raise SystemExit(
+            f"no instruction count in valgrind's output:\n{run.stderr[-2000:]}"
+        )
     return int(found.group(1))
 
 
@@ -53,9 +55,12 @@ def main() -> None:
         folder = args.keep or Path(scratch)
         folder.mkdir(parents=True, exist_ok=True)
         low = instructions(args.low, args.store, folder / f"callgrind.{args.low}.out")
-        high = instructions(args.high, args.store, folder / f"callgrind.{args.high}.out")
+        high = instructions(
+            args.high, args.store, folder / f"callgrind.{args.high}.out"
+        )
     per_turn = (high - low) / (args.high - args.low)
-    print(f"{args.store}: {per_turn / 1e6:.3f} M instructions a turn ({low:,} at {args.low}, {high:,} at {args.high})")
+    counts = f"{low:,} at {args.low}, {high:,} at {args.high}"
+    print(f"{args.store}: {per_turn / 1e6:.3f} M instructions a turn ({counts})")
 
 
 if __name__ == "__main__":

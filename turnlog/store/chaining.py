@@ -80,9 +80,7 @@ def stamp_stored(
             last_id, id_text = originator_id, str(originator_id)
         digest = link(
             digest,
-            canonical_bytes(
-                topic, id_text, originator_version, canonical_state(state)
-            ),
+            canonical_bytes(topic, id_text, originator_version, canonical_state(state)),
         )
         # Stored in the event's own key order, ``chain`` where it stands.
         state = dict(vars(event))
@@ -93,7 +91,9 @@ def stamp_stored(
         state[CHAIN_FIELD] = digest
         # Positional: eventsourcing's StoredEvent is a frozen dataclass of
         # (originator_id, originator_version, topic, state).
-        stored.append(StoredEvent(originator_id, originator_version, topic, encode(state)))
+        stored.append(
+            StoredEvent(originator_id, originator_version, topic, encode(state))
+        )
         # A copy with two fields changed, as dataclasses.replace makes it but
         # without running __init__ and its checks again on every field (the
         # event passed them when it was made): a tenth of a save's CPU.

@@ -311,7 +311,7 @@ class SQLiteLogRecorder(SQLiteApplicationRecorder):
         # statement and rows, on the sqlite3 cursor itself rather than
         # through its wrapper's methods (a call less per row and per rowid).
         cursor, statement = c.sqlite_cursor, self.insert_events_statement
-        returning = []
+        returning: list[int] = []
         for s in stored_events:
             originator_id = s.originator_id
             cursor.execute(
@@ -325,13 +325,14 @@ class SQLiteLogRecorder(SQLiteApplicationRecorder):
                     s.state,
                 ),
             )
-            returning.append(cursor.lastrowid)
+            # Never None after an insert into a table with rowids.
+            returning.append(cursor.lastrowid)  # type: ignore[arg-type]
         return returning
 
     def insert_events(
         self, stored_events: Sequence[StoredEvent], **kwargs: Any
     ) -> Sequence[int] | None:
-        """Inserts one save's events in a transaction of its own, then bounds the WAL."""
+        """Inserts one save's events in a transaction of its own; bounds the WAL."""
         with WriteTransaction(self.datastore.pool) as c:
             ids = self._insert_events(c, stored_events, **kwargs)
         self.bound_wal()
