@@ -139,6 +139,10 @@ class EventTranslator:
     def translate(self, event: object, sequence: int) -> list[Event]:
         """The Events that ``event`` (its session sequence ``sequence``) yields."""
         self._timestamp = getattr(event, "timestamp", None)
+        if not _may_match_session_case(type(event)):
+            # Most of a turn's events are its Turn's: none of the classes
+            # below can match them, and trying each costs an isinstance.
+            return self._translate_turn_event(event, sequence)
         match event:
             case s.SessionCreated(agent_name=agent_name, model_route=route):
                 if event.parent_session and event.session_id == self.session_id:
@@ -265,6 +269,37 @@ class EventTranslator:
     ) -> list[Event]:
         block = RenderBlock(cid, title, state, body)
         return self._wrap(sequence, [FrontendMsg(COMPACTION_CAPABILITY, block)])
+
+
+_SESSION_CASES: tuple[type[Any], ...] = (
+    s.SessionCreated,
+    s.TurnStarted,
+    s.TurnCompleted,
+    s.TurnAborted,
+    s.UsageRecorded,
+    s.ContextRewritten,
+    s.InputQueued,
+    s.QueuedInputDropped,
+    s.ToolAllowedForSession,
+    s.SharedStateUpdated,
+    s.ModelRouteChanged,
+    AgentHandedOff,
+    JobStarted,
+    JobFinished,
+    s.SessionClosed,
+)
+"""The classes of ``EventTranslator.translate``'s cases, in their order
+(tests/domain/test_translation_cases.py holds the two together)."""
+
+_SESSION_CASE_OF: dict[type[Any], bool] = {}
+
+
+def _may_match_session_case(cls: type[Any]) -> bool:
+    """Whether an event of class ``cls`` may match one of translate's cases."""
+    known = _SESSION_CASE_OF.get(cls)
+    if known is None:
+        known = _SESSION_CASE_OF[cls] = issubclass(cls, _SESSION_CASES)
+    return known
 
 
 COMPACTION_CAPABILITY = "compaction"
