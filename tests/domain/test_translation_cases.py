@@ -1,16 +1,22 @@
-"""The translator's shortcut past its session cases names every one of them."""
+"""Shortcuts past match statements name every class those statements match.
+
+``EventTranslator.translate`` and ``context_items`` skip their cases for an
+event of a class none of them can match; a case added there and not to the
+shortcut's tuple would be skipped for its own events.
+"""
 
 from __future__ import annotations
 
 import ast
 import inspect
 import textwrap
+from types import ModuleType
 from typing import Any
 
-from turnlog.domain import translation
+from turnlog.domain import context, translation
 
 
-def _case_classes(function: Any) -> list[type[Any]]:
+def _case_classes(function: Any, namespace: ModuleType) -> list[type[Any]]:
     """The classes of the class patterns in ``function``'s match cases."""
     tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
     classes = []
@@ -18,16 +24,20 @@ def _case_classes(function: Any) -> list[type[Any]]:
         if isinstance(node, ast.match_case) and isinstance(
             node.pattern, ast.MatchClass
         ):
-            found: Any = translation
+            found: Any = namespace
             for part in ast.unparse(node.pattern.cls).split("."):
                 found = getattr(found, part)
             classes.append(found)
     return classes
 
 
-def test_the_shortcut_lists_the_classes_translate_matches() -> None:
-    # translate() skips its cases for an event of none of these classes; a
-    # case added there and not here would be skipped for its own events.
-    cases = _case_classes(translation.EventTranslator.translate)
+def test_translate_shortcut_lists_the_classes_it_matches() -> None:
+    cases = _case_classes(translation.EventTranslator.translate, translation)
     assert len(cases) > 10
     assert list(translation._SESSION_CASES) == cases
+
+
+def test_context_items_shortcut_lists_the_classes_it_matches() -> None:
+    cases = _case_classes(context.context_items, context)
+    assert len(cases) > 4
+    assert list(context._ITEM_CASES) == cases
