@@ -203,13 +203,8 @@ class EventTranslator:
 
     def _translate_turn_event(self, event: object, sequence: int) -> list[Event]:
         match event:
-            case t.InputAccepted(text=text, kind=kind, attachments=attachments):
-                refs = tuple(
-                    msgspec.convert(a, SessionFileReference) for a in attachments
-                )
-                return self._wrap(sequence, [InputAcceptedMsg(text, kind, refs)])
-            case t.InputRejected(reason=reason):
-                return self._wrap(sequence, [InputRejectedMsg(reason)])
+            # A turn's most frequent events first: each case tried is an
+            # isinstance, and no class here is another's subclass.
             case t.ModelStepStarted(step=step, route=route):
                 return self._wrap(sequence, [ModelStepStartedMsg(step, route)])
             case t.ModelStepCompleted(step=step, output=output, usage=u, diagnostics=d):
@@ -220,10 +215,6 @@ class EventTranslator:
                     self.last_agent_message = answer
                 msgs.append(ModelStepCompletedMsg(step, u, d))
                 return self._wrap(sequence, msgs)
-            case t.ModelStepFailed(step=step, error_type=error_type, message=message):
-                return self._wrap(
-                    sequence, [ModelStepFailedMsg(step, error_type, message)]
-                )
             case t.ToolCallStarted(call_id=call_id, name=name, arguments=arguments):
                 return self._wrap(
                     sequence, [ToolCallStartedMsg(call_id, name, arguments)]
@@ -231,6 +222,17 @@ class EventTranslator:
             case t.ToolCallFinished(call_id=c, name=n, output=o, is_error=e):
                 finished = ToolCallFinishedMsg(c, n, o, e, event.skipped)
                 return self._wrap(sequence, [finished])
+            case t.InputAccepted(text=text, kind=kind, attachments=attachments):
+                refs = tuple(
+                    msgspec.convert(a, SessionFileReference) for a in attachments
+                )
+                return self._wrap(sequence, [InputAcceptedMsg(text, kind, refs)])
+            case t.InputRejected(reason=reason):
+                return self._wrap(sequence, [InputRejectedMsg(reason)])
+            case t.ModelStepFailed(step=step, error_type=error_type, message=message):
+                return self._wrap(
+                    sequence, [ModelStepFailedMsg(step, error_type, message)]
+                )
             case t.ApprovalRequested(request_id=r, call_id=c, name=n, arguments=a):
                 return self._wrap(sequence, [ApprovalRequestedMsg(r, c, n, a)])
             case t.ApprovalDecided(request_id=r, call_id=c, decision=d, decided_by=b):

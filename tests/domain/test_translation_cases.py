@@ -41,3 +41,18 @@ def test_context_items_shortcut_lists_the_classes_it_matches() -> None:
     cases = _case_classes(context.context_items, context)
     assert len(cases) > 4
     assert list(context._ITEM_CASES) == cases
+
+
+def test_turn_cases_are_in_an_order_that_does_not_matter() -> None:
+    # The cases are ordered by how often they come, which is free only while
+    # no class among them is another's subclass (else the first would win).
+    from turnlog.actors import turn_driver
+
+    for function, namespace in (
+        (translation.EventTranslator._translate_turn_event, translation),
+        (turn_driver.TurnDriver._run, turn_driver),
+    ):
+        cases = _case_classes(function, namespace)
+        assert len(cases) > 5
+        for one in cases:
+            assert [c for c in cases if issubclass(c, one)] == [one], one
