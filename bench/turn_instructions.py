@@ -24,7 +24,7 @@ from pathlib import Path
 TURN_CPU = Path(__file__).with_name("turn_cpu.py")
 
 
-def instructions(turns: int, store: str, output: Path) -> int:
+def instructions(turns: int, store: str, output: Path, *extra: str) -> int:
     """Instructions callgrind counted for one run of ``turn_cpu.py`` at ``turns``."""
     command = [
         "valgrind",
@@ -34,6 +34,7 @@ def instructions(turns: int, store: str, output: Path) -> int:
         str(TURN_CPU),
         str(turns),
         store,
+        *extra,
     ]
     run = subprocess.run(command, capture_output=True, text=True, check=True)
     found = re.search(r"Collected : (\d+)", run.stderr)
@@ -50,17 +51,26 @@ def main() -> None:
     parser.add_argument("--high", type=int, default=300)
     parser.add_argument("--store", default="memory://")
     parser.add_argument("--keep", type=Path, default=None)
+    parser.add_argument(
+        "--forget",
+        action="store_true",
+        help="the scripted model keeps no requests (turn_cpu.py's forget)",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
         folder = args.keep or Path(scratch)
         folder.mkdir(parents=True, exist_ok=True)
-        low = instructions(args.low, args.store, folder / f"callgrind.{args.low}.out")
+        extra = ("forget",) if args.forget else ()
+        low = instructions(
+            args.low, args.store, folder / f"callgrind.{args.low}.out", *extra
+        )
         high = instructions(
-            args.high, args.store, folder / f"callgrind.{args.high}.out"
+            args.high, args.store, folder / f"callgrind.{args.high}.out", *extra
         )
     per_turn = (high - low) / (args.high - args.low)
     counts = f"{low:,} at {args.low}, {high:,} at {args.high}"
-    print(f"{args.store}: {per_turn / 1e6:.3f} M instructions a turn ({counts})")
+    what = f"{args.store}{', forget' if args.forget else ''}"
+    print(f"{what}: {per_turn / 1e6:.3f} M instructions a turn ({counts})")
 
 
 if __name__ == "__main__":
