@@ -33,7 +33,10 @@ class LoopActor:
     def __init__(self, io_loop: IoLoop) -> None:
         self.io_loop = io_loop
         self.actor_ref = LoopActorRef(self)
-        self.stopped = threading.Event()
+        # A flag, not a threading.Event: nothing waits on it, and an Event
+        # (a Condition over a Lock) costs more to make than the rest of a
+        # TurnActor, which every turn makes anew.
+        self.stopped = False
 
     @classmethod
     def start(cls, *args: Any, **kwargs: Any) -> LoopActorRef:
@@ -55,17 +58,17 @@ class LoopActor:
 
     def stop(self) -> None:
         """Stops taking messages (from a handler, or from any thread)."""
-        self.stopped.set()
+        self.stopped = True
 
     def deliver(self, message: Any) -> None:
         # Runs on the loop. Messages told before a stop was handled are
         # dropped, as pykka drops what is left in a stopped actor's inbox.
-        if self.stopped.is_set():
+        if self.stopped:
             return
         try:
             self.on_receive(message)
         except Exception:
-            self.stopped.set()
+            self.stopped = True
             logger.exception("%s failed handling %r", type(self).__name__, message)
             self.on_failure(*sys.exc_info())
 
@@ -80,17 +83,17 @@ class LoopActorRef:
 
     def tell(self, message: Any) -> None:
         """Queues ``message``; raises pykka.ActorDeadError once stopped."""
-        if self._actor.stopped.is_set():
+        if self._actor.stopped:
             msg = f"{type(self._actor).__name__} has stopped"
             raise pykka.ActorDeadError(msg)
         try:
             self._actor.io_loop.call_soon_threadsafe(self._actor.deliver, message)
         except RuntimeError as closed:  # the loop is closed: the runtime ended
-            self._actor.stopped.set()
+            self._actor.stopped = True
             raise pykka.ActorDeadError(str(closed)) from closed
 
     def is_alive(self) -> bool:
-        return not self._actor.stopped.is_set()
+        return not self._actor.stopped
 
     def stop(self, *, block: bool = True, timeout: float | None = None) -> None:
         """Stops the actor after the messages told before this one.
@@ -99,7 +102,7 @@ class LoopActorRef:
         never block from a handler of an actor on the same loop.
         """
         actor = self._actor
-        if actor.stopped.is_set():
+        if actor.stopped:
             return
         done = threading.Event()
 

@@ -349,10 +349,23 @@ class TurnDriver:
         state, slot = self._state, self._slot
         for effect in effects:
             match effect:
+                # The effects of every turn first: each case tried is an
+                # isinstance, and no effect class is another's subclass.
+                case RunModelStep(turn_id=turn_id, step=step, route=route):
+                    model_request = self._model_request(
+                        turn_id, step, route, effect.instructions
+                    )
+                    # pre_tool hooks see the run; no hooks, nothing to build.
+                    seen = state.run_context(turn_id) if self._hooks else None
+                    slot.tell(CallModel(model_request, seen))
+                case RunToolCalls(calls=calls):
+                    slot.run_calls(calls, state.tool_run())
                 case BeginTurn(turn=turn):
                     assert state.run is not None
                     state.run.turn_ids.append(str(turn.id))
                     slot.begin(turn)
+                case EndTurn():
+                    self._end_turn(effect)
                 case ReviewPrompt(info=prompt):
                     run = state.run_context(prompt.turn_id)
                     slot.tell(ReviewInput(msgspec.structs.replace(prompt, context=run)))
@@ -368,15 +381,6 @@ class TurnDriver:
                     )
                     startup, self._startup_hooks_due = self._startup_hooks_due, False
                     slot.tell(PrepareStep(info, startup))
-                case RunModelStep(turn_id=turn_id, step=step, route=route):
-                    model_request = self._model_request(
-                        turn_id, step, route, effect.instructions
-                    )
-                    # pre_tool hooks see the run; no hooks, nothing to build.
-                    seen = state.run_context(turn_id) if self._hooks else None
-                    slot.tell(CallModel(model_request, seen))
-                case RunToolCalls(calls=calls):
-                    slot.run_calls(calls, state.tool_run())
                 case AskApprovals(requests=requests):
                     for request in requests:
                         self._ask(request)
@@ -386,8 +390,6 @@ class TurnDriver:
                         broker.tell(ApprovalSettled(request_id))
                 case SwitchAgent(agent_name=name):
                     self._switch_agent(name)
-                case EndTurn():
-                    self._end_turn(effect)
                 case _:
                     assert_never(effect)
 

@@ -6,7 +6,11 @@ One session, 10 warm-up turns, then ``turns`` turns of one tool call each
 for comparing two trees on a machine others share: wall time there is
 mostly waiting for a core.
 
-Run: python bench/turn_cpu.py [TURNS] [memory:// | sqlite]
+Run: python bench/turn_cpu.py [TURNS] [memory:// | sqlite] [forget]
+
+``forget``: the scripted model drops the requests it keeps for tests
+(each holds the whole context, so they grow with the square of the turns
+and the garbage collector walks them); the peers' model keeps none.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ def echo(text: str) -> str:
 def main() -> None:
     turns = int(sys.argv[1]) if len(sys.argv) > 1 else 300
     store = sys.argv[2] if len(sys.argv) > 2 else "memory://"
+    forget = len(sys.argv) > 3 and sys.argv[3] == "forget"
     with tempfile.TemporaryDirectory() as folder:
         url = store if store != "sqlite" else f"sqlite:///{Path(folder) / 'b.sqlite3'}"
         model = ScriptedModel()
@@ -40,6 +45,8 @@ def main() -> None:
             cpu, wall = time.process_time(), time.perf_counter()
             for turn in range(turns):
                 session.prompt(f"turn {turn}", timeout=30)
+                if forget:
+                    model.requests.clear()
             cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     print(f"cpu us/turn {cpu / turns * 1e6:.0f}, wall us/turn {wall / turns * 1e6:.0f}")
 

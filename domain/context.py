@@ -76,6 +76,14 @@ class Message(msgspec.Struct, frozen=True, omit_defaults=True):
 
 def context_items(event: object) -> list[Item]:
     """The context items one Turn event adds (most add none)."""
+    cls = type(event)
+    adds = _ADDS_ITEMS.get(cls)
+    if adds is None:
+        adds = _ADDS_ITEMS[cls] = issubclass(cls, _ITEM_CASES)
+    if not adds:
+        # Most events: none of the cases below can match them, and trying
+        # each costs an isinstance, for every event, in every fold.
+        return []
     match event:
         case InputAccepted(kind=kind, text=text, attachments=attachments):
             item = user_message(text)
@@ -122,6 +130,20 @@ def context_items(event: object) -> list[Item]:
             ]
         case _:
             return []
+
+
+_ITEM_CASES: tuple[type[Any], ...] = (
+    InputAccepted,
+    ModelStepCompleted,
+    ToolCallFinished,
+    HookContextAdded,
+    JobResultTaken,
+    AnswerRejected,
+)
+"""The classes of ``context_items``'s cases, in their order
+(tests/domain/test_translation_cases.py holds the two together)."""
+
+_ADDS_ITEMS: dict[type[Any], bool] = {}
 
 
 def apply_to_context(items: list[Item], event: object) -> None:

@@ -12,6 +12,7 @@ rewrites the stored dict in place. A stored history never stops loading.
 
 from __future__ import annotations
 
+import operator
 import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -41,8 +42,11 @@ def register_stable_topic(cls: type[Any]) -> None:
 def in_decision_order(aggregates: Any) -> list[Any]:
     """The pending events of ``aggregates``, collected, in decision order."""
     events = [event for aggregate in aggregates for event in aggregate.collect_events()]
-    events.sort(key=lambda event: event.timestamp)
+    events.sort(key=_timestamp)
     return events
+
+
+_timestamp = operator.attrgetter("timestamp")
 
 
 def trigger_session_event(
@@ -69,8 +73,19 @@ def trigger_session_event(
     except TypeError as error:
         msg = f"Can't construct event {event_class}: {error}"
         raise TypeError(msg) from None
-    event.mutate(aggregate)
+    if event_class.mutate is _CHECKED_MUTATE:
+        # eventsourcing's mutate checks that the event's aggregate id and
+        # version are the aggregate's id and next version, which they are
+        # here by construction, then does just this.
+        event.apply(aggregate)
+        aggregate.version = event.originator_version
+        aggregate.modified_on = event.timestamp
+    else:
+        event.mutate(aggregate)
     aggregate.pending_events.append(event)
+
+
+_CHECKED_MUTATE = AggregateEvent.mutate
 
 
 def event_class_for(name: str) -> type[Any] | None:

@@ -139,6 +139,10 @@ class EventTranslator:
     def translate(self, event: object, sequence: int) -> list[Event]:
         """The Events that ``event`` (its session sequence ``sequence``) yields."""
         self._timestamp = getattr(event, "timestamp", None)
+        if not _may_match_session_case(type(event)):
+            # Most of a turn's events are its Turn's: none of the classes
+            # below can match them, and trying each costs an isinstance.
+            return self._translate_turn_event(event, sequence)
         match event:
             case s.SessionCreated(agent_name=agent_name, model_route=route):
                 if event.parent_session and event.session_id == self.session_id:
@@ -199,13 +203,8 @@ class EventTranslator:
 
     def _translate_turn_event(self, event: object, sequence: int) -> list[Event]:
         match event:
-            case t.InputAccepted(text=text, kind=kind, attachments=attachments):
-                refs = tuple(
-                    msgspec.convert(a, SessionFileReference) for a in attachments
-                )
-                return self._wrap(sequence, [InputAcceptedMsg(text, kind, refs)])
-            case t.InputRejected(reason=reason):
-                return self._wrap(sequence, [InputRejectedMsg(reason)])
+            # A turn's most frequent events first: each case tried is an
+            # isinstance, and no class here is another's subclass.
             case t.ModelStepStarted(step=step, route=route):
                 return self._wrap(sequence, [ModelStepStartedMsg(step, route)])
             case t.ModelStepCompleted(step=step, output=output, usage=u, diagnostics=d):
@@ -216,10 +215,6 @@ class EventTranslator:
                     self.last_agent_message = answer
                 msgs.append(ModelStepCompletedMsg(step, u, d))
                 return self._wrap(sequence, msgs)
-            case t.ModelStepFailed(step=step, error_type=error_type, message=message):
-                return self._wrap(
-                    sequence, [ModelStepFailedMsg(step, error_type, message)]
-                )
             case t.ToolCallStarted(call_id=call_id, name=name, arguments=arguments):
                 return self._wrap(
                     sequence, [ToolCallStartedMsg(call_id, name, arguments)]
@@ -227,6 +222,17 @@ class EventTranslator:
             case t.ToolCallFinished(call_id=c, name=n, output=o, is_error=e):
                 finished = ToolCallFinishedMsg(c, n, o, e, event.skipped)
                 return self._wrap(sequence, [finished])
+            case t.InputAccepted(text=text, kind=kind, attachments=attachments):
+                refs = tuple(
+                    msgspec.convert(a, SessionFileReference) for a in attachments
+                )
+                return self._wrap(sequence, [InputAcceptedMsg(text, kind, refs)])
+            case t.InputRejected(reason=reason):
+                return self._wrap(sequence, [InputRejectedMsg(reason)])
+            case t.ModelStepFailed(step=step, error_type=error_type, message=message):
+                return self._wrap(
+                    sequence, [ModelStepFailedMsg(step, error_type, message)]
+                )
             case t.ApprovalRequested(request_id=r, call_id=c, name=n, arguments=a):
                 return self._wrap(sequence, [ApprovalRequestedMsg(r, c, n, a)])
             case t.ApprovalDecided(request_id=r, call_id=c, decision=d, decided_by=b):
@@ -265,6 +271,37 @@ class EventTranslator:
     ) -> list[Event]:
         block = RenderBlock(cid, title, state, body)
         return self._wrap(sequence, [FrontendMsg(COMPACTION_CAPABILITY, block)])
+
+
+_SESSION_CASES: tuple[type[Any], ...] = (
+    s.SessionCreated,
+    s.TurnStarted,
+    s.TurnCompleted,
+    s.TurnAborted,
+    s.UsageRecorded,
+    s.ContextRewritten,
+    s.InputQueued,
+    s.QueuedInputDropped,
+    s.ToolAllowedForSession,
+    s.SharedStateUpdated,
+    s.ModelRouteChanged,
+    AgentHandedOff,
+    JobStarted,
+    JobFinished,
+    s.SessionClosed,
+)
+"""The classes of ``EventTranslator.translate``'s cases, in their order
+(tests/domain/test_translation_cases.py holds the two together)."""
+
+_SESSION_CASE_OF: dict[type[Any], bool] = {}
+
+
+def _may_match_session_case(cls: type[Any]) -> bool:
+    """Whether an event of class ``cls`` may match one of translate's cases."""
+    known = _SESSION_CASE_OF.get(cls)
+    if known is None:
+        known = _SESSION_CASE_OF[cls] = issubclass(cls, _SESSION_CASES)
+    return known
 
 
 COMPACTION_CAPABILITY = "compaction"

@@ -92,7 +92,13 @@ class ViewLeader:
 
     def wake(self) -> None:
         """Asks for a catch-up soon (the log moved)."""
-        self._wake.set()
+        # Called after every save, twice (as the runner's listener and as a
+        # commit waker), mostly while the follower gathers with the event
+        # already set; setting it again takes its Condition for nothing.
+        # Safe to skip: the follower clears it before it reads, so a set
+        # seen here is cleared only by a catch-up that sees this commit.
+        if not self._wake.is_set():
+            self._wake.set()
 
     def hurry(self) -> None:
         """Asks for catch-ups at once from now on, without gathering.
@@ -189,4 +195,4 @@ class ViewLeader:
         return False
 
     def _woken(self, _: Commit) -> None:
-        self._wake.set()
+        self.wake()

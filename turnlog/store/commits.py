@@ -91,7 +91,11 @@ class CommitWatch:
         self._newest_position = newest_position
         self._count = 0
         self._condition = threading.Condition()
-        self._wakers: list[Waker] = []
+        # Replaced, never changed in place, so that a commit reads it
+        # without copying it.
+        self._wakers: tuple[Waker, ...] = ()
+        # Threads in wait(): only they need notifying (after every save).
+        self._waiting = 0
         self._listening = False
         self._stopping = threading.Event()
         self._look_now = threading.Event()
@@ -109,30 +113,34 @@ class CommitWatch:
     def bump(self, recordings: Sequence[Recording[uuid.UUID]] = ()) -> None:
         """Notes commits of this process (the Store calls it after saves)."""
         sessions = frozenset(
-            str(getattr(recording.domain_event, "session_id", ""))
-            for recording in recordings
+            {
+                str(getattr(recording.domain_event, "session_id", ""))
+                for recording in recordings
+            }
         )
-        if self._started:
-            with self._condition:
-                self._local.update(r.notification.id for r in recordings)
-                crowded = len(self._local) > LOCAL_LIMIT
-            if crowded:
-                # Only a look forgets them, and where a listener hears other
-                # processes' commits none may come for hours: one now.
-                self._look_now.set()
-        self._announce(Commit(sessions))
+        positions = [r.notification.id for r in recordings] if self._started else ()
+        if self._announce(Commit(sessions), positions) > LOCAL_LIMIT:
+            # Only a look forgets them, and where a listener hears other
+            # processes' commits none may come for hours: one now.
+            self._look_now.set()
 
     def bump_unnamed(self) -> None:
         """Notes a commit of this process that names no session (an import)."""
         self._announce(Commit(None))
 
-    def _announce(self, commit: Commit) -> None:
+    def _announce(self, commit: Commit, positions: Sequence[int] = ()) -> int:
+        """Wakes readers and wakers; returns how many of this process's
+        commit positions are kept until the next look."""
         with self._condition:
+            self._local.update(positions)
+            kept = len(self._local)
             self._count += 1
-            wakers = list(self._wakers)
-            self._condition.notify_all()
+            wakers = self._wakers
+            if self._waiting:
+                self._condition.notify_all()
         for waker in wakers:
             waker(commit)
+        return kept
 
     def _look(self) -> None:
         """Announces growth of the log that this process's saves did not make."""
@@ -163,20 +171,26 @@ class CommitWatch:
         """
         self._start()
         with self._condition:
-            self._condition.wait_for(lambda: self._count != seen, timeout)
+            self._waiting += 1
+            try:
+                self._condition.wait_for(lambda: self._count != seen, timeout)
+            finally:
+                self._waiting -= 1
             return self._count
 
     def add_waker(self, waker: Waker) -> None:
         """Calls ``waker`` on every commit noted (on the noting thread)."""
         self._start()
         with self._condition:
-            self._wakers.append(waker)
+            self._wakers = (*self._wakers, waker)
 
     def remove_waker(self, waker: Waker) -> None:
         """Stops calling ``waker``."""
         with self._condition:
-            if waker in self._wakers:
-                self._wakers.remove(waker)
+            wakers = list(self._wakers)
+            if waker in wakers:
+                wakers.remove(waker)
+                self._wakers = tuple(wakers)
 
     @property
     def hears_other_processes(self) -> bool:

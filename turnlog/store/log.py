@@ -366,6 +366,8 @@ class Store:
             if not isinstance(aggregate, Session):
                 continue
             version = aggregate.version
+            if version % SNAPSHOT_INTERVAL >= len(events):
+                continue  # no multiple of the interval among its new versions
             saved = sum(1 for event in events if event.originator_id == aggregate.id)
             if version // SNAPSHOT_INTERVAL > (version - saved) // SNAPSHOT_INTERVAL:
                 try:

@@ -17,6 +17,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 from eventsourcing.persistence import (
@@ -32,6 +33,7 @@ from eventsourcing.sqlite import (
     SQLiteConnectionPool,
     SQLiteCursor,
     SQLiteDatastore,
+    SQLiteTransaction,
 )
 
 from turnlog.domain.errors import LeaseLostError
@@ -144,6 +146,46 @@ class CachingConnectionPool(SQLiteConnectionPool):
         return SQLiteConnection(sqlite_conn=connection, max_age=self.max_age)
 
 
+class WriteTransaction:
+    """A write transaction on a connection of ``pool``, as eventsourcing opens one.
+
+    ``SQLiteDatastore.transaction(commit=True)`` does the same in three
+    nested generator context managers (the datastore's, its connection
+    getter's, the connection's), a third of the Python a lone save runs
+    outside SQLite: the same pool call (a writer's connection, with its
+    read and write interlocking), the same ``SQLiteTransaction`` (BEGIN,
+    then COMMIT, or ROLLBACK on an error, sqlite3's errors raised as
+    eventsourcing's), the cursor closed, the connection returned.
+    """
+
+    __slots__ = ("_connection", "_cursor", "_pool", "_transaction")
+
+    def __init__(self, pool: SQLiteConnectionPool) -> None:
+        self._pool = pool
+
+    def __enter__(self) -> SQLiteCursor:
+        connection = self._connection = self._pool.get_connection(is_writer=True)
+        try:
+            self._transaction = SQLiteTransaction(connection, commit=True)
+            self._cursor = self._transaction.__enter__()
+        except BaseException:
+            self._pool.put_connection(connection)
+            raise
+        return self._cursor
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        try:
+            self._cursor.__exit__()
+            self._transaction.__exit__(exc_type, exc_value, traceback)
+        finally:
+            self._pool.put_connection(self._connection)
+
+
 class SQLiteLogRecorder(SQLiteApplicationRecorder):
     """The SQLite recorder: fenced saves, and SQLite's side of the dialect."""
 
@@ -246,26 +288,53 @@ class SQLiteLogRecorder(SQLiteApplicationRecorder):
         # before the first write could not upgrade to the write lock once
         # another connection had committed. After the insert this one holds
         # the write lock, so no takeover can commit before it does.
+        del kwargs  # none of eventsourcing's own: its insert takes none either
         if fence is None:
-            return super()._insert_events(c, stored_events, **kwargs)
+            return self._insert_rows(c, stored_events)
         if claim is not None:
             # A write too, so it may come first. A lease row already there
             # (any owner's) is left alone, and the fence check below refuses
             # the save unless that row is this very lease.
             c.execute(self.claim_statement, claim)
         try:
-            ids = super()._insert_events(c, stored_events, **kwargs)
+            ids = self._insert_rows(c, stored_events)
         except sqlite3.IntegrityError:
             self._check(c, fence)  # a clash with a new owner: name the lost lease
             raise
         self._check(c, fence)
         return ids
 
+    def _insert_rows(
+        self, c: SQLiteCursor, stored_events: Sequence[StoredEvent]
+    ) -> list[int]:
+        # eventsourcing's SQLiteApplicationRecorder._insert_events, the same
+        # statement and rows, on the sqlite3 cursor itself rather than
+        # through its wrapper's methods (a call less per row and per rowid).
+        cursor, statement = c.sqlite_cursor, self.insert_events_statement
+        returning: list[int] = []
+        for s in stored_events:
+            originator_id = s.originator_id
+            cursor.execute(
+                statement,
+                (
+                    originator_id.hex
+                    if isinstance(originator_id, uuid.UUID)
+                    else originator_id,
+                    s.originator_version,
+                    s.topic,
+                    s.state,
+                ),
+            )
+            # Never None after an insert into a table with rowids.
+            returning.append(cursor.lastrowid)  # type: ignore[arg-type]
+        return returning
+
     def insert_events(
         self, stored_events: Sequence[StoredEvent], **kwargs: Any
     ) -> Sequence[int] | None:
-        """Inserts one save's events (eventsourcing's), then bounds the WAL."""
-        ids = super().insert_events(stored_events, **kwargs)
+        """Inserts one save's events in a transaction of its own; bounds the WAL."""
+        with WriteTransaction(self.datastore.pool) as c:
+            ids = self._insert_events(c, stored_events, **kwargs)
         self.bound_wal()
         return ids
 
@@ -274,7 +343,7 @@ class SQLiteLogRecorder(SQLiteApplicationRecorder):
 
         Raises, recording none of them, if any one fails.
         """
-        with self.datastore.transaction(commit=True) as c:
+        with WriteTransaction(self.datastore.pool) as c:
             ids = [
                 self._insert_events(c, s.events, fence=s.fence, claim=s.claim)
                 for s in saves
@@ -336,8 +405,9 @@ class SQLiteLogRecorder(SQLiteApplicationRecorder):
         self._wal_retry_above = size + WAL_CHECKPOINT_BYTES if busy else 0
 
     def _check(self, c: SQLiteCursor, fence: Fence) -> None:
-        c.execute(self.fence_statement, fence)
-        if c.fetchone() is None:
+        cursor = c.sqlite_cursor
+        cursor.execute(self.fence_statement, fence)
+        if cursor.fetchone() is None:
             raise lease_lost(fence)
 
     def listen_for_commits(
