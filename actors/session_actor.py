@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
+import queue
 from typing import Any
 
 import pykka
@@ -122,6 +123,12 @@ class SessionActor(pykka.ThreadingActor):
     # it from an atexit hook, which Python runs only once the non-daemon
     # threads have ended.
     use_daemon_thread = True
+
+    @staticmethod
+    def _create_actor_inbox() -> queue.SimpleQueue[Any]:
+        # pykka's inbox is a queue.Queue: three Conditions to make, a lock
+        # and a notify each put; a SimpleQueue (C) does put/get/empty alone.
+        return queue.SimpleQueue()
 
     def __init__(
         self,

@@ -36,7 +36,7 @@ def answer_everyone(
     raise it to their readers instead of ending quietly.
     """
     pending = list(waiters)
-    assert isinstance(inbox, queue.Queue)  # ThreadingActor's inbox
+    assert isinstance(inbox, queue.SimpleQueue)  # SessionActor's inbox
     while True:
         try:
             envelope = inbox.get_nowait()
