@@ -14,4 +14,9 @@ def test_a_route_registered_after_the_first_digest_changes_it() -> None:
     router.register("other", model)
     after = agent.digest()
     assert after != before
-    assert after == Agent("a", model=ModelRouter("main", model).register("other", model)).digest()
+    assert (
+        after
+        == Agent(
+            "a", model=ModelRouter("main", model).register("other", model)
+        ).digest()
+    )
