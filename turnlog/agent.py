@@ -169,6 +169,10 @@ class Agent:
         # Set on the copies a session runs (Agent.bound_to).
         self._graph: Mapping[str, Agent] | None = None
         self._handoff_tools: Mapping[str, HandoffTool] = {}
+        # The last digest, with the router's routes it was made of: a session
+        # opened here checks it several times, and a router can still gain
+        # routes after the agent is made (the rest is fixed at construction).
+        self._digest_memo: tuple[list[str], str] | None = None
 
     @property
     def name(self) -> str:
@@ -348,6 +352,10 @@ class Agent:
 
     def digest(self) -> str:
         """A digest of everything that shapes the agent's behaviour but code."""
+        routes = sorted(self._router.routes)
+        memo = self._digest_memo
+        if memo is not None and memo[0] == routes:
+            return memo[1]
         described: dict[str, Any] = {
             "name": self._name,
             "instructions": self._instructions,
@@ -355,7 +363,7 @@ class Agent:
             "max_steps": self._max_steps,
             "tools": [msgspec.to_builtins(t.spec) for t in self._tools.values()],
             "middleware": [layer.name for layer in self._middleware],
-            "routes": sorted(self._router.routes),
+            "routes": routes,
         }
         if self._mcp_servers:  # absent otherwise: older digests stay as they were
             described["mcp_servers"] = [s.describe() for s in self._mcp_servers]
@@ -374,7 +382,9 @@ class Agent:
         if not self._parallel_tool_calls:  # likewise
             described["parallel_tool_calls"] = False
         encoded = msgspec.json.encode(described, order="sorted")
-        return hashlib.sha256(encoded).hexdigest()[:16]
+        digest = hashlib.sha256(encoded).hexdigest()[:16]
+        self._digest_memo = (routes, digest)
+        return digest
 
     @property
     def handoffs(self) -> tuple[Agent | str, ...]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from typing import Any
 
 import pytest
 
@@ -75,3 +76,33 @@ def test_a_closed_pool_refuses_calls() -> None:
     with pytest.raises(RuntimeClosedError):
         asyncio.run(pool.run(lambda: None))
     assert pool_threads() == []
+
+
+def test_outcomes_that_arrive_while_the_loop_is_busy_wake_it_once() -> None:
+    # One thread runs the calls in order: once the sixth runs, the first
+    # five have been handed over, all while the loop was held up here.
+    pool = CreationPool(max_threads=1)
+    sixth_runs = threading.Event()
+    wake_ups: list[object] = []
+
+    async def scenario() -> list[int]:
+        loop = asyncio.get_running_loop()
+        call_soon_threadsafe = loop.call_soon_threadsafe
+
+        def counted(callback: Any, *args: Any) -> Any:
+            wake_ups.append(callback)
+            return call_soon_threadsafe(callback, *args)
+
+        loop.call_soon_threadsafe = counted  # type: ignore[method-assign]
+        calls = [pool.run(lambda n=n: n) for n in range(5)]
+        calls.append(pool.run(sixth_runs.set))
+        gathered = asyncio.gather(*calls)
+        await asyncio.sleep(0)  # each call is queued on the pool
+        assert sixth_runs.wait(WAIT)  # the loop is held up meanwhile
+        assert len(wake_ups) == 1  # five outcomes, one wake-up so far
+        return (await gathered)[:5]
+
+    try:
+        assert asyncio.run(scenario()) == [0, 1, 2, 3, 4]
+    finally:
+        pool.close()

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 import logging
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any, Generic, NamedTuple, TypeVar
 
@@ -104,16 +104,16 @@ def check_creation(
 class _Job(Generic[T]):
     """One call for the pool, and where its outcome goes."""
 
-    __slots__ = ("call", "future", "loop")
+    __slots__ = ("call", "future", "outcomes")
 
     def __init__(
         self,
         call: Callable[[], T],
-        loop: asyncio.AbstractEventLoop,
+        outcomes: _Outcomes,
         future: asyncio.Future[T],
     ) -> None:
         self.call = call
-        self.loop = loop
+        self.outcomes = outcomes
         self.future = future
 
     def run(self) -> None:
@@ -121,17 +121,57 @@ class _Job(Generic[T]):
         try:
             result = self.call()
         except BaseException as error:  # noqa: BLE001 - the caller gets it
-            self._hand_over(_fail, error)
+            self.outcomes.hand_over(_fail, self.future, error)
         else:
-            self._hand_over(_succeed, result)
+            self.outcomes.hand_over(_succeed, self.future, result)
 
-    def _hand_over(
-        self, settle: Callable[[asyncio.Future[T], Any], None], outcome: object
+
+class _Outcomes:
+    """Outcomes bound for one event loop, handed over a batch per wake-up.
+
+    Each ``call_soon_threadsafe`` writes to the loop's self-pipe and wakes
+    it; creations that commit together finish together, so while one
+    hand-over waits for the loop, later outcomes join it instead of
+    waking the loop again.
+    """
+
+    __slots__ = ("_lock", "_loop", "_pending")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        # Weak: the pool keeps one of these per loop, keyed weakly by it.
+        self._loop = weakref.ref(loop)
+        self._lock = threading.Lock()
+        self._pending: list[tuple[Callable[[Any, Any], None], Any, object]] = []
+
+    def hand_over(
+        self,
+        settle: Callable[[asyncio.Future[T], Any], None],
+        future: asyncio.Future[T],
+        outcome: object,
     ) -> None:
-        # A loop that has closed meanwhile awaits nothing: the outcome is
-        # dropped (a session made stays in the log; its handle is let go).
-        with contextlib.suppress(RuntimeError):
-            self.loop.call_soon_threadsafe(settle, self.future, outcome)
+        with self._lock:
+            self._pending.append((settle, future, outcome))
+            if len(self._pending) > 1:
+                return  # the wake-up asked for takes this one too
+        # A loop that has closed (or gone) meanwhile awaits nothing: the
+        # outcome is dropped (a session made stays in the log; its handle is
+        # let go).
+        loop = self._loop()
+        if loop is not None:
+            try:
+                loop.call_soon_threadsafe(self._settle_all)
+            except RuntimeError:  # closed
+                pass
+            else:
+                return
+        with self._lock:
+            self._pending.clear()
+
+    def _settle_all(self) -> None:
+        with self._lock:
+            batch, self._pending = self._pending, []
+        for settle, future, outcome in batch:
+            settle(future, outcome)
 
 
 def _succeed(future: asyncio.Future[T], result: T) -> None:
@@ -166,6 +206,9 @@ class CreationPool:
         """Threads waiting for a job and not yet woken for one."""
         self._threads: list[threading.Thread] = []
         self._closed = False
+        self._outcomes: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, _Outcomes
+        ] = weakref.WeakKeyDictionary()
 
     async def run(self, call: Callable[[], T]) -> T:
         """Runs ``call`` on a pool thread; its result, or what it raised.
@@ -180,7 +223,10 @@ class CreationPool:
             if self._closed:
                 msg = "the runtime was closed"
                 raise RuntimeClosedError(msg)
-            self._jobs.append(_Job(call, loop, future))
+            outcomes = self._outcomes.get(loop)
+            if outcomes is None:
+                outcomes = self._outcomes[loop] = _Outcomes(loop)
+            self._jobs.append(_Job(call, outcomes, future))
             if self._waiting:
                 self._waiting -= 1
                 self._ready.notify()
