@@ -224,7 +224,7 @@ def test_sqlite_commits_wait_for_the_disk(sqlite_url: str) -> None:
 def test_a_session_loaded_from_its_snapshot_equals_one_folded_from_events(
     store: Store,
 ) -> None:
-    from turnlog.store.log import SNAPSHOT_INTERVAL
+    from turnlog.store.snapshots import SNAPSHOT_INTERVAL
 
     session = new_session(shared={"k": [1, {"n": None}]})
     store.save(session)

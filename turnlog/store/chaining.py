@@ -8,11 +8,12 @@ save's events, in decision order, just before they are written.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
-from eventsourcing.persistence import StoredEvent
+from eventsourcing.persistence import AggregateRecorder, StoredEvent
 from eventsourcing.utils import get_topic
 
 from turnlog.domain.chain import (
@@ -23,11 +24,38 @@ from turnlog.domain.chain import (
     canonical_state,
     link,
 )
-from turnlog.domain.ids import session_uuid
+from turnlog.domain.ids import session_uuid, turn_uuid
 from turnlog.domain.lineage import SessionForked
 
 # As turnlog.store.transcoder encodes a stored event's state.
 _stored_encoder = msgspec.json.Encoder()
+_raw_decoder = msgspec.json.Decoder(dict[str, Any])
+
+
+def load_head(
+    recorder: AggregateRecorder,
+    get: Callable[[uuid.UUID], Any | None],
+    session_id: str,
+) -> ChainHead:
+    """The chain head in the log: the newest event of the session.
+
+    It is the last event of the Session (``get`` rebuilds it) or of its
+    latest turn: turns run one at a time, so no older turn has a later
+    event.
+    """
+    session = get(session_uuid(session_id))
+    candidates = [session_uuid(session_id)]
+    if session is not None and session.turn_count:
+        candidates.append(turn_uuid(session_id, session.turn_count))
+    best = ChainHead()
+    for aggregate_id in candidates:
+        # The recorder, not the event store: only the newest event's two
+        # chain fields are needed, so it is not decoded or upcast.
+        for stored in recorder.select_events(aggregate_id, desc=True, limit=1):
+            state = _raw_decoder.decode(stored.state)
+            if state.get(SEQ_FIELD, 0) > best.seq:
+                best = ChainHead(state[SEQ_FIELD], state[CHAIN_FIELD])
+    return best
 
 
 def stamp(events: Sequence[Any], head: ChainHead) -> tuple[list[Any], ChainHead]:

@@ -25,14 +25,12 @@ the user or database (its own reason, at once, not a pool timeout).
 from __future__ import annotations
 
 import contextlib
-import logging
 import sqlite3
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, cast
 
-import msgspec
 from eventsourcing.application import AggregateNotFoundError
 from eventsourcing.domain import Aggregate
 from eventsourcing.persistence import (
@@ -46,19 +44,23 @@ from eventsourcing.utils import (
     resolve_topic,
 )
 
-from turnlog.domain.chain import CHAIN_FIELD, SEQ_FIELD, ChainHead
+from turnlog.domain.chain import ChainHead
 from turnlog.domain.errors import (
     ConcurrencyConflictError,
     LeaseLostError,
     StoreURLError,
 )
 from turnlog.domain.events import in_decision_order
-from turnlog.domain.ids import session_uuid, turn_uuid
+from turnlog.domain.ids import session_uuid
 from turnlog.domain.session import Session
-from turnlog.domain.session_snapshot import SessionSnapshot
 from turnlog.store.application import RECORDERS, TurnlogApplication
 from turnlog.store.backend import META_TABLE, LogBackend
-from turnlog.store.chaining import creates_session, first_head, stamp_stored
+from turnlog.store.chaining import (
+    creates_session,
+    first_head,
+    load_head,
+    stamp_stored,
+)
 from turnlog.store.commits import CommitWatch
 from turnlog.store.fencing import Claim, Fence, lease_lost
 from turnlog.store.group_commit import BatchRecorder, GroupCommit
@@ -69,13 +71,7 @@ from turnlog.store.opening import (
     is_sqlite_file,
     parse_store_url,
 )
-
-logger = logging.getLogger(__name__)
-
-_raw_decoder = msgspec.json.Decoder(dict[str, Any])
-
-SNAPSHOT_INTERVAL = 100
-"""A Session is snapshotted every this many of its events."""
+from turnlog.store.snapshots import snapshot_sessions
 
 
 class Store:
@@ -204,7 +200,7 @@ class Store:
         if session_id is not None:
             start = self._heads.get(session_id)
             if start is None and not creates_session(events):
-                start = self._load_head(session_id)
+                start = load_head(self._app.recorder, self.get, session_id)
             events, stamped, head = stamp_stored(
                 events, start or first_head(events), self._mapper.transcoder.encode
             )
@@ -229,7 +225,8 @@ class Store:
         if claim is not None:
             self._fences[claim.session_id] = claim.fence
             self._lost.discard(claim.session_id)
-        self._snapshot_sessions(aggregates, events)
+        if self._app.snapshots is not None:
+            snapshot_sessions(self._app.snapshots, aggregates, events)
         for listener in self._app.listeners:
             listener(recordings)
         return recordings
@@ -330,50 +327,6 @@ class Store:
         if session_id in self._fences:
             self._lost.add(session_id)
             self._heads.pop(session_id, None)
-
-    def _load_head(self, session_id: str) -> ChainHead:
-        """The chain head from the log: the newest event of the session.
-
-        It is the last event of the Session or of its latest turn: turns run
-        one at a time, so no older turn has a later event.
-        """
-        session = self.get(session_uuid(session_id))
-        candidates = [session_uuid(session_id)]
-        if session is not None and session.turn_count:
-            candidates.append(turn_uuid(session_id, session.turn_count))
-        best = ChainHead()
-        for aggregate_id in candidates:
-            # The recorder, not the event store: only the newest event's two
-            # chain fields are needed, so it is not decoded or upcast.
-            for stored in self._app.recorder.select_events(
-                aggregate_id, desc=True, limit=1
-            ):
-                state = _raw_decoder.decode(stored.state)
-                if state.get(SEQ_FIELD, 0) > best.seq:
-                    best = ChainHead(state[SEQ_FIELD], state[CHAIN_FIELD])
-        return best
-
-    def _snapshot_sessions(self, aggregates: Sequence[Any], events: list[Any]) -> None:
-        """Snapshots a Session each SNAPSHOT_INTERVAL events (best effort).
-
-        Taken from the aggregate in memory, which is what was just saved; a
-        lost snapshot only makes the next load read more events.
-        """
-        snapshots = self._app.snapshots
-        if snapshots is None:
-            return
-        for aggregate in aggregates:
-            if not isinstance(aggregate, Session):
-                continue
-            version = aggregate.version
-            if version % SNAPSHOT_INTERVAL >= len(events):
-                continue  # no multiple of the interval among its new versions
-            saved = sum(1 for event in events if event.originator_id == aggregate.id)
-            if version // SNAPSHOT_INTERVAL > (version - saved) // SNAPSHOT_INTERVAL:
-                try:
-                    snapshots.put([SessionSnapshot.take(aggregate)])
-                except PersistenceError:
-                    logger.warning("could not snapshot %s", aggregate.session_id)
 
     def insert_stored(self, events: Sequence[StoredEvent]) -> None:
         """Appends events exactly as given (ids, versions, topics, bytes).
