@@ -8,8 +8,10 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+from typing import BinaryIO
 
 import pytest
 
@@ -28,6 +30,16 @@ def _write(url: str, names: list[str], turns: int = 2) -> None:
             session = rt.create_session(agent, session_id=name)
             for _ in range(turns):
                 session.prompt("hi", timeout=30)
+
+
+def _open_for_reading(
+    fifo: Path, opened: list[BinaryIO], done: threading.Event
+) -> None:
+    """Opens ``fifo`` for reading, which returns once a writer opens it, and
+    keeps it open (in ``opened``, for the test to close) without reading:
+    the writer stays blocked until it is killed."""
+    opened.append(fifo.open("rb"))
+    done.set()
 
 
 def _in_log(url: str, session_id: str) -> bool:
@@ -133,6 +145,19 @@ def test_a_sigkill_mid_archive_loses_no_session(
         if kill_when == "partial"
         else archive
     )
+    writing = threading.Event()
+    held: list[BinaryIO] = []
+    if kill_when == "partial":
+        # The partial archive's name made a FIFO: the child's open for
+        # writing waits for a reader, so the child stops right there, mid
+        # archive, until this process opens it (on a thread: that open
+        # waits for the child's). No race with a child that runs the whole
+        # archive while this process waits for a core.
+        os.mkfifo(watched)
+        reader = threading.Thread(
+            target=_open_for_reading, args=(watched, held, writing)
+        )
+        reader.start()
     child = subprocess.Popen(
         [
             sys.executable,
@@ -151,16 +176,25 @@ def test_a_sigkill_mid_archive_loses_no_session(
         cwd=tmp_path,  # not the checkout, whose turnlog/ is not the package
     )
     try:
-        deadline = time.monotonic() + 120
-        while not watched.exists() and child.poll() is None:
-            assert time.monotonic() < deadline, "the archive did not start"
-            time.sleep(0.001)
+        if kill_when == "partial":
+            assert writing.wait(120), "the archive did not start"
+        else:
+            deadline = time.monotonic() + 120
+            while not watched.exists() and child.poll() is None:
+                assert time.monotonic() < deadline, "the archive did not start"
+                time.sleep(0.001)
         assert child.poll() is None, child.communicate()[1]
         os.kill(child.pid, signal.SIGKILL)
     finally:
         child.wait(30)
         assert child.stderr is not None
         child.stderr.close()
+        if kill_when == "partial":
+            if not writing.is_set():  # the child never opened it: free the reader
+                os.close(os.open(watched, os.O_WRONLY | os.O_NONBLOCK))
+            reader.join(30)
+            for file in held:
+                file.close()
     # Every session is whole in the live log, or archived in a file that
     # verifies, with the log's record of where: never neither.
     archived = (
