@@ -33,10 +33,11 @@ from psycopg.rows import DictRow
 from psycopg.sql import SQL, Identifier
 
 from turnlog.domain.errors import StoreError
-from turnlog.store.backend import LogTables
+from turnlog.store.backend import LogTables, ViewWrite
 from turnlog.store.fencing import LEASE_TABLE, Claim, Fence, lease_lost
 from turnlog.store.group_commit import PendingSave
 from turnlog.store.postgres_insert import REFUSED, OneRoundTripInsert
+from turnlog.store.postgres_views import OneRoundTripViews, moved
 
 LISTEN_POLL_MS = 500
 """How long the listener waits for a NOTIFY before it looks at ``stopping``."""
@@ -148,6 +149,24 @@ class PostgresLogRecorder(PostgresApplicationRecorder):
         )
         self.tables = LogTables(self)
         """The statements on turnlog's own tables, in this dialect."""
+        self.views = OneRoundTripViews(datastore.schema)
+        """A views' commit in one round trip."""
+
+    def write_views(self, writes: Sequence[ViewWrite]) -> str | None:
+        """Moves the views' tracking rows and writes their documents, at once
+        (one round trip: turnlog.store.postgres_views).
+
+        None once committed; the names of the views if a tracking row had
+        moved (nothing written).
+        """
+        try:
+            with self.datastore.get_connection() as conn:
+                self.views.run(conn, writes)
+        except DataError as error:
+            if moved(error):
+                return ", ".join(write.view for write in writes)
+            raise
+        return None
 
     def insert_events(
         self, stored_events: Sequence[StoredEvent], **kwargs: Any
