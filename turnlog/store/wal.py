@@ -40,12 +40,16 @@ WAL_CHECKPOINT_BYTES = 4 * 1024 * 1024
 WAL_CHECKPOINT_WAIT = 1.0
 """Seconds that checkpoint waits for older readers before it gives up."""
 
-CHECKPOINT_PAGES = 256
-"""Pages (about) written between two checkpoints: 1 MiB of WAL."""
+CHECKPOINT_PAGES = 1000
+"""Pages (about) written between two checkpoints, as SQLite's own
+``wal_autocheckpoint``; at most half the bound's worth, so that a WAL
+started over from the beginning never reaches it."""
 
-PAGES_A_COMMIT = 4
+PAGES_A_COMMIT = 5
 """Pages a commit writes besides its events' bytes: table and index leaves
-(a session's event and a turn's land in different leaves of the key)."""
+(a session's event and a turn's land in different leaves of the key),
+counted in the WAL of a turn's commits (about ten writes each, a frame
+header and a page a frame)."""
 
 PAGE = 4096
 
@@ -86,7 +90,7 @@ class WalKeeper:
         checkpoint is due. Cheap: an addition, mostly."""
         # Unlocked: a lost update delays a checkpoint by one commit.
         self._written = written = self._written + PAGES_A_COMMIT + size // PAGE
-        if written < min(CHECKPOINT_PAGES, WAL_CHECKPOINT_BYTES // PAGE // 4):
+        if written < min(CHECKPOINT_PAGES, WAL_CHECKPOINT_BYTES // PAGE // 2):
             return
         self._written = 0
         if self._thread is None:
