@@ -4,9 +4,11 @@
 ``turns`` turns of one tool call each), on any store URL; prints the
 process's CPU and wall time a turn, then each thread's CPU a turn (the
 kernel's ``schedstat``, in microseconds, user and system time together)
-for the threads alive at the end. ``pg`` runs on a fresh schema of the
-PostgreSQL server named by TURNLOG_BENCH_POSTGRES_URL (default
-postgresql://postgres@127.0.0.1:5432/test), dropped afterwards.
+for the threads alive at the end, and how much of it the kernel spent
+(system calls: on a file, the commits' writes and ``fdatasync``).
+``pg`` runs on a fresh schema of the PostgreSQL server named by
+TURNLOG_BENCH_POSTGRES_URL (default postgresql://postgres@127.0.0.1:5432/test),
+dropped afterwards.
 
 Run: python bench/turn_threads.py [TURNS] [memory:// | sqlite | pg | URL]
 """
@@ -30,17 +32,35 @@ def echo(text: str) -> str:
     return text
 
 
-def thread_cpu() -> dict[int, tuple[str, float]]:
-    """(name, CPU microseconds so far) of each live thread, by native id."""
+TICK = 1e6 / os.sysconf("SC_CLK_TCK")
+"""Microseconds a clock tick: /proc's user and system times count in them."""
+
+
+def thread_cpu() -> dict[int, tuple[str, float, float]]:
+    """(name, CPU microseconds so far, of them in the kernel) of each live
+    thread, by native id.
+
+    The CPU is the scheduler's (``schedstat``, in nanoseconds); the
+    kernel's part comes from ``stat``'s system time, counted in clock
+    ticks, so it is coarse: read it over hundreds of turns.
+    """
     names = {t.native_id: t.name for t in threading.enumerate()}
     out = {}
     for tid in os.listdir("/proc/self/task"):
         try:
             with open(f"/proc/self/task/{tid}/schedstat") as stat:
                 nanoseconds = int(stat.read().split()[0])
+            with open(f"/proc/self/task/{tid}/stat") as stat:
+                # The fields after the name, which is in parentheses.
+                fields = stat.read().rsplit(")", 1)[1].split()
         except FileNotFoundError:
             continue  # ended meanwhile
-        out[int(tid)] = (names.get(int(tid), f"thread {tid}"), nanoseconds / 1e3)
+        system = int(fields[12]) * TICK  # stime, field 15 of stat(5)
+        out[int(tid)] = (
+            names.get(int(tid), f"thread {tid}"),
+            nanoseconds / 1e3,
+            system,
+        )
     return out
 
 
@@ -86,14 +106,21 @@ def main() -> None:
     print(f"cpu us/turn {cpu / turns * 1e6:.0f}, wall us/turn {wall / turns * 1e6:.0f}")
     spent = sorted(
         (
-            (used - before.get(tid, (name, 0.0))[1], name)
-            for tid, (name, used) in after.items()
+            (
+                used - before.get(tid, (name, 0.0, 0.0))[1],
+                system - before.get(tid, (name, 0.0, 0.0))[2],
+                name,
+            )
+            for tid, (name, used, system) in after.items()
         ),
         reverse=True,
     )
-    for used, name in spent:
+    for used, system, name in spent:
         if used / turns >= 1:
-            print(f"  {used / turns:7.0f} us/turn  {name}")
+            print(
+                f"  {used / turns:7.0f} us/turn ({system / turns:5.0f} in the kernel)"
+                f"  {name}"
+            )
 
 
 if __name__ == "__main__":

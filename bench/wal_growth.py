@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import turnlog.store.sqlite
+import turnlog.store.wal
 from turnlog import Agent, Runtime, ScriptedModel
 from turnlog.projections.anchors import recorded_heads
 from turnlog.store.log import Store
@@ -39,7 +39,7 @@ from turnlog.store.transfer import export_session
 from turnlog.store.verify import all_session_ids, verify_each
 
 MIB = 1024 * 1024
-BOUND = turnlog.store.sqlite.WAL_CHECKPOINT_BYTES
+BOUND = turnlog.store.wal.WAL_CHECKPOINT_BYTES
 
 
 @dataclass
@@ -185,7 +185,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.unbounded:
-        turnlog.store.sqlite.WAL_CHECKPOINT_BYTES = 1 << 62
+        turnlog.store.wal.WAL_CHECKPOINT_BYTES = 1 << 62
     heads = ("t (s)", "WAL MiB", "log MiB", "RSS MiB", "sessions", "reads")
     print(" ".join(f"{h:>9}" for h in heads))
 

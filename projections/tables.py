@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-from turnlog.store.backend import OLD_ROWS_TABLE, TRACKING_TABLE
+from turnlog.store.backend import OLD_ROWS_TABLE, TRACKING_TABLE, ViewWrite
 from turnlog.store.log import Store
 
 _encoder = msgspec.json.Encoder()
@@ -160,17 +160,20 @@ class ViewTables:
 
         One transaction for all of a batch's views: on SQLite each commit
         waits for the disk, and views folded from the same read of the log
-        stay at the same position.
+        stay at the same position. The backend runs it (on PostgreSQL in
+        one round trip).
         """
-        tables = self._tables
-        with self.store.transaction() as cursor:
-            for view, writes, from_position, to_position, generation in advances:
-                if not tables.advance_tracking(
-                    cursor, view, from_position, to_position, generation
-                ):
-                    raise TrackingMovedError(view)
-                if writes:
-                    docs = [_encoder.encode(doc) for doc in writes.values()]
-                    self._backend.upsert_documents(
-                        cursor, self.docs, generation, list(writes), docs
-                    )
+        writes = [
+            ViewWrite(
+                view,
+                from_position,
+                to_position,
+                generation,
+                list(documents),
+                [_encoder.encode(doc) for doc in documents.values()],
+            )
+            for view, documents, from_position, to_position, generation in advances
+        ]
+        moved = self.store.write_views(writes)
+        if moved is not None:
+            raise TrackingMovedError(moved)

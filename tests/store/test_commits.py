@@ -292,6 +292,76 @@ def test_postgres_passes_on_only_other_stores_notifies(
         theirs.close()
 
 
+def test_postgres_listener_reads_its_own_notifies_in_bursts(
+    postgres_schema_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each of our own NOTIFYs woke the listener's thread; after one that
+    # brings only ours, close behind another, it rests, and the NOTIFYs of
+    # the commits meanwhile are read in one wake-up. Another store's still
+    # wakes the watch.
+    import select
+
+    from store_support import new_session
+
+    import turnlog.store.postgres
+
+    monkeypatch.setattr(turnlog.store.postgres, "OWN_NOTIFY_NAP", 1.0)
+    ready: list[int] = []
+
+    class CountingPoll:
+        def __init__(self) -> None:
+            self._poll = select.poll()
+
+        def register(self, fd: int, mask: int) -> None:
+            self._poll.register(fd, mask)
+
+        def poll(self, timeout: int) -> list[tuple[int, int]]:
+            events = self._poll.poll(timeout)
+            if events:
+                ready.append(len(events))
+            return events
+
+    class Select:
+        POLLIN = select.POLLIN
+        poll = CountingPoll
+
+    monkeypatch.setattr(turnlog.store.postgres, "select", Select)
+    ours, theirs = Store(postgres_schema_url), Store(postgres_schema_url)
+    channel = f"test_{uuid.uuid4().hex}"
+    for store in (ours, theirs):
+        recorder: Any = store.backend
+        recorder.channel_name = channel
+        recorder.insert = OneRoundTripInsert(
+            schema=recorder.datastore.schema,
+            events_table=recorder.events_table_name,
+            lease_table=LEASE_TABLE,
+            id_type=recorder.datastore.originator_id_type,
+            lock_table_statements=recorder.lock_table_statements,
+            channel=channel,
+        )
+    wakes: queue.Queue[str] = queue.Queue()
+    stopping = threading.Event()
+    listener = threading.Thread(
+        target=ours.backend.listen_for_commits,
+        args=(lambda: wakes.put("woken"), stopping),
+    )
+    listener.start()
+    try:
+        assert wakes.get(timeout=WAIT) == "woken"  # on LISTEN
+        for n in range(20):
+            ours.save(new_session(f"mine{n}"))
+        theirs.save(new_session("theirs"))
+        assert wakes.get(timeout=WAIT) == "woken"
+    finally:
+        stopping.set()
+        listener.join(WAIT)
+        ours.close()
+        theirs.close()
+    # 21 NOTIFYs: one wake-up each before; a few now (each rest is 1 s,
+    # the 20 saves a few milliseconds each).
+    assert len(ready) <= 6, ready
+
+
 def test_postgres_listener_raises_when_its_connection_is_cut(
     postgres_schema_url: str,
 ) -> None:

@@ -16,7 +16,7 @@ from eventsourcing.persistence import IntegrityError
 
 from turnlog.domain.ids import session_uuid
 from turnlog.domain.session import Session
-from turnlog.store.backend import LogTables, OwnedSession
+from turnlog.store.backend import LogTables, OwnedSession, ViewWrite
 from turnlog.store.log import Store
 from turnlog.store.marker import SCHEMA_VERSION
 
@@ -67,6 +67,53 @@ def test_a_tracking_row_moves_only_from_where_it_was_read(
     with store.reading() as cursor:
         assert tables.tracking_row(cursor, "v") == (10, 3, GENERATION)
         assert tables.tracking_row(cursor, "nothing") is None
+
+
+def test_a_views_commit_moves_every_tracking_row_or_writes_nothing(
+    store: Store, tables: LogTables
+) -> None:
+    with store.transaction() as cursor:
+        tables.insert_tracking(cursor, "v", 1, GENERATION)
+        tables.insert_tracking(cursor, "w", 1, OTHER_GENERATION)
+    assert (
+        store.write_views(
+            [
+                ViewWrite("v", 0, 5, GENERATION, [("a", 1), ("a", 2)], [b"a1", b"a2"]),
+                ViewWrite("w", 0, 5, OTHER_GENERATION, [], []),
+            ]
+        )
+        is None
+    )
+    # "w" was read at 0, but is at 5 now: nothing of this commit is kept,
+    # not even "v"'s row or documents, which were where they were read.
+    moved = store.write_views(
+        [
+            ViewWrite("v", 5, 9, GENERATION, [("a", 1)], [b"a1!"]),
+            ViewWrite("w", 0, 9, OTHER_GENERATION, [("z", 1)], [b"z1"]),
+        ]
+    )
+    assert moved is not None
+    assert "w" in moved
+    with store.reading() as cursor:
+        assert tables.tracking_row(cursor, "v") == (5, 1, GENERATION)
+        assert tables.tracking_row(cursor, "w") == (5, 1, OTHER_GENERATION)
+        assert tables.document(cursor, "v", "a", 1) == b"a1"
+        assert tables.document(cursor, "v", "a", 2) == b"a2"
+        assert tables.document(cursor, "w", "z", 1) is None
+    # From where they are, both move, and a document is replaced.
+    assert (
+        store.write_views(
+            [
+                ViewWrite("v", 5, 9, GENERATION, [("a", 1)], [b"a1!"]),
+                ViewWrite("w", 5, 9, OTHER_GENERATION, [("z", 1)], [b"z1"]),
+            ]
+        )
+        is None
+    )
+    with store.reading() as cursor:
+        assert tables.tracking_row(cursor, "v") == (9, 1, GENERATION)
+        assert tables.document(cursor, "v", "a", 1) == b"a1!"
+        assert tables.document(cursor, "w", "z", 1) == b"z1"
 
 
 def write_documents(store: Store, tables: LogTables) -> None:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-import turnlog.store.sqlite
+import turnlog.store.wal
 from turnlog import Agent, Runtime, ScriptedModel
 from turnlog.projections.anchors import recorded_heads
 from turnlog.store.log import Store
@@ -43,7 +43,7 @@ def _size(path: Path) -> int:
 def test_the_wal_stays_bounded_beside_overlapping_readers(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(turnlog.store.sqlite, "WAL_CHECKPOINT_BYTES", BOUND)
+    monkeypatch.setattr(turnlog.store.wal, "WAL_CHECKPOINT_BYTES", BOUND)
     path = tmp_path / "log.sqlite3"
     wal = path.with_name(path.name + "-wal")
     url = f"sqlite:///{path}"
@@ -101,7 +101,7 @@ def test_a_reader_that_never_lets_go_does_not_stall_every_commit(
 ) -> None:
     import sqlite3
 
-    monkeypatch.setattr(turnlog.store.sqlite, "WAL_CHECKPOINT_BYTES", BOUND // 4)
+    monkeypatch.setattr(turnlog.store.wal, "WAL_CHECKPOINT_BYTES", BOUND // 4)
     path = tmp_path / "log.sqlite3"
     wal = path.with_name(path.name + "-wal")
     url = f"sqlite:///{path}"
@@ -121,7 +121,7 @@ def test_a_reader_that_never_lets_go_does_not_stall_every_commit(
             outsider.execute("COMMIT")
             outsider.close()
         # Tries back off by a bound of growth each: far fewer than 20 waits.
-        assert held < 20 * turnlog.store.sqlite.WAL_CHECKPOINT_WAIT
+        assert held < 20 * turnlog.store.wal.WAL_CHECKPOINT_WAIT
         for n in range(20):
             rt.create_session(agent, session_id=f"after{n}").prompt(TEXT, timeout=30)
         assert _size(wal) <= 2 * BOUND

@@ -39,6 +39,23 @@ StoredRow = tuple[int, uuid.UUID, int, str, bytes]
 """(position, aggregate id, version, topic, stored state) of one event."""
 
 
+class ViewWrite(NamedTuple):
+    """One view's part of a views' commit (turnlog.projections.tables).
+
+    The view's tracking row moves from ``from_position`` to
+    ``to_position`` only if it is still there, in ``generation``; its
+    documents (``docs[i]`` at ``keys[i]``, a (part, position) each) are
+    written under that generation, replacing older ones.
+    """
+
+    view: str
+    from_position: int
+    to_position: int
+    generation: int
+    keys: Sequence[tuple[str, int]]
+    docs: Sequence[bytes]
+
+
 class OwnedSession(NamedTuple):
     """A session of a tenant, and the agent (by its service name) it runs.
 
@@ -90,6 +107,16 @@ class LogBackend(Protocol):
         docs: Sequence[bytes],
     ) -> None:
         """Writes view documents (gen, part, pos, doc), replacing older ones."""
+        ...
+
+    def write_views(self, writes: Sequence[ViewWrite]) -> str | None:
+        """Moves every view's tracking row and writes its documents, in one
+        transaction.
+
+        Returns None once committed; if a tracking row was no longer where
+        it was read (another follower moved it), writes nothing and returns
+        that view's name (or names).
+        """
         ...
 
     def create_lease_table(self) -> None:

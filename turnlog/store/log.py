@@ -54,7 +54,7 @@ from turnlog.domain.events import in_decision_order
 from turnlog.domain.ids import session_uuid
 from turnlog.domain.session import Session
 from turnlog.store.application import RECORDERS, TurnlogApplication
-from turnlog.store.backend import META_TABLE, LogBackend
+from turnlog.store.backend import META_TABLE, LogBackend, ViewWrite
 from turnlog.store.chaining import (
     creates_session,
     first_head,
@@ -443,6 +443,13 @@ class Store:
         """A write transaction on the log's database (for views)."""
         with self._failures(), self.datastore.transaction(commit=True) as cursor:
             yield cursor
+
+    def write_views(self, writes: Sequence[ViewWrite]) -> str | None:
+        """Moves views' tracking rows and writes their documents in one
+        transaction (see LogBackend.write_views): None once committed, the
+        view whose row had moved otherwise."""
+        with self._failures():
+            return self.backend.write_views(writes)
 
     @contextlib.contextmanager
     def reading(self) -> Iterator[Any]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import select
 import threading
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -33,13 +34,28 @@ from psycopg.rows import DictRow
 from psycopg.sql import SQL, Identifier
 
 from turnlog.domain.errors import StoreError
-from turnlog.store.backend import LogTables
+from turnlog.store.backend import LogTables, ViewWrite
 from turnlog.store.fencing import LEASE_TABLE, Claim, Fence, lease_lost
 from turnlog.store.group_commit import PendingSave
 from turnlog.store.postgres_insert import REFUSED, OneRoundTripInsert
+from turnlog.store.postgres_views import OneRoundTripViews, moved
 
 LISTEN_POLL_MS = 500
 """How long the listener waits for a NOTIFY before it looks at ``stopping``."""
+OWN_NOTIFY_NAP = 0.005
+"""Seconds the listener rests when this process's own NOTIFYs come
+closer together than that.
+
+A process that saves hears its own NOTIFYs, one a commit: a thread
+wake-up, a poll and a read each (more CPU a PostgreSQL turn than the
+view runner, off the session's thread, measured with
+bench/turn_threads.py). Under a stream of commits, resting a moment
+lets the next ones' NOTIFYs gather, read in one wake-up; commits further
+apart than this are read one by one, as before, since a rest would only
+add a wake-up of its own. Another process's NOTIFY that comes during a
+rest is passed on at most this late: a follower in another process sees
+commits that much later, at most, while this one saves fast.
+"""
 
 
 class PostgresLogRecorder(PostgresApplicationRecorder):
@@ -148,6 +164,24 @@ class PostgresLogRecorder(PostgresApplicationRecorder):
         )
         self.tables = LogTables(self)
         """The statements on turnlog's own tables, in this dialect."""
+        self.views = OneRoundTripViews(datastore.schema)
+        """A views' commit in one round trip."""
+
+    def write_views(self, writes: Sequence[ViewWrite]) -> str | None:
+        """Moves the views' tracking rows and writes their documents, at once
+        (one round trip: turnlog.store.postgres_views).
+
+        None once committed; the names of the views if a tracking row had
+        moved (nothing written).
+        """
+        try:
+            with self.datastore.get_connection() as conn:
+                self.views.run(conn, writes)
+        except DataError as error:
+            if moved(error):
+                return ", ".join(write.view for write in writes)
+            raise
+        return None
 
     def insert_events(
         self, stored_events: Sequence[StoredEvent], **kwargs: Any
@@ -268,6 +302,7 @@ class PostgresLogRecorder(PostgresApplicationRecorder):
             own = self.insert.token.encode()
             readable = select.poll()
             readable.register(pgconn.socket, select.POLLIN)
+            own_last = -OWN_NOTIFY_NAP
             while not stopping.is_set():
                 # Bounded, so that ``stopping`` is seen without a commit.
                 if not readable.poll(LISTEN_POLL_MS):
@@ -279,6 +314,12 @@ class PostgresLogRecorder(PostgresApplicationRecorder):
                     others = others or notify.extra != own
                 if others:
                     wake()
+                    continue
+                now = time.monotonic()
+                if now - own_last < OWN_NOTIFY_NAP:
+                    time.sleep(OWN_NOTIFY_NAP)  # a stream of our own: gather
+                    now = time.monotonic()
+                own_last = now
         return True
 
     def runner_lock(self) -> PostgresRunnerLock:

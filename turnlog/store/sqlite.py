@@ -10,7 +10,6 @@ it has.
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import threading
 import uuid
@@ -37,28 +36,14 @@ from eventsourcing.sqlite import (
 )
 
 from turnlog.domain.errors import LeaseLostError
-from turnlog.store.backend import LogTables
+from turnlog.store.backend import LogTables, ViewWrite
 from turnlog.store.fencing import FIRST_EPOCH, LEASE_TABLE, Claim, Fence, lease_lost
 from turnlog.store.group_commit import PendingSave
 from turnlog.store.opening import memory_copy, prepare_sqlite_file
+from turnlog.store.wal import WalKeeper, connection_settings
 
 POOL_WAIT = 365 * 24 * 3600.0
 
-WAL_CHECKPOINT_BYTES = 4 * 1024 * 1024
-"""A WAL larger than this after a commit is checkpointed and truncated.
-
-SQLite's own checkpoints (every 1000 pages, about 4 MiB) copy the WAL into
-the log but can start it over only when no reader is still using an older
-snapshot; readers that overlap without a gap (exports, audits, views
-catching up beside live sessions) can keep that from ever happening, and
-the WAL then grows with the log. Past this size the writer runs a
-``TRUNCATE`` checkpoint, which waits (up to the lock timeout) for the
-readers of older snapshots to finish (each reads in bounded chunks, one
-short transaction each) and then empties the file.
-"""
-
-WAL_CHECKPOINT_WAIT = 1.0
-"""Seconds that checkpoint waits for older readers before it gives up."""
 """Seconds a thread may wait for one of the pool's connections: no limit.
 
 eventsourcing's pool gives up after 5 s ("Timed out waiting for return of
@@ -110,6 +95,14 @@ class CachingConnectionPool(SQLiteConnectionPool):
         # saves, measured with strace). A session saving on a connection
         # it used last, with no other writer between, finds its cache warm.
         self._pool = _MostRecentFirst(self._pool)
+        self.wal: WalKeeper | None = (
+            None
+            if self.is_sqlite_memory_mode
+            else WalKeeper(
+                self.db_name, self.lock_timeout or SQLITE3_DEFAULT_LOCK_TIMEOUT
+            )
+        )
+        """Checkpoints a file's WAL off the savers' threads (turnlog.store.wal)."""
 
     @classmethod
     def like(cls, pool: SQLiteConnectionPool) -> CachingConnectionPool:
@@ -123,6 +116,12 @@ class CachingConnectionPool(SQLiteConnectionPool):
             max_age=pool.max_age,
             pre_ping=pool.pre_ping,
         )
+
+    def close(self) -> None:
+        """Stops the WAL's keeper, then closes the connections."""
+        if self.wal is not None:
+            self.wal.close()
+        super().close()
 
     def _create_connection(self) -> SQLiteConnection:
         try:
@@ -142,6 +141,9 @@ class CachingConnectionPool(SQLiteConnectionPool):
                 connection.execute("PRAGMA journal_mode=WAL")
                 self.journal_mode_was_changed_to_wal = True
             self.is_journal_mode_wal = True
+        if self.wal is not None:
+            for setting in connection_settings():
+                connection.execute(setting)
         connection.row_factory = sqlite3.Row
         return SQLiteConnection(sqlite_conn=connection, max_age=self.max_age)
 
@@ -248,17 +250,47 @@ class SQLiteLogRecorder(SQLiteApplicationRecorder):
             ],
         )
 
+    def write_views(self, writes: Sequence[ViewWrite]) -> str | None:
+        """Moves the views' tracking rows and writes their documents, at once.
+
+        None once committed; the name of a view whose row had moved (the
+        transaction rolled back) otherwise.
+        """
+        try:
+            with WriteTransaction(self.datastore.pool) as cursor:
+                self._write_views(cursor, writes)
+        except _TrackingMovedError as moved:
+            return moved.view
+        if self._wal is not None:
+            self._wal.committed(sum(len(doc) for write in writes for doc in write.docs))
+        return None
+
+    def _write_views(self, cursor: SQLiteCursor, writes: Sequence[ViewWrite]) -> None:
+        tables = self.tables
+        for write in writes:
+            if not tables.advance_tracking(
+                cursor,
+                write.view,
+                write.from_position,
+                write.to_position,
+                write.generation,
+            ):
+                raise _TrackingMovedError(write.view)
+            if write.docs:
+                self.upsert_documents(
+                    cursor, tables.docs, write.generation, write.keys, write.docs
+                )
+
     def __init__(
         self, datastore: SQLiteDatastore, events_table_name: str = "stored_events"
     ):
         super().__init__(datastore, events_table_name)
         # eventsourcing's SQLiteDatastore makes its own pool, which opens
         # its connections lazily: none before this, so it is swapped whole.
-        unused, datastore.pool = (
-            datastore.pool,
-            CachingConnectionPool.like(datastore.pool),
-        )
+        pool = CachingConnectionPool.like(datastore.pool)
+        unused, datastore.pool = datastore.pool, pool
         unused.close()
+        self._wal = pool.wal
         datastore.pool.pool_timeout = POOL_WAIT
         self.fence_statement = (
             f"SELECT 1 FROM {LEASE_TABLE} "
@@ -270,8 +302,6 @@ class SQLiteLogRecorder(SQLiteApplicationRecorder):
         )
         self.tables = LogTables(self)
         """The statements on turnlog's own tables, in this dialect."""
-        self._wal_retry_above = 0
-        """After a checkpoint readers held out: the WAL size to try again past."""
 
     # eventsourcing's seam for work inside the insert's own transaction
     # (a protected method: the recorders call it with the save's kwargs).
@@ -335,7 +365,7 @@ class SQLiteLogRecorder(SQLiteApplicationRecorder):
         """Inserts one save's events in a transaction of its own; bounds the WAL."""
         with WriteTransaction(self.datastore.pool) as c:
             ids = self._insert_events(c, stored_events, **kwargs)
-        self.bound_wal()
+        self._committed((stored_events,))
         return ids
 
     def insert_together(self, saves: Sequence[PendingSave]) -> None:
@@ -350,7 +380,7 @@ class SQLiteLogRecorder(SQLiteApplicationRecorder):
             ]
         for save, save_ids in zip(saves, ids, strict=True):
             save.ids = save_ids
-        self.bound_wal()
+        self._committed([save.events for save in saves])
 
     def insert_each(self, saves: Sequence[PendingSave]) -> None:
         """Inserts several saves in one transaction, each in a savepoint.
@@ -373,36 +403,12 @@ class SQLiteLogRecorder(SQLiteApplicationRecorder):
                         else error
                     )
                 c.execute("RELEASE turnlog_save")
-        self.bound_wal()
+        self._committed([save.events for save in saves if save.error is None])
 
-    def bound_wal(self) -> None:
-        """Checkpoints and truncates the WAL once it passes its bound.
-
-        The checkpoint waits at most ``WAL_CHECKPOINT_WAIT`` for older
-        readers; if one still holds out (an outside tool holding a
-        transaction open), the next try waits until the WAL has grown by
-        another bound, so commits are not held up on every save.
-        """
-        datastore = self.datastore
-        if datastore.pool.is_sqlite_memory_mode:
-            return
-        try:
-            size = os.stat(datastore.pool.db_name + "-wal").st_size
-        except OSError:
-            return
-        if size <= max(WAL_CHECKPOINT_BYTES, self._wal_retry_above):
-            return
-        with datastore.get_connection(commit=True) as connection:
-            cursor = connection.cursor()
-            cursor.execute("PRAGMA busy_timeout")
-            waits = int(cursor.fetchall()[0][0])
-            cursor.execute(f"PRAGMA busy_timeout = {int(WAL_CHECKPOINT_WAIT * 1000)}")
-            try:
-                cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-                busy = int(cursor.fetchall()[0][0])
-            finally:
-                cursor.execute(f"PRAGMA busy_timeout = {waits}")
-        self._wal_retry_above = size + WAL_CHECKPOINT_BYTES if busy else 0
+    def _committed(self, saves: Sequence[Sequence[StoredEvent]]) -> None:
+        """Tells the WAL's keeper what a commit wrote (a checkpoint may be due)."""
+        if self._wal is not None:
+            self._wal.committed(sum(len(s.state) for events in saves for s in events))
 
     def _check(self, c: SQLiteCursor, fence: Fence) -> None:
         cursor = c.sqlite_cursor
@@ -446,6 +452,14 @@ class SQLiteLogRecorder(SQLiteApplicationRecorder):
             # Another process added it between the check and here.
             if "duplicate column" not in str(error):
                 raise
+
+
+class _TrackingMovedError(Exception):
+    """Rolls a views' commit back: ``view``'s tracking row had moved."""
+
+    def __init__(self, view: str) -> None:
+        super().__init__(view)
+        self.view = view
 
 
 class SQLiteRunnerLock:

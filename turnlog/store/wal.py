@@ -1,0 +1,166 @@
+"""An SQLite log's WAL, checkpointed and kept short off the savers' threads.
+
+SQLite checkpoints on its own (``wal_autocheckpoint``, every 1000 pages):
+the commit that passes the mark copies the WAL's pages into the log file
+and syncs it before its own ``commit`` returns. That is a save waiting
+for about a hundred page copies and a second ``fdatasync``, once every
+50 turns or so, on the path of a turn whose every commit gates its next
+step. Here the log's connections never checkpoint themselves; the
+savers count what they wrote, and past ``CHECKPOINT_PAGES`` a thread of
+this keeper checkpoints on a connection of its own while saves go on (a
+checkpoint takes no write lock: it copies what is committed and the next
+writer starts the WAL over once nobody reads its older frames).
+
+SQLite's checkpoints copy the WAL into the log but can start it over only
+when no reader is still using an older snapshot; readers that overlap
+without a gap (exports, audits, views catching up beside live sessions)
+can keep that from ever happening, and the WAL then grows with the log.
+Past ``WAL_CHECKPOINT_BYTES`` the keeper runs a ``TRUNCATE`` checkpoint,
+which waits (up to ``WAL_CHECKPOINT_WAIT``) for the readers of older
+snapshots to finish (each reads in bounded chunks, one short transaction
+each) and then empties the file; the connections' ``journal_size_limit``
+trims a WAL that grew past the bound once it starts over.
+
+None of this touches durability: a commit is in the WAL, synced, before
+it returns; a checkpoint only moves committed pages into the log file.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+import threading
+
+logger = logging.getLogger(__name__)
+
+WAL_CHECKPOINT_BYTES = 4 * 1024 * 1024
+"""A WAL larger than this is checkpointed and truncated (readers allowing)."""
+
+WAL_CHECKPOINT_WAIT = 1.0
+"""Seconds that checkpoint waits for older readers before it gives up."""
+
+CHECKPOINT_PAGES = 1000
+"""Pages (about) written between two checkpoints, as SQLite's own
+``wal_autocheckpoint``; at most half the bound's worth, so that a WAL
+started over from the beginning never reaches it."""
+
+PAGES_A_COMMIT = 5
+"""Pages a commit writes besides its events' bytes: table and index leaves
+(a session's event and a turn's land in different leaves of the key),
+counted in the WAL of a turn's commits (about ten writes each, a frame
+header and a page a frame)."""
+
+PAGE = 4096
+
+
+def connection_settings() -> tuple[str, ...]:
+    """The PRAGMAs each of the log's own connections runs when opened."""
+    return (
+        "PRAGMA wal_autocheckpoint = 0",
+        f"PRAGMA journal_size_limit = {WAL_CHECKPOINT_BYTES}",
+    )
+
+
+class WalKeeper:
+    """Checkpoints the WAL of the SQLite file ``path`` on a thread of its own.
+
+    Thread-safe. The thread starts at the first checkpoint due; ``close``
+    stops it.
+    """
+
+    def __init__(self, path: str, lock_timeout: float) -> None:
+        self._path = path
+        self._wal = path + "-wal"
+        self._lock_timeout = lock_timeout
+        self._written = 0
+        self._due = threading.Event()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._start_lock = threading.Lock()
+        self._retry_above = 0
+        """After a truncation readers held out: the WAL size to try again past."""
+        self.checkpoints = 0
+        """Checkpoints run (for tests)."""
+        self.idle = threading.Condition()
+        """Notified after each checkpoint (tests wait on it)."""
+
+    def committed(self, size: int) -> None:
+        """Notes a commit of events of ``size`` bytes; wakes the keeper when a
+        checkpoint is due. Cheap: an addition, mostly."""
+        # Unlocked: a lost update delays a checkpoint by one commit.
+        self._written = written = self._written + PAGES_A_COMMIT + size // PAGE
+        if written < min(CHECKPOINT_PAGES, WAL_CHECKPOINT_BYTES // PAGE // 2):
+            return
+        self._written = 0
+        if self._thread is None:
+            self._start()
+        self._due.set()
+
+    def _start(self) -> None:
+        with self._start_lock:
+            if self._thread is not None or self._stopping.is_set():
+                return
+            self._thread = threading.Thread(
+                target=self._run, name="turnlog-checkpoint", daemon=True
+            )
+            self._thread.start()
+
+    def _run(self) -> None:
+        connection: sqlite3.Connection | None = None
+        try:
+            while True:
+                self._due.wait()
+                self._due.clear()
+                if self._stopping.is_set():
+                    return
+                try:
+                    if connection is None:
+                        connection = sqlite3.connect(
+                            self._path,
+                            isolation_level=None,
+                            check_same_thread=False,
+                            timeout=self._lock_timeout,
+                        )
+                    self._checkpoint(connection)
+                except sqlite3.Error:
+                    # The next one due tries again; saves are not affected.
+                    logger.warning("could not checkpoint %s", self._path, exc_info=True)
+                with self.idle:
+                    self.checkpoints += 1
+                    self.idle.notify_all()
+        finally:
+            if connection is not None:
+                connection.close()
+
+    def _checkpoint(self, connection: sqlite3.Connection) -> None:
+        try:
+            size = os.stat(self._wal).st_size
+        except OSError:
+            return
+        if size <= max(WAL_CHECKPOINT_BYTES, self._retry_above):
+            # Copies what it can without waiting for anyone.
+            connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            return
+        connection.execute(f"PRAGMA busy_timeout = {int(WAL_CHECKPOINT_WAIT * 1000)}")
+        try:
+            busy = connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        finally:
+            connection.execute(
+                f"PRAGMA busy_timeout = {int(self._lock_timeout * 1000)}"
+            )
+        self._retry_above = size + WAL_CHECKPOINT_BYTES if busy[0][0] else 0
+
+    def wait_for_checkpoint(self, after: int, timeout: float) -> bool:
+        """Waits until more than ``after`` checkpoints ran (tests)."""
+        with self.idle:
+            return self.idle.wait_for(lambda: self.checkpoints > after, timeout)
+
+    def close(self) -> None:
+        """Stops the thread (after a checkpoint under way)."""
+        self._stopping.set()
+        self._due.set()
+        with self._start_lock:
+            thread = self._thread
+        if thread is not None:
+            thread.join(timeout=30)
