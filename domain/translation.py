@@ -7,7 +7,7 @@ construction (replay == live minus transient messages).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -103,12 +103,25 @@ class EventTranslator:
         self.usage_totals = dict(usage_totals)
         self.context_epoch = context_epoch
 
-    def _wrap(self, sequence: int, msgs: Iterable[Any]) -> list[Event]:
+    def _wrap(self, sequence: int, msgs: Sequence[Any]) -> list[Event]:
         session_id, timestamp, trace_id = (
             self.session_id,
             self._timestamp,
             self.trace_id,
         )
+        if len(msgs) == 1:  # nearly every event: no loop to set up
+            return [
+                Event(
+                    session_id,
+                    self.submission_id,
+                    self.turn_id,
+                    sequence,
+                    msgs[0],
+                    event_id(session_id, sequence, 0),
+                    timestamp,
+                    trace_id,
+                )
+            ]
         return [
             Event(
                 session_id,
@@ -139,7 +152,10 @@ class EventTranslator:
     def translate(self, event: object, sequence: int) -> list[Event]:
         """The Events that ``event`` (its session sequence ``sequence``) yields."""
         self._timestamp = getattr(event, "timestamp", None)
-        if not _may_match_session_case(type(event)):
+        may_match = _SESSION_CASE_OF.get(type(event))
+        if may_match is None:
+            may_match = _may_match_session_case(type(event))
+        if not may_match:
             # Most of a turn's events are its Turn's: none of the classes
             # below can match them, and trying each costs an isinstance.
             return self._translate_turn_event(event, sequence)
@@ -202,6 +218,14 @@ class EventTranslator:
                 return self._translate_turn_event(event, sequence)
 
     def _translate_turn_event(self, event: object, sequence: int) -> list[Event]:
+        cls = type(event)
+        may_match = _TURN_CASE_OF.get(cls)
+        if may_match is None:
+            may_match = _TURN_CASE_OF[cls] = issubclass(cls, _TURN_CASES)
+        if not may_match:
+            # A TurnOpened, say, yields no message: without this it was
+            # tried against every case below, an isinstance each.
+            return []
         match event:
             # A turn's most frequent events first: each case tried is an
             # isinstance, and no class here is another's subclass.
@@ -294,6 +318,31 @@ _SESSION_CASES: tuple[type[Any], ...] = (
 (tests/domain/test_translation_cases.py holds the two together)."""
 
 _SESSION_CASE_OF: dict[type[Any], bool] = {}
+
+_TURN_CASES: tuple[type[Any], ...] = (
+    t.ModelStepStarted,
+    t.ModelStepCompleted,
+    t.ToolCallStarted,
+    t.ToolCallFinished,
+    t.InputAccepted,
+    t.InputRejected,
+    t.ModelStepFailed,
+    t.ApprovalRequested,
+    t.ApprovalDecided,
+    t.ApprovalFailed,
+    compaction.CompactionStarted,
+    compaction.ContextCompacted,
+    compaction.CompactionFailed,
+    compaction.CompactionCancelled,
+    t.HookContextAdded,
+    t.WarningRaised,
+    answers.AnswerAccepted,
+    answers.AnswerRejected,
+)
+"""The classes of ``EventTranslator._translate_turn_event``'s cases, in
+their order (tests/domain/test_translation_cases.py holds the two together)."""
+
+_TURN_CASE_OF: dict[type[Any], bool] = {}
 
 
 def _may_match_session_case(cls: type[Any]) -> bool:
