@@ -23,7 +23,7 @@ from uuid import UUID
 
 from eventsourcing import domain as es_domain
 from eventsourcing.domain import AggregateCreated, AggregateEvent, DomainEvent
-from eventsourcing.utils import register_topic
+from eventsourcing.utils import get_topic, register_topic
 
 TOPIC_PREFIX = "turnlog:"
 """Prefix of every stored event and aggregate topic."""
@@ -90,6 +90,43 @@ def trigger_session_event(
     else:
         event.mutate(aggregate)
     aggregate._pending_events.append(event)
+
+
+def create_session_aggregate(
+    aggregate_class: type[Any],
+    event_class: type[Any],
+    originator_id: UUID,
+    kwargs: dict[str, Any],
+) -> Any:
+    """A new ``aggregate_class`` made by its created event ``event_class``.
+
+    What eventsourcing's ``BaseAggregate._create`` and the created event's
+    ``mutate`` do for an aggregate whose ``__init__`` takes no arguments
+    (the event's ``apply`` sets its fields): the event made, the aggregate
+    made from it, the event kept as pending. Without their generic steps
+    (resolving the aggregate's topic back to its class, inspecting the
+    ``__init__`` signatures for the arguments to pass), which were most of
+    opening a turn.
+    """
+    timestamp = kwargs.pop("timestamp", None) or event_class.create_timestamp()
+    version = aggregate_class.INITIAL_VERSION
+    try:
+        event = _constructor(event_class)(
+            originator_topic=get_topic(aggregate_class),
+            originator_id=originator_id,
+            originator_version=version,
+            timestamp=timestamp,
+            **kwargs,
+        )
+    except TypeError as error:
+        msg = f"Unable to construct '{event_class.__qualname__}' event: {error}"
+        raise TypeError(msg) from None
+    aggregate: Any = object.__new__(aggregate_class)
+    aggregate.__base_init__(originator_id, version, timestamp)
+    aggregate.__init__()
+    event.apply(aggregate)
+    aggregate._pending_events.append(event)
+    return aggregate
 
 
 _CONSTRUCTORS: dict[type[Any], Callable[..., Any]] = {}

@@ -17,8 +17,9 @@ import pytest
 
 import turnlog  # noqa: F401 - every event class, registered
 from turnlog.domain.events import TurnlogCreated, TurnlogEvent, _constructor
+from turnlog.domain.ids import turn_uuid
 from turnlog.domain.turn import Turn
-from turnlog.domain.turn_events import ModelStepStarted
+from turnlog.domain.turn_events import ModelStepStarted, TurnOpened
 
 
 def event_classes() -> list[type]:
@@ -87,3 +88,29 @@ def test_a_triggered_event_is_the_aggregates_next_and_applied() -> None:
         turn.trigger_event(ModelStepStarted, step=2)
     assert turn.version == 2
     assert not turn.pending_events
+
+
+def test_a_turn_opens_as_eventsourcings_create_opens_it() -> None:
+    opened = Turn.open("s1", 4, "sub")
+    created = Turn._create(
+        TurnOpened,
+        id=turn_uuid("s1", 4),
+        session_id="s1",
+        number=4,
+        submission_id="sub",
+    )
+    (event,) = opened.collect_events()
+    (expected,) = created.collect_events()
+    same_but_time = {"timestamp"}
+    assert {
+        key: value for key, value in vars(event).items() if key not in same_but_time
+    } == {
+        key: value for key, value in vars(expected).items() if key not in same_but_time
+    }
+    assert list(vars(event)) == list(vars(expected))
+    moments = {"_created_on", "_modified_on"}
+    assert {k: v for k, v in vars(opened).items() if k not in moments} == {
+        k: v for k, v in vars(created).items() if k not in moments
+    }
+    assert list(vars(opened)) == list(vars(created))
+    assert opened.created_on == opened.modified_on == event.timestamp
