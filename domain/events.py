@@ -68,7 +68,10 @@ def trigger_session_event(
     ``_version``...), without a Python call for each.
     """
     if kwargs.get("timestamp") is None:
-        kwargs["timestamp"] = event_class.create_timestamp()
+        create_timestamp = event_class.create_timestamp
+        kwargs["timestamp"] = (
+            _now() if create_timestamp is _TURNLOG_TIMESTAMP else create_timestamp()
+        )
     version = aggregate._version + 1
     try:
         event = _constructor(event_class)(
@@ -229,9 +232,18 @@ def strictly_increasing_timestamp(now: datetime) -> datetime:
 
 
 def _now() -> datetime:
-    # What eventsourcing's create_timestamp gives (datetime_now_with_tzinfo),
-    # without its two calls on the way: one for every event triggered.
-    return strictly_increasing_timestamp(datetime.now(es_domain.TZINFO))
+    # strictly_increasing_timestamp of what eventsourcing's create_timestamp
+    # gives (datetime_now_with_tzinfo), without the calls on the way: one
+    # for every event triggered.
+    now = datetime.now(es_domain.TZINFO)
+    with _clock_lock:
+        if _last_timestamp:
+            if now <= _last_timestamp[0]:
+                now = _last_timestamp[0] + _TICK
+            _last_timestamp[0] = now
+        else:
+            _last_timestamp.append(now)
+        return now
 
 
 @dataclass(frozen=True)
@@ -289,3 +301,7 @@ class TurnlogCreated(LogEnvelope, AggregateCreated):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         register_stable_topic(cls)
+
+
+_TURNLOG_TIMESTAMP = TurnlogEvent.create_timestamp
+"""Every turnlog event's create_timestamp: ``_now``, called directly."""

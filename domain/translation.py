@@ -160,16 +160,13 @@ class EventTranslator:
             # below can match them, and trying each costs an isinstance.
             return self._translate_turn_event(event, sequence)
         match event:
-            case s.SessionCreated(agent_name=agent_name, model_route=route):
-                if event.parent_session and event.session_id == self.session_id:
-                    self.trace_id = session_trace_id(
-                        self.session_id,
-                        parent_session=event.parent_session,
-                        root_session=event.root_session,
-                    )
-                return self._wrap(
-                    sequence, [SessionCreatedMsg(event.session_id, agent_name, route)]
-                )
+            # A turn's most frequent events first: each case tried is an
+            # isinstance, and no class here is another's subclass.
+            case s.UsageRecorded(route=route, usage=usage, kind=kind):
+                for key, value in (usage or {}).items():
+                    self.usage_totals[key] = self.usage_totals.get(key, 0) + value
+                msg = UsageRecordedMsg(route, kind, usage, dict(self.usage_totals))
+                return self._wrap(sequence, [msg])
             case s.TurnStarted(turn_id=turn_id, number=number, submission_id=sub):
                 self.turn_id, self.submission_id = turn_id, sub
                 self.last_agent_message = None
@@ -184,11 +181,16 @@ class EventTranslator:
                 out = self._wrap(sequence, [TurnAbortedMsg(turn_id, reason, failed)])
                 self.turn_id = self.submission_id = None
                 return out
-            case s.UsageRecorded(route=route, usage=usage, kind=kind):
-                for key, value in (usage or {}).items():
-                    self.usage_totals[key] = self.usage_totals.get(key, 0) + value
-                msg = UsageRecordedMsg(route, kind, usage, dict(self.usage_totals))
-                return self._wrap(sequence, [msg])
+            case s.SessionCreated(agent_name=agent_name, model_route=route):
+                if event.parent_session and event.session_id == self.session_id:
+                    self.trace_id = session_trace_id(
+                        self.session_id,
+                        parent_session=event.parent_session,
+                        root_session=event.root_session,
+                    )
+                return self._wrap(
+                    sequence, [SessionCreatedMsg(event.session_id, agent_name, route)]
+                )
             case s.ContextRewritten(reasons=reasons):
                 self.context_epoch += 1
                 rewritten = ContextRewrittenMsg(self.context_epoch, list(reasons))
@@ -298,11 +300,11 @@ class EventTranslator:
 
 
 _SESSION_CASES: tuple[type[Any], ...] = (
-    s.SessionCreated,
+    s.UsageRecorded,
     s.TurnStarted,
     s.TurnCompleted,
     s.TurnAborted,
-    s.UsageRecorded,
+    s.SessionCreated,
     s.ContextRewritten,
     s.InputQueued,
     s.QueuedInputDropped,

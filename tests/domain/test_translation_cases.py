@@ -67,6 +67,7 @@ def test_turn_cases_are_in_an_order_that_does_not_matter() -> None:
     from turnlog.actors import turn_driver
 
     for function, namespace in (
+        (translation.EventTranslator.translate, translation),
         (translation.EventTranslator._translate_turn_event, translation),
         (turn_driver.TurnDriver._run, turn_driver),
     ):
