@@ -160,15 +160,21 @@ class SessionState:
             raise
         if before_publish is not None:
             before_publish()
+        context, conversation = self.context, self.conversation
+        translate, subscribers = self.translator.translate, self.subscribers
         for recording in recordings:
-            event = recording.domain_event
-            apply_to_context(self.context, event)
-            if self.conversation is not None:
-                self.conversation.extend(conversation_messages(event))
-            for out in self.translator.translate(event, event_seq(event)):
+            event: Any = recording.domain_event
+            apply_to_context(context, event)
+            if conversation is not None:
+                conversation.extend(conversation_messages(event))
+            # A saved event is stamped: its session_seq is its place.
+            for out in translate(event, event.session_seq):
                 if isinstance(out.msg, SessionClosedMsg):
                     self.closed_event = out
-                self.publish(RunEvent(self.session_id, out))
+                if subscribers:
+                    item = RunEvent(self.session_id, out)
+                    for subscriber in subscribers:
+                        subscriber.offer(item)
 
     def messages(self) -> list[Message]:
         """The conversation's user and assistant messages, as it happened.

@@ -21,6 +21,7 @@ from turnlog.actors.loop_actor import LoopActorRef
 from turnlog.actors.messages import CancelTurn, RunCalls, UseAgent
 from turnlog.actors.session_parts import SessionServices
 from turnlog.actors.turn_actor import TurnActor, has_post_tool_hooks, tool_order
+from turnlog.domain.ids import turn_id_text
 from turnlog.domain.turn import Turn
 from turnlog.domain.turn_facts import TurnActorFailed
 
@@ -48,12 +49,13 @@ class TurnActorSlot:
     def begin(self, turn: Turn) -> None:
         """Starts the TurnActor of ``turn``."""
         self.end()  # a turn left running (there should be none) is cancelled
-        self._turn = (turn.number, str(turn.id))
+        turn_id = turn_id_text(turn.session_id, turn.number)  # str(turn.id)
+        self._turn = (turn.number, turn_id)
         self.running = TurnActor.start(
             session=self._session,
             session_id=self._session_id,
             turn=turn.number,
-            turn_id=str(turn.id),
+            turn_id=turn_id,
             agent=self._agent,
             io_loop=self._services.io_loop,
             tool_executor=self._services.tool_executor,

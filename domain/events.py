@@ -12,14 +12,18 @@ rewrites the stored dict in place. A stored history never stops loading.
 
 from __future__ import annotations
 
+import dataclasses
 import operator
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, ClassVar
+from uuid import UUID
 
-from eventsourcing.domain import AggregateCreated, AggregateEvent
-from eventsourcing.utils import register_topic
+from eventsourcing import domain as es_domain
+from eventsourcing.domain import AggregateCreated, AggregateEvent, DomainEvent
+from eventsourcing.utils import get_topic, register_topic
 
 TOPIC_PREFIX = "turnlog:"
 """Prefix of every stored event and aggregate topic."""
@@ -59,14 +63,20 @@ def trigger_session_event(
     the checks it runs on every call that a turnlog event passed once,
     when its class was made: that its topic is explicit and registered
     (register_stable_topic). A turn triggers a dozen events; those checks
-    and copies were a third of triggering one.
+    and copies were a third of triggering one. The aggregate's fields are
+    read and set as eventsourcing's properties keep them (``_id``,
+    ``_version``...), without a Python call for each.
     """
     if kwargs.get("timestamp") is None:
-        kwargs["timestamp"] = event_class.create_timestamp()
+        create_timestamp = event_class.create_timestamp
+        kwargs["timestamp"] = (
+            _now() if create_timestamp is _TURNLOG_TIMESTAMP else create_timestamp()
+        )
+    version = aggregate._version + 1
     try:
-        event = event_class(
-            originator_id=aggregate.id,
-            originator_version=aggregate.version + 1,
+        event = _constructor(event_class)(
+            originator_id=aggregate._id,
+            originator_version=version,
             session_id=aggregate.session_id,
             **kwargs,
         )
@@ -78,11 +88,112 @@ def trigger_session_event(
         # version are the aggregate's id and next version, which they are
         # here by construction, then does just this.
         event.apply(aggregate)
-        aggregate.version = event.originator_version
-        aggregate.modified_on = event.timestamp
+        aggregate._version = version
+        aggregate._modified_on = event.timestamp
     else:
         event.mutate(aggregate)
-    aggregate.pending_events.append(event)
+    aggregate._pending_events.append(event)
+
+
+def create_session_aggregate(
+    aggregate_class: type[Any],
+    event_class: type[Any],
+    originator_id: UUID,
+    kwargs: dict[str, Any],
+) -> Any:
+    """A new ``aggregate_class`` made by its created event ``event_class``.
+
+    What eventsourcing's ``BaseAggregate._create`` and the created event's
+    ``mutate`` do for an aggregate whose ``__init__`` takes no arguments
+    (the event's ``apply`` sets its fields): the event made, the aggregate
+    made from it, the event kept as pending. Without their generic steps
+    (resolving the aggregate's topic back to its class, inspecting the
+    ``__init__`` signatures for the arguments to pass), which were most of
+    opening a turn.
+    """
+    timestamp = kwargs.pop("timestamp", None) or event_class.create_timestamp()
+    version = aggregate_class.INITIAL_VERSION
+    try:
+        event = _constructor(event_class)(
+            originator_topic=get_topic(aggregate_class),
+            originator_id=originator_id,
+            originator_version=version,
+            timestamp=timestamp,
+            **kwargs,
+        )
+    except TypeError as error:
+        msg = f"Unable to construct '{event_class.__qualname__}' event: {error}"
+        raise TypeError(msg) from None
+    aggregate: Any = object.__new__(aggregate_class)
+    aggregate.__base_init__(originator_id, version, timestamp)
+    aggregate.__init__()
+    event.apply(aggregate)
+    aggregate._pending_events.append(event)
+    return aggregate
+
+
+_CONSTRUCTORS: dict[type[Any], Callable[..., Any]] = {}
+
+
+def _constructor(event_class: type[Any]) -> Callable[..., Any]:
+    """What makes an ``event_class`` from keyword arguments, as fast as it can.
+
+    A frozen dataclass's ``__init__`` sets each field through
+    ``object.__setattr__``, a call each: for a class that adds nothing to
+    that (no ``__init__`` or ``__post_init__`` of its own, no field
+    outside ``__init__``), a made function lays the fields out in one
+    dict, in the order ``__init__`` sets them (the stored bytes keep
+    that order, see turnlog.store.chaining), and runs the one check
+    DomainEvent's ``__post_init__`` makes. Any other class is called.
+    """
+    made = _CONSTRUCTORS.get(event_class)
+    if made is None:
+        made = _CONSTRUCTORS[event_class] = _make_constructor(event_class)
+    return made
+
+
+def _make_constructor(event_class: type[Any]) -> Callable[..., Any]:
+    fields = dataclasses.fields(event_class)
+    if (
+        event_class.__post_init__ is not DomainEvent.__post_init__
+        or "__init__" not in event_class.__dict__  # not made by dataclass here
+        or any(
+            not f.init or f.default_factory is not dataclasses.MISSING for f in fields
+        )
+        or not all(name.isidentifier() for name in (f.name for f in fields))
+    ):
+        return event_class
+    defaults = {
+        f"_default_{f.name}": f.default
+        for f in fields
+        if f.default is not dataclasses.MISSING
+    }
+    parameters = ", ".join(
+        f.name if f.default is dataclasses.MISSING else f"{f.name}=_default_{f.name}"
+        for f in fields
+    )
+    state = ", ".join(f"{f.name!r}: {f.name}" for f in fields)
+    source = (
+        f"def make(*, {parameters}):\n"
+        "    if not isinstance(originator_id, UUID):\n"
+        "        raise TypeError(\n"
+        "            f'{event_class} was initialized with a non-UUID'\n"
+        "            f' originator_id: {originator_id!r}'\n"
+        "        )\n"
+        "    event = new(event_class)\n"
+        f"    set_dict(event, '__dict__', {{{state}}})\n"
+        "    return event\n"
+    )
+    namespace: dict[str, Any] = {
+        "UUID": UUID,
+        "new": object.__new__,
+        "set_dict": object.__setattr__,
+        "event_class": event_class,
+        **defaults,
+    }
+    exec(source, namespace)  # noqa: S102 - source made above from field names
+    made: Callable[..., Any] = namespace["make"]
+    return made
 
 
 _CHECKED_MUTATE = AggregateEvent.mutate
@@ -111,9 +222,27 @@ def strictly_increasing_timestamp(now: datetime) -> datetime:
     the order they are saved, replayed and audited in.
     """
     with _clock_lock:
-        if _last_timestamp and now <= _last_timestamp[0]:
-            now = _last_timestamp[0] + _TICK
-        _last_timestamp[:] = [now]
+        if _last_timestamp:
+            if now <= _last_timestamp[0]:
+                now = _last_timestamp[0] + _TICK
+            _last_timestamp[0] = now
+        else:
+            _last_timestamp.append(now)
+        return now
+
+
+def _now() -> datetime:
+    # strictly_increasing_timestamp of what eventsourcing's create_timestamp
+    # gives (datetime_now_with_tzinfo), without the calls on the way: one
+    # for every event triggered.
+    now = datetime.now(es_domain.TZINFO)
+    with _clock_lock:
+        if _last_timestamp:
+            if now <= _last_timestamp[0]:
+                now = _last_timestamp[0] + _TICK
+            _last_timestamp[0] = now
+        else:
+            _last_timestamp.append(now)
         return now
 
 
@@ -151,7 +280,7 @@ class TurnlogEvent(LogEnvelope, AggregateEvent):
     @staticmethod
     def create_timestamp() -> datetime:
         """A timestamp later than any this process gave an event before."""
-        return strictly_increasing_timestamp(AggregateEvent.create_timestamp())
+        return _now()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -167,8 +296,12 @@ class TurnlogCreated(LogEnvelope, AggregateCreated):
     @staticmethod
     def create_timestamp() -> datetime:
         """A timestamp later than any this process gave an event before."""
-        return strictly_increasing_timestamp(AggregateCreated.create_timestamp())
+        return _now()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         register_stable_topic(cls)
+
+
+_TURNLOG_TIMESTAMP = TurnlogEvent.create_timestamp
+"""Every turnlog event's create_timestamp: ``_now``, called directly."""

@@ -45,6 +45,14 @@ def turn_uuid(session_id: str, number: int) -> uuid.UUID:
     return uuid.uuid5(session_uuid(session_id), f"turn:{number}")
 
 
+@functools.lru_cache(maxsize=4096)
+def turn_id_text(session_id: str, number: int) -> str:
+    """``str(turn_uuid(session_id, number))``: the turn id events and
+    effects carry, formatted once (UUID.__str__ is Python, and a turn
+    names its id in half a dozen events and effects)."""
+    return str(turn_uuid(session_id, number))
+
+
 def child_session_id(parent_session: str, turn: int, call_id: str) -> str:
     """The id of the child session that tool call ``call_id`` of turn
     ``turn`` of ``parent_session`` runs (an agent used as a tool).

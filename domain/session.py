@@ -31,7 +31,7 @@ from turnlog.domain.events import (
     trigger_session_event,
 )
 from turnlog.domain.handoff import AgentHandedOff  # noqa: F401 - loads with it
-from turnlog.domain.ids import session_uuid, turn_uuid
+from turnlog.domain.ids import session_uuid, turn_id_text, turn_uuid
 from turnlog.domain.inputs import check_input, check_json_data
 from turnlog.domain.jobs import CLOSED_JOB_OUTPUT, interrupt_jobs
 from turnlog.domain.lineage import SessionForked, TurnOwners
@@ -318,7 +318,7 @@ class Session(Aggregate):
                 self.trigger_event(
                     QueuedInputTaken,
                     submission_id=submission_id,
-                    turn_id=str(turn_uuid(self.session_id, turn_number)),
+                    turn_id=turn_id_text(self.session_id, turn_number),
                 )
                 return queued
         msg = f"input {submission_id!r} is not queued"
@@ -360,7 +360,7 @@ class Session(Aggregate):
         number = self.turn_count + 1
         self.trigger_event(
             TurnStarted,
-            turn_id=str(turn_uuid(self.session_id, number)),
+            turn_id=turn_id_text(self.session_id, number),
             number=number,
             submission_id=submission_id,
             input_id=input_id,
@@ -383,7 +383,7 @@ class Session(Aggregate):
         self._check_running(number)
         self.trigger_event(
             TurnCompleted,
-            turn_id=str(turn_uuid(self.session_id, number)),
+            turn_id=turn_id_text(self.session_id, number),
             number=number,
             final_output=final_output,
             approvals=dict(approvals) if approvals else None,
@@ -401,7 +401,7 @@ class Session(Aggregate):
         self._check_running(number)
         self.trigger_event(
             TurnAborted,
-            turn_id=str(turn_uuid(self.session_id, number)),
+            turn_id=turn_id_text(self.session_id, number),
             number=number,
             reason=reason,
             failed=failed,
@@ -420,7 +420,7 @@ class Session(Aggregate):
         self._check_running(number)
         self.trigger_event(
             UsageRecorded,
-            turn_id=str(turn_uuid(self.session_id, number)),
+            turn_id=turn_id_text(self.session_id, number),
             step=step,
             route=route,
             kind=kind,

@@ -7,7 +7,7 @@ construction (replay == live minus transient messages).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -103,12 +103,25 @@ class EventTranslator:
         self.usage_totals = dict(usage_totals)
         self.context_epoch = context_epoch
 
-    def _wrap(self, sequence: int, msgs: Iterable[Any]) -> list[Event]:
+    def _wrap(self, sequence: int, msgs: Sequence[Any]) -> list[Event]:
         session_id, timestamp, trace_id = (
             self.session_id,
             self._timestamp,
             self.trace_id,
         )
+        if len(msgs) == 1:  # nearly every event: no loop to set up
+            return [
+                Event(
+                    session_id,
+                    self.submission_id,
+                    self.turn_id,
+                    sequence,
+                    msgs[0],
+                    event_id(session_id, sequence, 0),
+                    timestamp,
+                    trace_id,
+                )
+            ]
         return [
             Event(
                 session_id,
@@ -139,21 +152,21 @@ class EventTranslator:
     def translate(self, event: object, sequence: int) -> list[Event]:
         """The Events that ``event`` (its session sequence ``sequence``) yields."""
         self._timestamp = getattr(event, "timestamp", None)
-        if not _may_match_session_case(type(event)):
+        may_match = _SESSION_CASE_OF.get(type(event))
+        if may_match is None:
+            may_match = _may_match_session_case(type(event))
+        if not may_match:
             # Most of a turn's events are its Turn's: none of the classes
             # below can match them, and trying each costs an isinstance.
             return self._translate_turn_event(event, sequence)
         match event:
-            case s.SessionCreated(agent_name=agent_name, model_route=route):
-                if event.parent_session and event.session_id == self.session_id:
-                    self.trace_id = session_trace_id(
-                        self.session_id,
-                        parent_session=event.parent_session,
-                        root_session=event.root_session,
-                    )
-                return self._wrap(
-                    sequence, [SessionCreatedMsg(event.session_id, agent_name, route)]
-                )
+            # A turn's most frequent events first: each case tried is an
+            # isinstance, and no class here is another's subclass.
+            case s.UsageRecorded(route=route, usage=usage, kind=kind):
+                for key, value in (usage or {}).items():
+                    self.usage_totals[key] = self.usage_totals.get(key, 0) + value
+                msg = UsageRecordedMsg(route, kind, usage, dict(self.usage_totals))
+                return self._wrap(sequence, [msg])
             case s.TurnStarted(turn_id=turn_id, number=number, submission_id=sub):
                 self.turn_id, self.submission_id = turn_id, sub
                 self.last_agent_message = None
@@ -168,11 +181,16 @@ class EventTranslator:
                 out = self._wrap(sequence, [TurnAbortedMsg(turn_id, reason, failed)])
                 self.turn_id = self.submission_id = None
                 return out
-            case s.UsageRecorded(route=route, usage=usage, kind=kind):
-                for key, value in (usage or {}).items():
-                    self.usage_totals[key] = self.usage_totals.get(key, 0) + value
-                msg = UsageRecordedMsg(route, kind, usage, dict(self.usage_totals))
-                return self._wrap(sequence, [msg])
+            case s.SessionCreated(agent_name=agent_name, model_route=route):
+                if event.parent_session and event.session_id == self.session_id:
+                    self.trace_id = session_trace_id(
+                        self.session_id,
+                        parent_session=event.parent_session,
+                        root_session=event.root_session,
+                    )
+                return self._wrap(
+                    sequence, [SessionCreatedMsg(event.session_id, agent_name, route)]
+                )
             case s.ContextRewritten(reasons=reasons):
                 self.context_epoch += 1
                 rewritten = ContextRewrittenMsg(self.context_epoch, list(reasons))
@@ -202,6 +220,14 @@ class EventTranslator:
                 return self._translate_turn_event(event, sequence)
 
     def _translate_turn_event(self, event: object, sequence: int) -> list[Event]:
+        cls = type(event)
+        may_match = _TURN_CASE_OF.get(cls)
+        if may_match is None:
+            may_match = _TURN_CASE_OF[cls] = issubclass(cls, _TURN_CASES)
+        if not may_match:
+            # A TurnOpened, say, yields no message: without this it was
+            # tried against every case below, an isinstance each.
+            return []
         match event:
             # A turn's most frequent events first: each case tried is an
             # isinstance, and no class here is another's subclass.
@@ -274,11 +300,11 @@ class EventTranslator:
 
 
 _SESSION_CASES: tuple[type[Any], ...] = (
-    s.SessionCreated,
+    s.UsageRecorded,
     s.TurnStarted,
     s.TurnCompleted,
     s.TurnAborted,
-    s.UsageRecorded,
+    s.SessionCreated,
     s.ContextRewritten,
     s.InputQueued,
     s.QueuedInputDropped,
@@ -294,6 +320,31 @@ _SESSION_CASES: tuple[type[Any], ...] = (
 (tests/domain/test_translation_cases.py holds the two together)."""
 
 _SESSION_CASE_OF: dict[type[Any], bool] = {}
+
+_TURN_CASES: tuple[type[Any], ...] = (
+    t.ModelStepStarted,
+    t.ModelStepCompleted,
+    t.ToolCallStarted,
+    t.ToolCallFinished,
+    t.InputAccepted,
+    t.InputRejected,
+    t.ModelStepFailed,
+    t.ApprovalRequested,
+    t.ApprovalDecided,
+    t.ApprovalFailed,
+    compaction.CompactionStarted,
+    compaction.ContextCompacted,
+    compaction.CompactionFailed,
+    compaction.CompactionCancelled,
+    t.HookContextAdded,
+    t.WarningRaised,
+    answers.AnswerAccepted,
+    answers.AnswerRejected,
+)
+"""The classes of ``EventTranslator._translate_turn_event``'s cases, in
+their order (tests/domain/test_translation_cases.py holds the two together)."""
+
+_TURN_CASE_OF: dict[type[Any], bool] = {}
 
 
 def _may_match_session_case(cls: type[Any]) -> bool:

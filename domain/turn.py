@@ -18,7 +18,11 @@ from typing import Any
 from eventsourcing.domain import Aggregate
 
 from turnlog.domain.errors import InvalidInputError, InvariantViolation
-from turnlog.domain.events import register_stable_topic, trigger_session_event
+from turnlog.domain.events import (
+    create_session_aggregate,
+    register_stable_topic,
+    trigger_session_event,
+)
 from turnlog.domain.ids import turn_uuid
 from turnlog.domain.inputs import check_input
 from turnlog.domain.model import Item
@@ -85,13 +89,17 @@ class Turn(Aggregate):
     @classmethod
     def open(cls, session_id: str, number: int, submission_id: str) -> Turn:
         """Opens the record of turn ``number`` of ``session_id``."""
-        return cls._create(
+        turn: Turn = create_session_aggregate(
+            cls,
             TurnOpened,
-            id=turn_uuid(session_id, number),
-            session_id=session_id,
-            number=number,
-            submission_id=submission_id,
+            turn_uuid(session_id, number),
+            {
+                "session_id": session_id,
+                "number": number,
+                "submission_id": submission_id,
+            },
         )
+        return turn
 
     def accept_input(
         self,

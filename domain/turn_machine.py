@@ -72,7 +72,7 @@ a refused one raises before it triggers anything (:meth:`TurnMachine.take`).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import assert_never
+from typing import Any, assert_never
 
 from turnlog.domain.approval import ApprovalRequest
 from turnlog.domain.compaction import start_compaction
@@ -136,12 +136,17 @@ class TurnMachine:
         rules: TurnRules,
         state: TurnState,
         rules_for: Callable[[str], TurnRules] | None = None,
+        *,
+        record_transitions: bool = False,
     ) -> None:
         self._state = state
         self._course = TurnCourse(rules, state, rules_for)
         self._last_step_epoch = state.session.context_epoch
+        self._record_transitions = record_transitions
         self.taken: set[tuple[str, str, str]] = set()
-        """Every (state, fact, state) this machine went through (for tests)."""
+        """Every (state, fact, state) this machine went through, if it was
+        made with ``record_transitions`` (for tests: reading the phase
+        before and after every fact is a share of a turn's CPU)."""
 
     # -- where the turn is -----------------------------------------------------
 
@@ -174,6 +179,8 @@ class TurnMachine:
     def take(self, fact: Fact) -> Transition:
         """What ``fact`` records and asks the actors to do; a refused fact
         (UsageError, SessionBusyError) raises before it triggers anything."""
+        if not self._record_transitions:
+            return self._decide(fact)
         before = self.phase()
         transition = self._decide(fact)
         if transition is not IGNORED:
@@ -181,6 +188,11 @@ class TurnMachine:
         return transition
 
     def _decide(self, fact: Fact) -> Transition:
+        # By the fact's class first: a match tries its cases one by one
+        # (an isinstance each), and a turn takes a handful of facts.
+        handler = _HANDLERS.get(type(fact))
+        if handler is not None:
+            return handler(self, fact)
         match fact:
             case TurnInput():
                 return self._on_input(fact)
@@ -447,3 +459,23 @@ class TurnMachine:
         if fact.ask_approvals and turn.pending_approvals:
             effects = (*effects, AskApprovals(tuple(self.pending_approvals())))
         return Transition((turn,) if due else (), effects)
+
+
+_HANDLERS: dict[type[Any], Callable[[TurnMachine, Any], Transition]] = {
+    TurnInput: TurnMachine._on_input,
+    InputReviewed: TurnMachine._on_input_reviewed,
+    CompactionBegan: TurnMachine._on_compaction_began,
+    StepPrepared: TurnMachine._on_step_prepared,
+    StepSucceeded: TurnMachine._on_step_succeeded,
+    StepFailed: TurnMachine._on_step_failed,
+    ToolFinished: TurnMachine._on_tool_finished,
+    Decide: TurnMachine._on_decide,
+    ApprovalProviderFailed: TurnMachine._on_approval_failed,
+    Interrupt: TurnMachine._on_interrupt,
+    TurnActorFailed: TurnMachine._on_turn_actor_failed,
+    TurnFailed: TurnMachine._on_turn_failed,
+    Resumed: TurnMachine._on_resumed,
+    SteerArrived: TurnMachine._on_steer,
+}
+"""``TurnMachine._decide``'s handlers by the class of their fact (the
+match below it takes what this misses: a subclass)."""

@@ -37,6 +37,24 @@ def test_translate_shortcut_lists_the_classes_it_matches() -> None:
     assert list(translation._SESSION_CASES) == cases
 
 
+def test_turn_event_shortcut_lists_the_classes_it_matches() -> None:
+    cases = _case_classes(
+        translation.EventTranslator._translate_turn_event, translation
+    )
+    assert len(cases) > 10
+    assert list(translation._TURN_CASES) == cases
+
+
+def test_a_turn_event_of_no_case_yields_no_message() -> None:
+    from turnlog.domain.turn import Turn
+
+    turn = Turn.open("s1", 1, "sub")  # TurnOpened: no message of its own
+    (opened,) = turn.collect_events()
+    translator = translation.EventTranslator("s1")
+    assert translator.translate(opened, 1) == []
+    assert translation._TURN_CASE_OF[type(opened)] is False
+
+
 def test_context_items_shortcut_lists_the_classes_it_matches() -> None:
     cases = _case_classes(context.context_items, context)
     assert len(cases) > 4
@@ -49,6 +67,7 @@ def test_turn_cases_are_in_an_order_that_does_not_matter() -> None:
     from turnlog.actors import turn_driver
 
     for function, namespace in (
+        (translation.EventTranslator.translate, translation),
         (translation.EventTranslator._translate_turn_event, translation),
         (turn_driver.TurnDriver._run, turn_driver),
     ):

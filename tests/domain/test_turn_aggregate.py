@@ -5,7 +5,12 @@ from __future__ import annotations
 import pytest
 
 from turnlog.domain.errors import InvalidInputError, InvariantViolation
-from turnlog.domain.ids import check_session_id, child_session_id
+from turnlog.domain.ids import (
+    check_session_id,
+    child_session_id,
+    turn_id_text,
+    turn_uuid,
+)
 from turnlog.domain.model import function_call
 from turnlog.domain.turn import Turn
 from turnlog.domain.turn_events import TurnFields
@@ -129,3 +134,11 @@ def test_a_child_session_id_is_derived_and_stays_a_valid_session_id() -> None:
     assert long.startswith("child-")
     assert check_session_id(long) == long
     assert long != child_session_id("p" * 200, 1, "c2")
+
+
+def test_the_turn_id_text_is_the_turn_aggregates_id() -> None:
+    # Events and effects name a turn by turn_id_text, formatted once: the
+    # text of the id its Turn aggregate has.
+    turn = Turn.open("s1", 7, "sub")
+    assert turn_id_text("s1", 7) == str(turn.id) == str(turn_uuid("s1", 7))
+    assert turn_id_text("s1", 8) != turn_id_text("s1", 7)

@@ -115,7 +115,12 @@ class Harness:
         def rules_for(name: str) -> TurnRules:
             return rules if name == "a" else (handoffs or {})[name]
 
-        self.machine = TurnMachine(rules, self.held, rules_for if handoffs else None)
+        self.machine = TurnMachine(
+            rules,
+            self.held,
+            rules_for if handoffs else None,
+            record_transitions=True,
+        )
         self.events: list[Any] = []
 
     def take(self, fact: Any) -> tuple[list[str], list[str]]:
