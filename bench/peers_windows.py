@@ -22,7 +22,11 @@ import tempfile
 import time
 from pathlib import Path
 
-PEERS = Path(__file__).resolve().parents[2] / "shared" / "peers"
+# From /work/main (PEERS_DIR elsewhere, a worktree, say).
+PEERS = Path(
+    os.environ.get("PEERS_DIR")
+    or Path(__file__).resolve().parents[2] / "shared" / "peers"
+)
 
 
 async def run(store: str, turns: int, window: int) -> list[str]:
