@@ -87,8 +87,13 @@ class TurnDriver:
         # The agent's shared rules (actors.agent_rules); a handoff's, by name,
         # from a function of the state alone: a bound method of this driver
         # would make driver -> machine -> driver a cycle for the collector.
+        # Only an agent in charge with handoffs can hand over, so only it
+        # needs one: the rest keep no object for it.
         rules = session_rules(agent, state.settings.approval_policy, state.session_id)
-        self._machine = TurnMachine(rules, state, functools.partial(_rules_for, state))
+        rules_for = (
+            functools.partial(_rules_for, state) if agent.handoff_tools else None
+        )
+        self._machine = TurnMachine(rules, state, rules_for)
         self._tool_specs = _tool_specs(agent)
         self._hooks = bool(agent.middleware)
         self._output_schema = _output_schema(agent)
