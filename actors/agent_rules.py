@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import uuid
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 import msgspec
 
@@ -59,9 +59,10 @@ def session_rules(
 
 
 def _build(agent: AgentDefinition, approval_policy: str) -> TurnRules:
-    tools = agent.tools_by_name
-    # Methods of small lookups, not closures: no cells, nothing of a session.
-    lookup = _ToolLookup(tools)
+    # Methods of a lookup that holds the agent weakly, not closures: no
+    # cells, nothing of a session, and no way back to the agent (see
+    # _AgentLookup). Its tools' names are copied for the same reason.
+    lookup = _AgentLookup(agent)
     needs_approval: Callable[[str, str], bool] = (
         _never if approval_policy == "allow" else lookup.needs_approval
     )
@@ -72,11 +73,11 @@ def _build(agent: AgentDefinition, approval_policy: str) -> TurnRules:
         prepares_steps=bool(agent.middleware)
         or agent.instructions_function is not None,
         reviews_input=any_implements(agent.middleware, "user_prompt"),
-        tool_names=tools,
+        tool_names=frozenset(agent.tools_by_name),
         needs_approval=needs_approval,
         new_request_id=_new_request_id,
-        model_identity=_RouteLookup(agent).identity,
-        tool_identity=lookup.identity,
+        model_identity=lookup.route_identity,
+        tool_identity=lookup.tool_identity,
         agent_name=agent.name,
         handoffs=agent.handoff_tools,
         output_retries=agent.output_retries,
@@ -93,32 +94,14 @@ def _new_request_id() -> str:
     return uuid.uuid4().hex
 
 
-class _ToolLookup:
-    """What the machine asks of an agent's tools, by name."""
-
-    __slots__ = ("_tools",)
-
-    def __init__(self, tools: Mapping[str, RunnableTool]) -> None:
-        self._tools = tools
-
-    def needs_approval(self, name: str, arguments: str) -> bool:
-        return bool(self._tools[name].requires_approval(arguments))
-
-    def identity(self, name: str) -> tuple[str, str]:
-        tool = self._tools.get(name)
-        return ("", "") if tool is None else (tool.tool_type, tool.mcp_server)
-
-    def child_agent(self, name: str) -> str:
-        # Only an agent used as a tool names one (turnlog.AgentTool).
-        return str(getattr(self._tools.get(name), "child_agent", ""))
-
-
-class _RouteLookup:
-    """The (model, provider) of an agent's routes.
+class _AgentLookup:
+    """What the machine asks of an agent's tools and routes, by name.
 
     It holds its agent weakly: the rules are kept by the agent (in
-    ``_SHARED``), and a strong reference back would keep the agent, and
-    them, forever. A session using the rules holds its agent.
+    ``_SHARED``), and any strong way back to it (the agent itself, or its
+    tools, which may close over a session that holds the agent) would keep
+    the agent, and all it refers to, for the life of the process. A
+    session using the rules holds its agent.
     """
 
     __slots__ = ("_agent",)
@@ -130,7 +113,24 @@ class _RouteLookup:
         except TypeError:  # not weakly referenced, so not shared: held here
             self._agent = lambda: agent
 
-    def identity(self, route: str) -> tuple[str, str]:
+    def _tool(self, name: str) -> RunnableTool | None:
+        agent = self._agent()
+        return None if agent is None else agent.tools_by_name.get(name)
+
+    def needs_approval(self, name: str, arguments: str) -> bool:
+        tool = self._tool(name)
+        # A tool gone with its agent: ask rather than run unchecked.
+        return True if tool is None else bool(tool.requires_approval(arguments))
+
+    def tool_identity(self, name: str) -> tuple[str, str]:
+        tool = self._tool(name)
+        return ("", "") if tool is None else (tool.tool_type, tool.mcp_server)
+
+    def child_agent(self, name: str) -> str:
+        # Only an agent used as a tool names one (turnlog.AgentTool).
+        return str(getattr(self._tool(name), "child_agent", ""))
+
+    def route_identity(self, route: str) -> tuple[str, str]:
         agent = self._agent()
         if agent is None:
             return "", ""

@@ -54,10 +54,26 @@ def test_the_policy_decides_which_calls_wait() -> None:
     assert ask.model_identity("no such route") == ("", "")
 
 
-def test_the_shared_rules_do_not_keep_their_agent() -> None:
-    a = agent()
+def _shared_rules_of_an_agent_its_tool_refers_to() -> weakref.ref[Agent]:
+    kept: list[Agent] = []
+
+    def backwards() -> str:
+        """Refers to the agent."""
+        return kept[0].name
+
+    a = Agent(
+        "a",
+        model=ScriptedModel(["hi"]),
+        tools=[function_tool(backwards, name="backwards", description="Back.")],
+    )
+    kept.append(a)
     agent_rules(a, "ask")
-    gone = weakref.ref(a)
-    del a
+    return weakref.ref(a)
+
+
+def test_the_shared_rules_do_not_keep_their_agent() -> None:
+    # Its tools may refer to it (a tool closing over a session of it): the
+    # rules, kept while the agent lives, must not hold it through them.
+    gone = _shared_rules_of_an_agent_its_tool_refers_to()
     gc.collect()
     assert gone() is None
