@@ -76,8 +76,10 @@ class Activation:
         self._release = release
         self._passivated = passivated
         self._lock = threading.Lock()
-        # Notified under the lock whenever the session passivates or closes.
-        self._passive = threading.Condition(self._lock)
+        # Notified under the lock whenever the session passivates or closes;
+        # made by the first wait (few sessions are ever waited on, and a
+        # Condition is four objects the garbage collector walks meanwhile).
+        self._passive: threading.Condition | None = None
         self._ref: pykka.ActorRef[Any] | None = None
         # The last actor that passivated, until it has stopped; weak, so a
         # passive session keeps no actor in memory.
@@ -119,7 +121,7 @@ class Activation:
                 return False
             self._kept = kept
             self._stopping, self._ref = weakref.ref(self._ref), None
-            self._passive.notify_all()
+            self._wake_waiters()
         # Outside this activation's lock: the runtime's waiters take its own.
         self._passivated()
         return True
@@ -195,7 +197,7 @@ class Activation:
             self._ref = starter(self)
         except BaseException:
             self._closing = True
-            self._passive.notify_all()
+            self._wake_waiters()
             raise
         finally:
             self._lock.release()
@@ -245,7 +247,9 @@ class Activation:
         message to the session starts it again.
         """
         deadline = None if timeout is None else time.monotonic() + timeout
-        with self._passive:
+        with self._lock:
+            if self._passive is None:
+                self._passive = threading.Condition(self._lock)
             if not self._passive.wait_for(
                 lambda: self._ref is None or self.ended(), timeout
             ):
@@ -282,7 +286,7 @@ class Activation:
         """Stops the session's actor (the runtime closes); no revival after."""
         with self._lock:
             self._closing = True
-            self._passive.notify_all()
+            self._wake_waiters()
             stopping = self._stopping() if self._stopping is not None else None
             refs = [ref for ref in (self._ref, stopping) if ref is not None]
             kept, self._kept = self._kept, None
@@ -299,6 +303,11 @@ class Activation:
                     waiter.set_exception(SessionClosedError(stopped))
         for subscriber in self._subscribers:
             subscriber.close()
+
+    def _wake_waiters(self) -> None:
+        """Wakes those in ``wait_passivated`` (lock held)."""
+        if self._passive is not None:
+            self._passive.notify_all()
 
     def _actor(self) -> pykka.ActorRef[Any]:
         """The running actor, started if the session passivated (lock held)."""

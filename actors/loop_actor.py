@@ -32,11 +32,17 @@ class LoopActor:
 
     def __init__(self, io_loop: IoLoop) -> None:
         self.io_loop = io_loop
-        self.actor_ref = LoopActorRef(self)
         # A flag, not a threading.Event: nothing waits on it, and an Event
         # (a Condition over a Lock) costs more to make than the rest of a
         # TurnActor, which every turn makes anew.
         self.stopped = False
+
+    @property
+    def actor_ref(self) -> LoopActorRef:
+        """A ref to this actor; a new one each time, never kept: an actor
+        holding its own ref would be a cycle, left for the garbage
+        collector to free after every turn (issue 24)."""
+        return LoopActorRef(self)
 
     @classmethod
     def start(cls, *args: Any, **kwargs: Any) -> LoopActorRef:

@@ -18,12 +18,14 @@ fact that cannot be recorded fails the turn instead of the actor.
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import logging
 import queue
 from typing import Any
 
 import pykka
 
+from turnlog.actors.actor_threads import start_actor_thread
 from turnlog.actors.agent_in_charge import agent_in_charge_of
 from turnlog.actors.background_jobs import (
     JobDone,
@@ -133,6 +135,10 @@ class SessionActor(pykka.ThreadingActor):
         # get_nowait and empty.
         return queue.SimpleQueue()
 
+    def _start_actor_loop(self) -> None:
+        # pykka's hook; the thread shares one excepthook (actors.actor_threads).
+        start_actor_thread(self)
+
     def __init__(
         self,
         *,
@@ -177,7 +183,9 @@ class SessionActor(pykka.ThreadingActor):
             agent.middleware,
             services.io_loop,
             self.actor_ref,
-            lambda: self._state.run_context(None),
+            # Not a lambda over self: actor -> reviews -> lambda -> actor
+            # would be a cycle, the whole session left to the collector.
+            functools.partial(self._state.run_context, None),
         )
         self._inputs = SessionInputs(self._state, self._turns, self._input_reviews)
 

@@ -14,13 +14,14 @@ actor's thread.
 
 from __future__ import annotations
 
+import functools
 import logging
-import uuid
 from collections.abc import Callable
 from typing import Any, assert_never
 
 import msgspec
 
+from turnlog.actors.agent_rules import session_rules
 from turnlog.actors.contracts import AgentDefinition
 from turnlog.actors.hooks import any_implements
 from turnlog.actors.messages import (
@@ -36,7 +37,7 @@ from turnlog.actors.turn_slot import TurnActorSlot
 from turnlog.domain.approval import ApprovalRequest
 from turnlog.domain.errors import TurnlogError, UsageError
 from turnlog.domain.hooks import StepInfo
-from turnlog.domain.model import ModelRequest, OutputSchema, ToolSpec, model_identity
+from turnlog.domain.model import ModelRequest, OutputSchema, ToolSpec
 from turnlog.domain.protocol import Interrupt, SessionFileReference
 from turnlog.domain.rewrites import InputRewrite
 from turnlog.domain.run import RunFinished, RunResult, RunStarted
@@ -83,58 +84,21 @@ class TurnDriver:
         agent = state.agent
         self.reviews_input = any_implements(agent.middleware, "user_prompt")
         """Whether the agent's middleware reviews input (user_prompt hooks)."""
-        self._machine = TurnMachine(self._rules_of(agent), state, self._rules_for)
+        # The agent's shared rules (actors.agent_rules); a handoff's, by name,
+        # from a function of the state alone: a bound method of this driver
+        # would make driver -> machine -> driver a cycle for the collector.
+        # Only an agent in charge with handoffs can hand over, so only it
+        # needs one: the rest keep no object for it.
+        rules = session_rules(agent, state.settings.approval_policy, state.session_id)
+        rules_for = (
+            functools.partial(_rules_for, state) if agent.handoff_tools else None
+        )
+        self._machine = TurnMachine(rules, state, rules_for)
         self._tool_specs = _tool_specs(agent)
         self._hooks = bool(agent.middleware)
         self._output_schema = _output_schema(agent)
         # Session start hooks run before the first step this actor prepares.
         self._startup_hooks_due = True
-
-    def _rules_of(self, agent: AgentDefinition) -> TurnRules:
-        """What the turn machine needs of ``agent``."""
-        settings, tools = self._state.settings, agent.tools_by_name
-
-        def needs_approval(name: str, arguments: str) -> bool:
-            if settings.approval_policy == "allow":
-                return False
-            return bool(tools[name].requires_approval(arguments))
-
-        def tool_identity(name: str) -> tuple[str, str]:
-            tool = tools.get(name)
-            return ("", "") if tool is None else (tool.tool_type, tool.mcp_server)
-
-        def child_agent(name: str) -> str:
-            # Only an agent used as a tool names one (turnlog.AgentTool).
-            return str(getattr(tools.get(name), "child_agent", ""))
-
-        def route_identity(route: str) -> tuple[str, str]:
-            try:
-                return model_identity(agent.provider_for(route))
-            except UsageError:  # no such route: the model call fails, named
-                return "", ""
-
-        return TurnRules(
-            session_id=self._state.session_id,
-            max_steps=agent.max_steps,
-            # A function's instructions are evaluated as a step is prepared.
-            prepares_steps=bool(agent.middleware)
-            or agent.instructions_function is not None,
-            reviews_input=any_implements(agent.middleware, "user_prompt"),
-            tool_names=tools,
-            needs_approval=needs_approval,
-            new_request_id=lambda: uuid.uuid4().hex,
-            model_identity=route_identity,
-            tool_identity=tool_identity,
-            agent_name=agent.name,
-            handoffs=agent.handoff_tools,
-            output_retries=agent.output_retries,
-            child_agent=child_agent,
-            parallel_tool_calls=agent.parallel_tool_calls,
-        )
-
-    def _rules_for(self, name: str) -> TurnRules:
-        """The rules of agent ``name`` of the session's handoff graph."""
-        return self._rules_of(self._state.agent.handoff_graph()[name])
 
     def _switch_agent(self, name: str) -> None:
         """A handoff put ``name`` in charge: its steps, tools and hooks now."""
@@ -467,6 +431,12 @@ class TurnDriver:
                     waiter.set_result(result)
         if state.close_when_idle and not state.session.closed:
             state.close_session()
+
+
+def _rules_for(state: SessionState, name: str) -> TurnRules:
+    """The rules of agent ``name`` of the session's handoff graph."""
+    agent = state.agent.handoff_graph()[name]
+    return session_rules(agent, state.settings.approval_policy, state.session_id)
 
 
 def _tool_specs(agent: AgentDefinition) -> tuple[ToolSpec, ...]:

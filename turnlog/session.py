@@ -106,10 +106,10 @@ class AgentSession:
         event_buffer: int,
         runtime_closed: threading.Event | None = None,
         *,
-        stopped_by: Callable[[], TurnlogError | None] | None = None,
+        stopped_by: Callable[[str], TurnlogError | None] | None = None,
         check_deps: Callable[[object], None] | None = None,
         recorded_answer: Callable[[str], tuple[object, str]] | None = None,
-        children: Callable[[], list[AgentSession]] | None = None,
+        children: Callable[[str], list[AgentSession]] | None = None,
     ):
         self._actor = ActorHandle(session_id, activation, runtime_closed, stopped_by)
         self._event_buffer = event_buffer
@@ -324,7 +324,7 @@ class AgentSession:
 
     def _child_asking(self, request_id: str) -> AgentSession | None:
         """The child session (of an agent tool) whose request this is, if any."""
-        for child in self._children():
+        for child in self._children(self.session_id):
             if any(r.request_id == request_id for r in child.pending_approvals()):
                 return child
         return None
@@ -341,7 +341,7 @@ class AgentSession:
         """
         own: list[ApprovalRequest] = self._actor.query(PendingApprovalsQuery())
         own = list(own)  # the reply may be the actor's own list
-        for child in self._children():
+        for child in self._children(self.session_id):
             own.extend(child.pending_approvals())
         return own
 
@@ -473,7 +473,7 @@ class AgentSession:
         return f"AgentSession({self.session_id!r})"
 
 
-def _no_children() -> list[AgentSession]:
+def _no_children(_session_id: str) -> list[AgentSession]:
     return []
 
 

@@ -106,7 +106,7 @@ class ActorHandle:
         session_id: str,
         activation: Activation,
         runtime_closed: threading.Event | None = None,
-        stopped_by: Callable[[], TurnlogError | None] | None = None,
+        stopped_by: Callable[[str], TurnlogError | None] | None = None,
     ) -> None:
         self.session_id = session_id
         self._activation = activation
@@ -131,7 +131,8 @@ class ActorHandle:
             return RuntimeClosedError(
                 f"session {self.session_id!r}: the runtime was closed"
             )
-        reason = self._stopped_by() if self._stopped_by is not None else None
+        stopped_by = self._stopped_by
+        reason = None if stopped_by is None else stopped_by(self.session_id)
         return reason or SessionClosedError(f"session {self.session_id!r} is closed")
 
     def check_runtime_open(self) -> None:

@@ -71,7 +71,13 @@ class SessionTable:
             self._children,
             self.check_open,
         )
+        # Bound once: every activation and handle shares these, rather
+        # than each keeping bound methods (and partials) of its own, objects
+        # the garbage collector walks for as long as the session is open.
         self._release = services.ownership.release
+        self._revive = self._starts.revive
+        self._refusal = store.refusal
+        self._live_children = self._children.live
         self._recorded_answer = recorded_answer
         self._lock = threading.Lock()
         # An Event, not a flag: session handles hold it, and must not keep
@@ -87,6 +93,7 @@ class SessionTable:
         self._agents_with_servers: dict[int, Agent] = {}
         self.live = LiveSessions(self._activations)
         """The count of the session actors that run here, and a wait for fewer."""
+        self._changed = self.live.changed
 
     def check_open(self) -> None:
         """Raises RuntimeClosedError once the runtime was closed."""
@@ -142,10 +149,10 @@ class SessionTable:
             activation,
             event_buffer,
             self.closed,
-            stopped_by=functools.partial(self._store.refusal, chosen),
+            stopped_by=self._refusal,
             check_deps=agent.check_deps,
             recorded_answer=self._recorded_answer,
-            children=functools.partial(self._children.live, chosen),
+            children=self._live_children,
         )
         if shared_state and not new:
             handle.update_shared_state(**shared_state)
@@ -195,9 +202,9 @@ class SessionTable:
                     chosen,
                     agent,
                     settings,
-                    revive=self._starts.revive,
+                    revive=self._revive,
                     release=self._release,
-                    passivated=self.live.changed,
+                    passivated=self._changed,
                 )
                 activation.reserve()
                 self._sessions[chosen] = activation
