@@ -233,17 +233,9 @@ def strictly_increasing_timestamp(now: datetime) -> datetime:
 
 def _now() -> datetime:
     # strictly_increasing_timestamp of what eventsourcing's create_timestamp
-    # gives (datetime_now_with_tzinfo), without the calls on the way: one
+    # gives (datetime_now_with_tzinfo), without its calls on the way: one
     # for every event triggered.
-    now = datetime.now(es_domain.TZINFO)
-    with _clock_lock:
-        if _last_timestamp:
-            if now <= _last_timestamp[0]:
-                now = _last_timestamp[0] + _TICK
-            _last_timestamp[0] = now
-        else:
-            _last_timestamp.append(now)
-        return now
+    return strictly_increasing_timestamp(datetime.now(es_domain.TZINFO))
 
 
 @dataclass(frozen=True)

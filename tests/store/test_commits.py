@@ -244,17 +244,16 @@ def test_a_follower_wakes_on_another_process_commit_without_a_poll(
         assert done.wait(WAIT)
 
 
-def test_postgres_passes_on_only_other_stores_notifies(
-    postgres_schema_url: str,
-) -> None:
-    # Our own saves tell the watch themselves: a look at the log's end for
-    # their NOTIFY too would cost a query and two thread wake-ups a commit.
-    from store_support import new_session
+def _listen_apart(
+    ours: Store, theirs: Store
+) -> tuple[queue.Queue[str], threading.Event, threading.Thread]:
+    """Starts ``ours``'s NOTIFY listener on a channel of the test's own.
 
-    ours, theirs = Store(postgres_schema_url), Store(postgres_schema_url)
-    # Every schema's inserts NOTIFY the same channel (it is named after the
-    # events table): a channel of this test's own, or other tests' saves
-    # in this database would wake the listener too.
+    Every schema's inserts NOTIFY the same channel (it is named after the
+    events table): on a channel of this test's own, other tests' saves in
+    this database do not wake the listener. Returns where it reports its
+    wake-ups, what stops it, and its thread.
+    """
     channel = f"test_{uuid.uuid4().hex}"
     for store in (ours, theirs):
         recorder: Any = store.backend
@@ -274,6 +273,18 @@ def test_postgres_passes_on_only_other_stores_notifies(
         args=(lambda: wakes.put("woken"), stopping),
     )
     listener.start()
+    return wakes, stopping, listener
+
+
+def test_postgres_passes_on_only_other_stores_notifies(
+    postgres_schema_url: str,
+) -> None:
+    # Our own saves tell the watch themselves: a look at the log's end for
+    # their NOTIFY too would cost a query and two thread wake-ups a commit.
+    from store_support import new_session
+
+    ours, theirs = Store(postgres_schema_url), Store(postgres_schema_url)
+    wakes, stopping, listener = _listen_apart(ours, theirs)
     try:
         assert wakes.get(timeout=WAIT) == "woken"  # on LISTEN, for what came before
         for n in range(3):
@@ -327,25 +338,7 @@ def test_postgres_listener_reads_its_own_notifies_in_bursts(
 
     monkeypatch.setattr(turnlog.store.postgres, "select", Select)
     ours, theirs = Store(postgres_schema_url), Store(postgres_schema_url)
-    channel = f"test_{uuid.uuid4().hex}"
-    for store in (ours, theirs):
-        recorder: Any = store.backend
-        recorder.channel_name = channel
-        recorder.insert = OneRoundTripInsert(
-            schema=recorder.datastore.schema,
-            events_table=recorder.events_table_name,
-            lease_table=LEASE_TABLE,
-            id_type=recorder.datastore.originator_id_type,
-            lock_table_statements=recorder.lock_table_statements,
-            channel=channel,
-        )
-    wakes: queue.Queue[str] = queue.Queue()
-    stopping = threading.Event()
-    listener = threading.Thread(
-        target=ours.backend.listen_for_commits,
-        args=(lambda: wakes.put("woken"), stopping),
-    )
-    listener.start()
+    wakes, stopping, listener = _listen_apart(ours, theirs)
     try:
         assert wakes.get(timeout=WAIT) == "woken"  # on LISTEN
         for n in range(20):
