@@ -8,7 +8,7 @@ the serving one, and swapping it in renames one tracking row instead of
 every document. Documents and tracking position are written in one
 transaction, and the tracking row is advanced only from the position and
 generation its writer read (a compare-and-set). The statements are the
-log backend's (turnlog.store.backend.LogTables).
+log backend's (turnlog.store.log_tables.LogTables).
 """
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-from turnlog.store.backend import OLD_ROWS_TABLE, TRACKING_TABLE, ViewWrite
+from turnlog.store.backend import ViewWrite
 from turnlog.store.log import Store
+from turnlog.store.log_tables import OLD_ROWS_TABLE, TRACKING_TABLE
 
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder()

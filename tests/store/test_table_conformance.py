@@ -2,7 +2,7 @@
 
 The storage mark, the views' documents and tracking rows, the service's
 session owners and the raw read of the events table are written once
-(turnlog.store.backend.LogTables) and run in each backend's dialect;
+(turnlog.store.log_tables.LogTables) and run in each backend's dialect;
 these tests hold both backends to the same answers, in plain values.
 """
 
@@ -16,8 +16,9 @@ from eventsourcing.persistence import IntegrityError
 
 from turnlog.domain.ids import session_uuid
 from turnlog.domain.session import Session
-from turnlog.store.backend import LogTables, OwnedSession, ViewWrite
+from turnlog.store.backend import ViewWrite
 from turnlog.store.log import Store
+from turnlog.store.log_tables import LogTables, OwnedSession
 from turnlog.store.marker import SCHEMA_VERSION
 
 GENERATION = 7

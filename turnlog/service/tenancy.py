@@ -16,8 +16,8 @@ import threading
 import time
 from collections import OrderedDict
 
-from turnlog.store.backend import OWNERS_TABLE, OwnedSession
 from turnlog.store.log import Store
+from turnlog.store.log_tables import OWNERS_TABLE, OwnedSession
 
 TABLE = OWNERS_TABLE
 """The table of session owners, in the log's database."""

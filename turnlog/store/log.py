@@ -54,7 +54,7 @@ from turnlog.domain.events import in_decision_order
 from turnlog.domain.ids import session_uuid
 from turnlog.domain.session import Session
 from turnlog.store.application import RECORDERS, TurnlogApplication
-from turnlog.store.backend import META_TABLE, LogBackend, ViewWrite
+from turnlog.store.backend import LogBackend, ViewWrite
 from turnlog.store.chaining import (
     creates_session,
     first_head,
@@ -64,6 +64,7 @@ from turnlog.store.chaining import (
 from turnlog.store.commits import CommitWatch
 from turnlog.store.fencing import Claim, Fence, lease_lost
 from turnlog.store.group_commit import BatchRecorder, GroupCommit
+from turnlog.store.log_tables import META_TABLE
 from turnlog.store.marker import check_marker
 from turnlog.store.opening import (
     as_store_error,

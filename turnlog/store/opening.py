@@ -25,7 +25,7 @@ from turnlog.domain.errors import (
     StoreURLError,
     UsageError,
 )
-from turnlog.store.backend import META_TABLE
+from turnlog.store.log_tables import META_TABLE
 
 DEFAULT_SQLITE_PATH = Path(".turnlog") / "turnlog.sqlite3"
 

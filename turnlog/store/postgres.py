@@ -34,9 +34,10 @@ from psycopg.rows import DictRow
 from psycopg.sql import SQL, Identifier
 
 from turnlog.domain.errors import StoreError
-from turnlog.store.backend import LogTables, ViewWrite
+from turnlog.store.backend import ViewWrite
 from turnlog.store.fencing import LEASE_TABLE, Claim, Fence, lease_lost
 from turnlog.store.group_commit import PendingSave
+from turnlog.store.log_tables import LogTables
 from turnlog.store.postgres_insert import REFUSED, OneRoundTripInsert
 from turnlog.store.postgres_views import OneRoundTripViews, moved
 

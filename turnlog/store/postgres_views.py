@@ -30,7 +30,8 @@ from psycopg import Connection
 from psycopg.errors import InvalidTextRepresentation
 from psycopg.sql import SQL, Identifier, Literal
 
-from turnlog.store.backend import DOCS_TABLE, TRACKING_TABLE, ViewWrite
+from turnlog.store.backend import ViewWrite
+from turnlog.store.log_tables import DOCS_TABLE, TRACKING_TABLE
 from turnlog.store.postgres_pipeline import (
     ARRAY_OF,
     BYTEA,

@@ -36,9 +36,10 @@ from eventsourcing.sqlite import (
 )
 
 from turnlog.domain.errors import LeaseLostError
-from turnlog.store.backend import LogTables, ViewWrite
+from turnlog.store.backend import ViewWrite
 from turnlog.store.fencing import FIRST_EPOCH, LEASE_TABLE, Claim, Fence, lease_lost
 from turnlog.store.group_commit import PendingSave
+from turnlog.store.log_tables import LogTables
 from turnlog.store.opening import memory_copy, prepare_sqlite_file
 from turnlog.store.wal import WalKeeper, connection_settings
 
