@@ -171,10 +171,8 @@ class SessionState:
             for out in translate(event, event.session_seq):
                 if isinstance(out.msg, SessionClosedMsg):
                     self.closed_event = out
-                if subscribers:
-                    item = RunEvent(self.session_id, out)
-                    for subscriber in subscribers:
-                        subscriber.offer(item)
+                if subscribers:  # no RunEvent made for nobody
+                    self.publish(RunEvent(self.session_id, out))
 
     def messages(self) -> list[Message]:
         """The conversation's user and assistant messages, as it happened.

@@ -21,7 +21,6 @@ from turnlog.actors.loop_actor import LoopActorRef
 from turnlog.actors.messages import CancelTurn, RunCalls, UseAgent
 from turnlog.actors.session_parts import SessionServices
 from turnlog.actors.turn_actor import TurnActor, has_post_tool_hooks, tool_order
-from turnlog.domain.ids import turn_id_text
 from turnlog.domain.turn import Turn
 from turnlog.domain.turn_facts import TurnActorFailed
 
@@ -49,7 +48,7 @@ class TurnActorSlot:
     def begin(self, turn: Turn) -> None:
         """Starts the TurnActor of ``turn``."""
         self.end()  # a turn left running (there should be none) is cancelled
-        turn_id = turn_id_text(turn.session_id, turn.number)  # str(turn.id)
+        turn_id = turn.id_text
         self._turn = (turn.number, turn_id)
         self.running = TurnActor.start(
             session=self._session,

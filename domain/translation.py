@@ -153,8 +153,8 @@ class EventTranslator:
         """The Events that ``event`` (its session sequence ``sequence``) yields."""
         self._timestamp = getattr(event, "timestamp", None)
         may_match = _SESSION_CASE_OF.get(type(event))
-        if may_match is None:
-            may_match = _may_match_session_case(type(event))
+        if may_match is None:  # a class seen the first time
+            may_match = _note_match(_SESSION_CASE_OF, _SESSION_CASES, type(event))
         if not may_match:
             # Most of a turn's events are its Turn's: none of the classes
             # below can match them, and trying each costs an isinstance.
@@ -220,10 +220,9 @@ class EventTranslator:
                 return self._translate_turn_event(event, sequence)
 
     def _translate_turn_event(self, event: object, sequence: int) -> list[Event]:
-        cls = type(event)
-        may_match = _TURN_CASE_OF.get(cls)
-        if may_match is None:
-            may_match = _TURN_CASE_OF[cls] = issubclass(cls, _TURN_CASES)
+        may_match = _TURN_CASE_OF.get(type(event))
+        if may_match is None:  # a class seen the first time
+            may_match = _note_match(_TURN_CASE_OF, _TURN_CASES, type(event))
         if not may_match:
             # A TurnOpened, say, yields no message: without this it was
             # tried against every case below, an isinstance each.
@@ -347,12 +346,13 @@ their order (tests/domain/test_translation_cases.py holds the two together)."""
 _TURN_CASE_OF: dict[type[Any], bool] = {}
 
 
-def _may_match_session_case(cls: type[Any]) -> bool:
-    """Whether an event of class ``cls`` may match one of translate's cases."""
-    known = _SESSION_CASE_OF.get(cls)
-    if known is None:
-        known = _SESSION_CASE_OF[cls] = issubclass(cls, _SESSION_CASES)
-    return known
+def _note_match(
+    known: dict[type[Any], bool], cases: tuple[type[Any], ...], cls: type[Any]
+) -> bool:
+    """Whether an event of class ``cls`` may match one of ``cases``, noted
+    in ``known`` (read first by the callers, without a call)."""
+    may_match = known[cls] = issubclass(cls, cases)
+    return may_match
 
 
 COMPACTION_CAPABILITY = "compaction"

@@ -23,7 +23,7 @@ from turnlog.domain.events import (
     register_stable_topic,
     trigger_session_event,
 )
-from turnlog.domain.ids import turn_uuid
+from turnlog.domain.ids import turn_id_text, turn_uuid
 from turnlog.domain.inputs import check_input
 from turnlog.domain.model import Item
 from turnlog.domain.turn_events import (
@@ -100,6 +100,12 @@ class Turn(Aggregate):
             },
         )
         return turn
+
+    @property
+    def id_text(self) -> str:
+        """``str(self.id)``, as events and effects carry it, formatted once
+        a process (turnlog.domain.ids.turn_id_text)."""
+        return turn_id_text(self.session_id, self.number)
 
     def accept_input(
         self,

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from turnlog.domain.ids import turn_id_text
 from turnlog.domain.instructions import record_instructions
 from turnlog.domain.jobs import take_job_results
 from turnlog.domain.rewrites import InputRewrite, rewritten_again
@@ -102,12 +101,7 @@ class TurnCourse:
             return (*switched, *abort)
         if rules.prepares_steps:
             route = self._state.session.model_route
-            return (
-                *switched,
-                PrepareModelStep(
-                    turn_id_text(turn.session_id, turn.number), turn.steps + 1, route
-                ),
-            )
+            return (*switched, PrepareModelStep(turn.id_text, turn.steps + 1, route))
         take_job_results(self._state.session, turn)
         take_steers(self._state.session, turn, self._state.reviewed)
         return (*switched, *self.call_model(turn))
@@ -141,11 +135,7 @@ class TurnCourse:
         route = self._state.session.model_route
         step = turn.start_step(route, *self.rules.model_identity(route))
         record_instructions(turn, step, instructions)  # where a function gave them
-        return (
-            RunModelStep(
-                turn_id_text(turn.session_id, turn.number), step, route, instructions
-            ),
-        )
+        return (RunModelStep(turn.id_text, step, route, instructions),)
 
     def complete(
         self, turn: Turn, final_output: str | None, *, settled: bool = False
