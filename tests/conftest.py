@@ -3,8 +3,10 @@ and a check that every test stops the actors it started."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import sys
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +15,13 @@ import pykka
 import pytest
 
 POSTGRES_ENV = "TURNLOG_TEST_POSTGRES_URL"
+
+# The tests run in several processes at once (pytest-xdist), every one of
+# them on the same PostgreSQL server; a test marked ``serial`` restarts that
+# server. A lock on this file keeps it alone: tests that use the server hold
+# it shared, a serial test holds it exclusive. Across every test process on
+# the machine, so another run's restart cannot cut this one's connections.
+POSTGRES_LOCK = Path(tempfile.gettempdir()) / "turnlog-tests-postgres.lock"
 
 # This folder goes on sys.path for the helpers tests of several folders
 # share (kept_sessions).
@@ -55,8 +64,36 @@ def sqlite_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path}/turnlog.sqlite3"
 
 
+def _is_serial(request: pytest.FixtureRequest) -> bool:
+    return request.node.get_closest_marker("serial") is not None
+
+
+@pytest.fixture(autouse=True)
+def _serial_tests_run_alone(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A ``serial`` test waits until no test uses the server, and keeps
+    every other one waiting until it ends."""
+    if not _is_serial(request):
+        yield
+        return
+    with POSTGRES_LOCK.open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield  # closing the file lets the lock go
+
+
 @pytest.fixture
-def postgres_schema_url() -> Iterator[str]:
+def postgres_in_use(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Held by a test that uses the PostgreSQL server: a shared hold, so
+    such tests run beside each other but never beside a serial one."""
+    if _is_serial(request):  # it holds the lock exclusive already
+        yield
+        return
+    with POSTGRES_LOCK.open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_SH)
+        yield
+
+
+@pytest.fixture
+def postgres_schema_url(postgres_in_use: None) -> Iterator[str]:
     """A fresh PostgreSQL schema, dropped afterwards."""
     url = postgres_url()
     if url is None:

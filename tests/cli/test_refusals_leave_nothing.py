@@ -44,6 +44,7 @@ def absent_log(
     base = os.environ.get("TURNLOG_TEST_POSTGRES_URL")
     if base is None:
         pytest.skip("TURNLOG_TEST_POSTGRES_URL is not set")
+    request.getfixturevalue("postgres_in_use")
     import psycopg
 
     schema = f"t_{uuid.uuid4().hex[:12]}"

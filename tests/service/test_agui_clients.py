@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -43,20 +44,24 @@ def node_client() -> Path:
     if node is None or npm is None:
         pytest.fail("node and npm are needed to run @ag-ui/client (node 20+)")
     installed = CLIENT_DIR / "node_modules" / "@ag-ui" / "client" / "package.json"
-    if (
-        not installed.exists()
-        or json.loads(installed.read_text())["version"] != pinned_client_version()
-    ):
-        done = subprocess.run(
-            [npm, "ci", "--no-audit", "--no-fund"],
-            cwd=CLIENT_DIR,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
-        if done.returncode != 0:
-            pytest.fail(f"npm ci failed in {CLIENT_DIR}:\n{done.stderr}")
+    # Each test process (pytest-xdist's workers) runs this fixture: the
+    # first installs, under a lock, and the others find it installed.
+    with (CLIENT_DIR / ".install.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (
+            not installed.exists()
+            or json.loads(installed.read_text())["version"] != pinned_client_version()
+        ):
+            done = subprocess.run(
+                [npm, "ci", "--no-audit", "--no-fund"],
+                cwd=CLIENT_DIR,
+                capture_output=True,
+                text=True,
+                timeout=300,
+                check=False,
+            )
+            if done.returncode != 0:
+                pytest.fail(f"npm ci failed in {CLIENT_DIR}:\n{done.stderr}")
     return Path(node)
 
 
