@@ -23,6 +23,7 @@ from turnlog.service.auth import TOKENS_ENV, ServiceTokens
 from turnlog.service.context import AgentSource
 from turnlog.service.limits import MAX_BODY, ConnectionLimits
 from turnlog.service.malloc_arenas import limit_malloc_arenas
+from turnlog.service.startup_objects import freeze_startup_objects
 
 DEFAULT_TENANT = "default"
 
@@ -113,6 +114,9 @@ def serve(
             flush=True,
         )
         limits = limits or ConnectionLimits()
+        # Everything is imported and set up: what exists now lives as long
+        # as the process, and no full collection need walk it again.
+        freeze_startup_objects()
         uvicorn.run(
             app,
             host=host,
