@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import BinaryIO
 
@@ -30,6 +29,27 @@ def _write(url: str, names: list[str], turns: int = 2) -> None:
             session = rt.create_session(agent, session_id=name)
             for _ in range(turns):
                 session.prompt("hi", timeout=30)
+
+
+RUN_TURNLOG = "import sys; from turnlog.cli.main import main; sys.exit(main())\n"
+
+# Prefixed to RUN_TURNLOG: the child says so once the archive file is in
+# place, then waits (on its stdin, which the test never writes) before it
+# removes the sessions from the log, so the kill lands between the two
+# without the test polling for the file.
+WAIT_BEFORE_REMOVING = """\
+import sys
+from turnlog.store import archive
+
+remove = archive._remove
+
+def announced(*args):
+    print("archived", flush=True)
+    sys.stdin.read()
+    return remove(*args)
+
+archive._remove = announced
+"""
 
 
 def _open_for_reading(
@@ -162,7 +182,7 @@ def test_a_sigkill_mid_archive_loses_no_session(
         [
             sys.executable,
             "-c",
-            "import sys; from turnlog.cli.main import main; sys.exit(main())",
+            (WAIT_BEFORE_REMOVING if kill_when == "archive" else "") + RUN_TURNLOG,
             "--store",
             store_url,
             "archive",
@@ -171,24 +191,27 @@ def test_a_sigkill_mid_archive_loses_no_session(
             "-o",
             str(archive),
         ],
-        stdout=subprocess.DEVNULL,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         cwd=tmp_path,  # not the checkout, whose turnlog/ is not the package
     )
+    assert child.stdin is not None
+    assert child.stdout is not None
+    assert child.stderr is not None
     try:
         if kill_when == "partial":
             assert writing.wait(120), "the archive did not start"
         else:
-            deadline = time.monotonic() + 120
-            while not watched.exists() and child.poll() is None:
-                assert time.monotonic() < deadline, "the archive did not start"
-                time.sleep(0.001)
+            # The line comes once the archive is in place; EOF if it ended.
+            assert child.stdout.readline() == b"archived\n", child.communicate()[1]
+            assert watched.exists()
         assert child.poll() is None, child.communicate()[1]
         os.kill(child.pid, signal.SIGKILL)
     finally:
         child.wait(30)
-        assert child.stderr is not None
-        child.stderr.close()
+        for pipe in (child.stdin, child.stdout, child.stderr):
+            pipe.close()
         if kill_when == "partial":
             if not writing.is_set():  # the child never opened it: free the reader
                 os.close(os.open(watched, os.O_WRONLY | os.O_NONBLOCK))

@@ -20,7 +20,7 @@ import asyncio
 import os
 import socket
 import sys
-import time
+import threading
 from pathlib import Path
 
 import anyio
@@ -142,7 +142,7 @@ async def freeze() -> str:
     """Blocks the server's event loop: it answers nothing, not even pings."""
     _called("freeze")
     print("FREEZING", file=sys.stderr, flush=True)
-    time.sleep(3600)
+    threading.Event().wait()  # never set: blocked until the test kills it
     return "unreachable"
 
 
