@@ -64,32 +64,15 @@ def sqlite_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path}/turnlog.sqlite3"
 
 
-def _is_serial(request: pytest.FixtureRequest) -> bool:
-    return request.node.get_closest_marker("serial") is not None
-
-
-@pytest.fixture(autouse=True)
-def _serial_tests_run_alone(request: pytest.FixtureRequest) -> Iterator[None]:
-    """A ``serial`` test waits until no test uses the server, and keeps
-    every other one waiting until it ends."""
-    if not _is_serial(request):
-        yield
-        return
-    with POSTGRES_LOCK.open("a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield  # closing the file lets the lock go
-
-
 @pytest.fixture
 def postgres_in_use(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Held by a test that uses the PostgreSQL server: a shared hold, so
-    such tests run beside each other but never beside a serial one."""
-    if _is_serial(request):  # it holds the lock exclusive already
-        yield
-        return
+    """Held by a test that uses the PostgreSQL server: shared, so such tests
+    run beside each other; exclusive for a ``serial`` test, which so waits
+    until no test uses the server and keeps every other one waiting."""
+    serial = request.node.get_closest_marker("serial") is not None
     with POSTGRES_LOCK.open("a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_SH)
-        yield
+        fcntl.flock(lock, fcntl.LOCK_EX if serial else fcntl.LOCK_SH)
+        yield  # closing the file lets the lock go
 
 
 @pytest.fixture

@@ -1,9 +1,10 @@
 """``turnlog serve`` freezes its start-up objects before it serves.
 
-Each case runs ``turnlog serve`` in a fresh interpreter (a frozen
-collector would stay frozen for the rest of a test process), with
-uvicorn's ``run`` replaced by one that reports what the collector
-tracks at the moment serving would begin.
+The cases that freeze for good run in a fresh interpreter (a frozen
+collector would stay frozen for the rest of a test process): ``turnlog
+serve`` with uvicorn's ``run`` replaced by one that reports what the
+collector tracks at the moment serving would begin, and garbage left
+before the freeze.
 """
 
 from __future__ import annotations
