@@ -4,7 +4,7 @@ An :class:`Activation` is what a runtime keeps for each session it opened,
 and what the session's handles talk through (Orleans' word for an entity
 living in memory). While the session is active it holds the session's
 SessionActor; once the actor has been idle for ``idle_timeout`` it
-passivates: the actor stops (its thread ends), the lease is given back, and
+passivates: the actor stops, the lease is given back, and
 the activation keeps only what memory alone held (actors.passivation). The
 next message, from a handle or from the approval broker, starts a new
 actor from the log under a new lease first. So threads follow the active

@@ -20,12 +20,9 @@ from __future__ import annotations
 import concurrent.futures
 import functools
 import logging
-import queue
 from typing import Any
 
-import pykka
-
-from turnlog.actors.actor_threads import start_actor_thread
+from turnlog.actors.actor_pool import PooledActor
 from turnlog.actors.agent_in_charge import agent_in_charge_of
 from turnlog.actors.background_jobs import (
     JobDone,
@@ -110,7 +107,7 @@ from turnlog.domain.turn_facts import ApprovalProviderFailed, Decide, ReportedFa
 logger = logging.getLogger(__name__)
 
 
-class SessionActor(pykka.ThreadingActor):
+class SessionActor(PooledActor):
     """Owns one session: its mailbox, and the objects that do its work.
 
     ``SessionState`` holds the aggregates and records every change;
@@ -120,24 +117,6 @@ class SessionActor(pykka.ThreadingActor):
     ``settings.idle_timeout``, handing what only memory holds to the host,
     and takes it back when the host starts it again.
     """
-
-    # A runtime left open must not hold its process at exit: Runtime closes
-    # it from an atexit hook, which Python runs only once the non-daemon
-    # threads have ended.
-    use_daemon_thread = True
-
-    @staticmethod
-    def _create_actor_inbox() -> queue.SimpleQueue[Any]:
-        # pykka's hook for an actor type's inbox (ThreadingActor's is a
-        # queue.Queue). Every message to a session crosses threads here, a
-        # few a turn; queue.Queue does it in Python under a Condition (a
-        # new lock each wait), SimpleQueue in C, with the same put, get,
-        # get_nowait and empty.
-        return queue.SimpleQueue()
-
-    def _start_actor_loop(self) -> None:
-        # pykka's hook; the thread shares one excepthook (actors.actor_threads).
-        start_actor_thread(self)
 
     def __init__(
         self,

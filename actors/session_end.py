@@ -25,7 +25,7 @@ from turnlog.domain.errors import SessionFailedError, TurnlogError
 
 
 def answer_everyone(
-    inbox: Any,
+    inbox: Any,  # its get_nowait raises queue.Empty when it is empty
     waiters: Iterable[concurrent.futures.Future[Any]],
     subscribers: Iterable[Subscriber],
     error: TurnlogError,
@@ -36,7 +36,6 @@ def answer_everyone(
     raise it to their readers instead of ending quietly.
     """
     pending = list(waiters)
-    assert isinstance(inbox, queue.SimpleQueue)  # SessionActor's inbox
     while True:
         try:
             envelope = inbox.get_nowait()

@@ -54,7 +54,9 @@ def thread_kind(thread: threading.Thread) -> str:
         return "caller"
     if thread.name.startswith("turnlog-tool"):
         return "tool worker"
-    return thread.name.rsplit("-", 1)[0]  # an actor's: "SessionActor-3"
+    if thread.name.startswith("SessionWorker"):  # running a session's actor
+        return "SessionActor"
+    return thread.name.rsplit("-", 1)[0]  # an actor's: "ApprovalBroker-3"
 
 
 def handed(receiver: str) -> None:

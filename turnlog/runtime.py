@@ -378,7 +378,7 @@ class Runtime:
 
         Sessions passivate once idle past their ``idle_timeout``, or soon
         after idling when no handle holds them; this returns once enough
-        have, their threads ended (a service draining before a deploy,
+        have, their actors stopped (a service draining before a deploy,
         a memory check). False if ``timeout`` passed first. A session
         whose actor failed is not live; closing the runtime stops them all.
         """

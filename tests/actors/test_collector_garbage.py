@@ -11,11 +11,8 @@ from __future__ import annotations
 
 import collections
 import gc
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-
-import pytest
 
 from turnlog import (
     Agent,
@@ -26,6 +23,7 @@ from turnlog import (
     function_tool,
     tool_call,
 )
+from turnlog.actors.actor_pool import POOL
 from turnlog.domain.turn_facts import TurnRules
 
 WAIT = 10.0
@@ -80,10 +78,6 @@ def collector_garbage() -> Iterator[collections.Counter[str]]:
             gc.enable()
 
 
-def session_threads() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name.startswith("SessionActor-")]
-
-
 def test_a_turn_and_a_passivation_leave_nothing_of_the_session_in_cycles() -> None:
     with Runtime.open("memory://", run_config=RunConfig(idle_timeout=0.2)) as rt:
         warm = rt.create_session(adding_agent(1), session_id="warm")
@@ -94,8 +88,8 @@ def test_a_turn_and_a_passivation_leave_nothing_of_the_session_in_cycles() -> No
             assert session.prompt("add", timeout=WAIT).status == "completed"
             assert session.prompt("add", timeout=WAIT).status == "completed"
             assert session.wait_passivated(WAIT)
-            for thread in session_threads():  # its frame lets go of the actor
-                thread.join(WAIT)
+            # The worker that ran its last handler lets go of the actor.
+            assert POOL.wait_until_quiet(WAIT)
         left = {kind: n for kind, n in found.items() if kind in SESSION_KINDS}
         assert left == {}
 
@@ -114,17 +108,3 @@ def test_sessions_of_one_agent_share_its_rules_functions() -> None:
         assert one is not two  # each has its own session id
         for field in ("needs_approval", "model_identity", "tool_identity"):
             assert getattr(one, field) is getattr(two, field), field
-
-
-@pytest.mark.skipif(
-    not hasattr(threading.Thread(), "_invoke_excepthook"),
-    reason="this Python's threads keep no excepthook of their own",
-)
-def test_session_threads_share_one_excepthook() -> None:
-    agent = adding_agent(2)
-    with Runtime.open("memory://") as rt:
-        for name in ("one", "two"):
-            rt.create_session(agent, session_id=name).prompt("add", timeout=WAIT)
-        hooks = {id(t._invoke_excepthook) for t in session_threads()}  # type: ignore[attr-defined]
-        assert len(session_threads()) >= 2
-        assert len(hooks) == 1

@@ -24,6 +24,7 @@ import pykka
 import pytest
 
 from turnlog import Agent, Runtime, ScriptedModel, calls, function_tool, tool_call
+from turnlog.actors.actor_pool import POOL
 
 TURNS = 5
 
@@ -49,7 +50,9 @@ class HandOvers:
             return "caller"
         if thread.name.startswith("turnlog-tool"):
             return "tool worker"
-        return thread.name.rsplit("-", 1)[0]  # an actor's: "SessionActor-3"
+        if thread.name.startswith(POOL.name):  # one running a session's actor
+            return "SessionActor"
+        return thread.name.rsplit("-", 1)[0]  # an actor's: "ApprovalBroker-3"
 
     def per_turn(self) -> dict[tuple[str, str], float]:
         return {pair: count / TURNS for pair, count in self.sent.items()}

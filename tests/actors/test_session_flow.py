@@ -29,6 +29,7 @@ from turnlog import (
     function_tool,
     tool_call,
 )
+from turnlog.actors.actor_pool import POOL
 from turnlog.domain import protocol as p
 from turnlog.domain.ids import session_uuid, turn_uuid
 from turnlog.testing import HeldModel, wait_for
@@ -277,28 +278,41 @@ def test_streamed_text_reaches_subscribers_but_never_the_log(rt: Runtime) -> Non
     assert rt.replay_events("stream")[-len(durable) :] == durable
 
 
-def test_a_session_waiting_on_its_model_holds_one_thread(sqlite_url: str) -> None:
-    # The TurnActor's mailbox is drained by the I/O loop: a session running
-    # a turn adds its SessionActor's thread and nothing else.
-    model = HeldModel(ScriptedModel(["hi"]))
+def test_sessions_waiting_on_their_model_hold_no_thread(sqlite_url: str) -> None:
+    # A session's actor borrows a worker of the pool only while it has
+    # messages (actors.actor_pool), and the TurnActor's mailbox is drained
+    # by the I/O loop: twenty sessions waiting on their model need no more
+    # threads than one, and none of them holds one.
+    model = HeldModel(ScriptedModel(["hi"] * 20))
+    prompting: list[threading.Thread] = []
+    answers: list[str] = []
     with Runtime.open(sqlite_url) as rt:
-        baseline = {t.ident for t in threading.enumerate()}
-        session = rt.create_session(Agent("a", model=model), session_id="one-thread")
-        done: list[str] = []
-        prompting = threading.Thread(
-            target=lambda: done.append(session.prompt("hello", timeout=10).final_output)
-        )
-        prompting.start()
-        assert model.entered.wait(10)  # the model call is in flight
-        added = [
-            t.name
-            for t in threading.enumerate()
-            if t.ident not in baseline and t is not prompting
+        sessions = [
+            rt.create_session(Agent("a", model=model), session_id=f"waiting-{n}")
+            for n in range(20)
         ]
-        assert [name.split("-")[0] for name in added] == ["SessionActor"], added
-        model.release()
-        prompting.join(10)
-        assert done == ["hi"]
+        assert POOL.wait_until_quiet(10)
+        workers_before = POOL.threads_started
+        try:
+            for session in sessions:
+                model.entered.clear()
+                thread = threading.Thread(
+                    target=lambda s=session: answers.append(
+                        s.prompt("hello", timeout=10).final_output
+                    )
+                )
+                prompting.append(thread)
+                thread.start()
+                assert model.entered.wait(10)  # its model call is in flight
+                assert POOL.wait_until_quiet(10)  # and its actor runs nowhere
+            assert model.calls == 20
+            # Each prompt found the worker the one before had left idle.
+            assert POOL.threads_started - workers_before <= 1
+        finally:
+            model.release()
+            for thread in prompting:
+                thread.join(10)
+    assert answers == ["hi"] * 20
 
 
 def test_a_turn_actor_is_sent_only_its_model_calls(

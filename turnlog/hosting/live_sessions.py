@@ -1,9 +1,9 @@
 """The session actors a runtime runs now, and a wait for fewer of them.
 
-A session nobody calls passivates once idle: its actor stops and its
-thread ends. A service that drains before a deploy, or a test that counts
-memory, needs to know when that has happened; this is the event it waits
-on (``Runtime.wait_live_sessions``) instead of polling ``live_sessions``.
+A session nobody calls passivates once idle: its actor stops. A service
+that drains before a deploy, or a test that counts memory, needs to know
+when that has happened; this is the event it waits on
+(``Runtime.wait_live_sessions``) instead of polling ``live_sessions``.
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ class LiveSessions:
         return sum(1 for activation in self._activations() if activation.live())
 
     def wait(self, at_most: int, timeout: float | None) -> bool:
-        """Waits until at most ``at_most`` session actors run, and the
-        threads of those that passivated have ended; False on timeout."""
+        """Waits until at most ``at_most`` session actors run, and those
+        that passivated have stopped; False on timeout."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._changed:
             if not self._changed.wait_for(lambda: self.count() <= at_most, timeout):

@@ -1,0 +1,260 @@
+"""Actors that borrow a thread while they have messages, not for their life.
+
+A pykka ``ThreadingActor`` is a thread: started when the actor starts,
+blocked on its inbox whenever it has nothing to do, ended when it stops.
+A session spends most of its life waiting (on its model, its tools, its
+user), so a process with a thousand sessions waiting on models held a
+thousand threads, started one for every session it created or revived,
+and ended one for every session that passivated.
+
+A ``PooledActor`` keeps what makes it an actor: one message at a time,
+in the order each sender told them, from the same inbox pykka's refs put
+into, with pykka's replies, stop and failure handling. What changes is
+where its handlers run: when a message arrives for an actor that is not
+running, the actor is handed to the shared ``ActorPool``, whose worker
+threads run it until its inbox is empty, then go on to the next actor
+that has mail. Threads follow the sessions doing something, as DESIGN
+section 11 asks, not the sessions open.
+
+The pool has no bound: when every worker is busy it starts another, so
+no actor ever waits for a thread another actor's handler holds, and a
+handler may block (a save waits for its commit) without stopping the
+others, nor wait for ever on an actor that is waiting for a worker. So
+the threads are at most what they were with a thread an actor, and as
+few as the handlers running at once. Workers idle for ``IDLE_SECONDS``
+end.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import queue
+import sys
+import threading
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import pykka
+from pykka import ActorRegistry
+
+logger = logging.getLogger("turnlog.actors")
+
+_make_hook = getattr(threading, "_make_invoke_excepthook", None)
+SHARED_EXCEPTHOOK: Any = _make_hook() if _make_hook is not None else None
+"""CPython's per-thread excepthook closure, made once for every worker.
+
+``threading.Thread()`` makes each thread its own (a function, its five
+cells and their tuple), kept for the thread's life, and only reads it if
+an exception escapes the thread's target, which a worker never lets
+happen (issue 24: fewer objects for the collector to walk)."""
+
+IDLE_SECONDS = 30.0
+"""How long a worker with nothing to run waits before it ends."""
+
+
+class ActorPool:
+    """Threads that run pooled actors' messages; thread-safe."""
+
+    def __init__(
+        self, idle_seconds: float = IDLE_SECONDS, name: str = "SessionWorker"
+    ) -> None:
+        self.idle_seconds = idle_seconds
+        self.name = name
+        """Its workers' thread names: ``name-1``, ``name-2``..."""
+        self._work: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._idle = 0
+        """Workers waiting for work and not yet promised any."""
+        self._workers = 0
+        self._quiet = threading.Condition(self._lock)
+        self._watching = 0
+        self._numbers = itertools.count(1)
+        self.threads_started = 0
+        """Workers started so far (for tests and benchmarks)."""
+
+    def submit(self, run: Callable[[], None]) -> None:
+        """Runs ``run`` on a worker: an idle one, else a new one."""
+        with self._lock:
+            start = self._idle == 0
+            if start:
+                self._workers += 1
+            else:
+                self._idle -= 1  # that worker's next item is this one
+        self._work.put(run)
+        if start:
+            self._start_worker()
+
+    def forget_workers(self) -> None:
+        """Called in a forked child, which has none of its parent's threads:
+        nothing is idle, and what was queued was the parent's."""
+        self._work = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._quiet = threading.Condition(self._lock)
+        self._idle = self._workers = self._watching = 0
+
+    def wait_until_quiet(self, timeout: float) -> bool:
+        """Waits until no worker is running anything and nothing is queued
+        (tests: an actor's last handler has let go of it). False if that
+        did not happen within ``timeout`` seconds."""
+        with self._quiet:
+            self._watching += 1
+            try:
+                return self._quiet.wait_for(
+                    lambda: self._idle == self._workers, timeout
+                )
+            finally:
+                self._watching -= 1
+
+    def _start_worker(self) -> None:
+        self.threads_started += 1
+        thread = threading.Thread(
+            target=self._work_loop,
+            name=f"{self.name}-{next(self._numbers)}",
+            # A runtime left open must not hold its process at exit: it is
+            # closed from an atexit hook, which Python runs only once the
+            # non-daemon threads have ended.
+            daemon=True,
+        )
+        if SHARED_EXCEPTHOOK is not None and hasattr(thread, "_invoke_excepthook"):
+            thread._invoke_excepthook = SHARED_EXCEPTHOOK
+        thread.start()
+
+    def _work_loop(self) -> None:
+        work, lock = self._work, self._lock
+        while True:
+            try:
+                run = work.get(timeout=self.idle_seconds)
+            except queue.Empty:
+                with lock:
+                    # Every idle worker was promised an item already queued
+                    # (or on its way): this one must stay to take its own.
+                    if self._idle == 0:
+                        continue
+                    self._idle -= 1
+                    self._workers -= 1
+                return
+            try:
+                run()
+            except Exception:  # a run handles its actor's failures itself
+                logger.exception("a pooled actor's run failed")
+            del run  # not kept alive while this worker waits
+            with lock:
+                self._idle += 1
+                if self._watching:
+                    self._quiet.notify_all()
+
+
+POOL = ActorPool()
+"""The pool every session's actor runs on."""
+os.register_at_fork(after_in_child=POOL.forget_workers)
+
+
+class PoolInbox:
+    """A pooled actor's inbox: pykka's refs put here; the pool drains it."""
+
+    __slots__ = ("_actor", "_items", "_lock", "_scheduled")
+
+    def __init__(self, actor: PooledActor) -> None:
+        self._actor: PooledActor | None = actor
+        self._items: deque[Any] = deque()
+        self._lock = threading.Lock()
+        # Until the actor's loop starts, mail waits: on_start comes first.
+        self._scheduled = True
+
+    def put(self, envelope: Any) -> None:
+        with self._lock:
+            self._items.append(envelope)
+            if self._scheduled:
+                return
+            self._scheduled = True
+            actor = self._actor
+        assert actor is not None  # detached only once scheduled for good
+        actor.pool.submit(actor._run_messages)
+
+    def detach(self) -> None:
+        """Lets go of the stopped actor. An actor and its inbox hold each
+        other (the inbox is what keeps an idle actor alive); without this a
+        stopped session would be left for the garbage collector to free."""
+        with self._lock:
+            self._actor = None
+            self._scheduled = True  # nothing more runs: mail stays here
+
+    def empty(self) -> bool:
+        return not self._items
+
+    def get_nowait(self) -> Any:
+        """The next message; raises queue.Empty if there is none."""
+        with self._lock:
+            if not self._items:
+                raise queue.Empty
+            return self._items.popleft()
+
+    get = get_nowait  # pykka's teardown calls it only while not empty
+
+    def next_or_release(self) -> Any:
+        """The next message, or None after marking the actor unscheduled:
+        the next put hands it to the pool again."""
+        with self._lock:
+            if self._items:
+                return self._items.popleft()
+            self._scheduled = False
+            return None
+
+
+class PooledActor(pykka.ThreadingActor):
+    """A ThreadingActor whose messages run on the shared ``ActorPool``."""
+
+    pool: ActorPool = POOL
+    """Where this actor's messages run (a test may give a class its own)."""
+    actor_inbox: PoolInbox
+
+    def _create_actor_inbox(self) -> PoolInbox:  # type: ignore[override]
+        # pykka's hook (a static method there; called on the instance).
+        return PoolInbox(self)
+
+    def _start_actor_loop(self) -> None:
+        self.pool.submit(self._start_and_run)
+
+    def _start_and_run(self) -> None:
+        self._actor_loop_setup()
+        self._run_messages()
+
+    def _run_messages(self) -> None:
+        """Handles what the inbox holds, on this worker, until it is empty
+        or the actor has stopped."""
+        inbox, stopped = self.actor_inbox, self.actor_stopped
+        while not stopped.is_set():
+            envelope = inbox.next_or_release()
+            if envelope is None:
+                return
+            self._handle_envelope(envelope)
+        self._actor_loop_teardown()
+        inbox.detach()
+
+    def _handle_envelope(self, envelope: Any) -> None:
+        # What pykka's _actor_loop_running does for one message.
+        try:
+            response = self._handle_receive(envelope.message)
+            if envelope.reply_to is not None:
+                envelope.reply_to.set(response)
+        except Exception:
+            if envelope.reply_to is not None:
+                logger.info(
+                    f"Exception returned from {self} to caller:",
+                    exc_info=sys.exc_info(),
+                )
+                envelope.reply_to.set_exception()
+            else:
+                self._handle_failure(*sys.exc_info())
+                try:
+                    self.on_failure(*sys.exc_info())
+                except Exception:  # noqa: BLE001
+                    self._handle_failure(*sys.exc_info())
+        except BaseException:  # noqa: BLE001
+            exception_value = sys.exc_info()[1]
+            logger.debug(f"{exception_value!r} in {self}. Stopping all actors.")
+            self._stop()
+            ActorRegistry.stop_all()
