@@ -21,8 +21,8 @@ no actor ever waits for a thread another actor's handler holds, and a
 handler may block (a save waits for its commit) without stopping the
 others, nor wait for ever on an actor that is waiting for a worker. So
 the threads are at most what they were with a thread an actor, and as
-few as the handlers running at once. Workers idle for ``IDLE_SECONDS``
-end.
+few as the handlers running at once. ``SPARE_WORKERS`` idle workers wait
+``IDLE_SECONDS`` for more; the rest end sooner.
 """
 
 from __future__ import annotations
@@ -53,15 +53,32 @@ happen (issue 24: fewer objects for the collector to walk)."""
 
 IDLE_SECONDS = 30.0
 """How long a worker with nothing to run waits before it ends."""
+SPARE_WORKERS = 16
+"""Idle workers that wait IDLE_SECONDS; those idle beyond them end after
+SURPLUS_SECONDS. A burst (a thousand sessions saving together) may need
+hundreds of workers at its peak, nearly all waiting on commits: within
+it, workers are reused rather than ended and started again (which cost
+the burst a tenth of its sessions/s when they ended at once); after it, a
+few stay for the next messages and the rest soon go."""
+SURPLUS_SECONDS = 5.0
+"""Longer than a model call usually takes: at 1 s, the workers of a burst
+of sessions waiting on a 1 s model ended just as the answers came."""
 
 
 class ActorPool:
     """Threads that run pooled actors' messages; thread-safe."""
 
     def __init__(
-        self, idle_seconds: float = IDLE_SECONDS, name: str = "SessionWorker"
+        self,
+        idle_seconds: float = IDLE_SECONDS,
+        name: str = "SessionWorker",
+        spare: int = SPARE_WORKERS,
+        surplus_seconds: float = SURPLUS_SECONDS,
     ) -> None:
         self.idle_seconds = idle_seconds
+        self.spare = spare
+        """Idle workers that wait ``idle_seconds`` (see SPARE_WORKERS)."""
+        self.surplus_seconds = surplus_seconds
         self.name = name
         """Its workers' thread names: ``name-1``, ``name-2``..."""
         self._work: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
@@ -95,16 +112,27 @@ class ActorPool:
         self._quiet = threading.Condition(self._lock)
         self._idle = self._workers = self._watching = 0
 
+    @property
+    def workers(self) -> int:
+        """Workers running now, busy or idle."""
+        return self._workers
+
     def wait_until_quiet(self, timeout: float) -> bool:
         """Waits until no worker is running anything and nothing is queued
         (tests: an actor's last handler has let go of it). False if that
         did not happen within ``timeout`` seconds."""
+        return self._wait(lambda: self._idle == self._workers, timeout)
+
+    def wait_for_workers(self, at_most: int, timeout: float) -> bool:
+        """Waits until at most ``at_most`` workers are left (tests,
+        benchmarks); False if more were, ``timeout`` seconds on."""
+        return self._wait(lambda: self._workers <= at_most, timeout)
+
+    def _wait(self, done: Callable[[], bool], timeout: float) -> bool:
         with self._quiet:
             self._watching += 1
             try:
-                return self._quiet.wait_for(
-                    lambda: self._idle == self._workers, timeout
-                )
+                return self._quiet.wait_for(done, timeout)
             finally:
                 self._watching -= 1
 
@@ -124,17 +152,24 @@ class ActorPool:
 
     def _work_loop(self) -> None:
         work, lock = self._work, self._lock
+        wait = self.idle_seconds
         while True:
             try:
-                run = work.get(timeout=self.idle_seconds)
+                run = work.get(timeout=wait)
             except queue.Empty:
                 with lock:
                     # Every idle worker was promised an item already queued
                     # (or on its way): this one must stay to take its own.
                     if self._idle == 0:
                         continue
+                    if wait != self.idle_seconds and self._idle <= self.spare:
+                        # The surplus has gone: this one stays, as a spare.
+                        wait = self.idle_seconds
+                        continue
                     self._idle -= 1
                     self._workers -= 1
+                    if self._watching:
+                        self._quiet.notify_all()
                 return
             try:
                 run()
@@ -143,8 +178,10 @@ class ActorPool:
             del run  # not kept alive while this worker waits
             with lock:
                 self._idle += 1
+                surplus = self._idle > self.spare
                 if self._watching:
                     self._quiet.notify_all()
+            wait = self.surplus_seconds if surplus else self.idle_seconds
 
 
 POOL = ActorPool()

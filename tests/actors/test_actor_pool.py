@@ -252,3 +252,26 @@ def test_wait_until_quiet_waits_for_the_running_handler(pool: ActorPool) -> None
     assert not pool.wait_until_quiet(0.05)
     release.set()
     assert pool.wait_until_quiet(WAIT)
+
+
+def test_a_burst_leaves_only_the_spare_workers(pool: ActorPool) -> None:
+    pool.spare, pool.surplus_seconds = 2, 0.05
+    cls = actor_class(pool)
+    refs = [cls.start() for _ in range(6)]
+    release = threading.Event()
+    try:
+        for ref in refs:
+            ref.tell(("block", release))
+        # Each blocked actor holds a worker: the sixth answer needs a seventh.
+        extra = cls.start()
+        assert extra.ask(("add", 1), timeout=WAIT) == 1
+        assert pool.workers >= 7
+    finally:
+        release.set()
+    for ref in refs:
+        assert ref.ask(("add", 2), timeout=WAIT) == 2
+    # The surplus ends once idle for surplus_seconds; the spares wait for
+    # idle_seconds (longer than this test).
+    assert pool.wait_for_workers(2, WAIT)
+    assert pool.workers == 2
+    assert extra.ask(("add", 3), timeout=WAIT) == 3
