@@ -148,23 +148,32 @@ class ActorPool:
         )
         if SHARED_EXCEPTHOOK is not None and hasattr(thread, "_invoke_excepthook"):
             thread._invoke_excepthook = SHARED_EXCEPTHOOK
-        thread.start()
+        try:
+            thread.start()
+        except BaseException:
+            # No thread (the process is at its limit): what was queued runs
+            # on the next worker that is free; the sender hears of it.
+            with self._lock:
+                self._workers -= 1
+            raise
 
     def _work_loop(self) -> None:
         work, lock = self._work, self._lock
-        wait = self.idle_seconds
+        surplus = False
         while True:
             try:
-                run = work.get(timeout=wait)
+                run = work.get(
+                    timeout=self.surplus_seconds if surplus else self.idle_seconds
+                )
             except queue.Empty:
                 with lock:
                     # Every idle worker was promised an item already queued
                     # (or on its way): this one must stay to take its own.
                     if self._idle == 0:
                         continue
-                    if wait != self.idle_seconds and self._idle <= self.spare:
+                    if surplus and self._idle <= self.spare:
                         # The surplus has gone: this one stays, as a spare.
-                        wait = self.idle_seconds
+                        surplus = False
                         continue
                     self._idle -= 1
                     self._workers -= 1
@@ -181,7 +190,6 @@ class ActorPool:
                 surplus = self._idle > self.spare
                 if self._watching:
                     self._quiet.notify_all()
-            wait = self.surplus_seconds if surplus else self.idle_seconds
 
 
 POOL = ActorPool()

@@ -130,14 +130,13 @@ def test_idle_actors_hold_no_threads(pool: ActorPool) -> None:
     for n in range(50):
         ref = cls.start()
         assert ref.ask(("add", n), timeout=WAIT) == n
+        # Its handler has returned: the worker is free for the next actor.
+        assert pool.wait_until_quiet(WAIT)
         refs.append(ref)
-    # Each ask was answered before the next actor started, so one worker,
-    # free again, could have run them all; the pool starts another only
-    # while every worker it has is busy (a worker is counted free only
-    # after it has handed over its answer, hence the few).
-    assert pool.threads_started <= 3
-    for ref in refs:
-        assert state(ref)[2] == [refs.index(ref)]
+    assert pool.threads_started == 1
+    assert pool.workers == 1
+    for n, ref in enumerate(refs):
+        assert state(ref)[2] == [n]
 
 
 def test_stop_runs_on_stop_and_answers_what_was_queued_behind_it(
@@ -275,3 +274,36 @@ def test_a_burst_leaves_only_the_spare_workers(pool: ActorPool) -> None:
     assert pool.wait_for_workers(2, WAIT)
     assert pool.workers == 2
     assert extra.ask(("add", 3), timeout=WAIT) == 3
+
+
+def test_work_whose_thread_cannot_start_runs_on_the_next_free_worker(
+    pool: ActorPool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cls = actor_class(pool)
+
+    def started() -> pykka.ActorRef[Any]:
+        # Once the pool is quiet every worker is idle, and the next actor
+        # started takes one of them: no new thread.
+        ref = cls.start()
+        assert ref.ask(("add", 0), timeout=WAIT) == 0
+        assert pool.wait_until_quiet(WAIT)
+        return ref
+
+    waiting = started()
+    workers = pool.workers
+    blockers = [started() for _ in range(workers)]
+    assert pool.workers == workers
+    release = threading.Event()
+    for blocker in blockers:  # each takes one idle worker: none is left
+        blocker.tell(("block", release))
+
+    def no_thread(self: threading.Thread) -> None:
+        raise RuntimeError("can't start new thread")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(threading.Thread, "start", no_thread)
+        with pytest.raises(RuntimeError, match="can't start new thread"):
+            waiting.tell(("add", 1))
+    assert pool.workers == workers  # the worker that never started is not counted
+    release.set()
+    assert state(waiting)[2] == [0, 1]
