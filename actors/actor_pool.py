@@ -23,6 +23,11 @@ others, nor wait for ever on an actor that is waiting for a worker. So
 the threads are at most what they were with a thread an actor, and as
 few as the handlers running at once. ``SPARE_WORKERS`` idle workers wait
 ``IDLE_SECONDS`` for more; the rest end sooner.
+
+It runs pykka 4's own loop steps (``_actor_loop_setup``,
+``_handle_receive``, ``_actor_loop_teardown``), which are not public:
+tests/actors/test_actor_pool.py holds the semantics, so a pykka release
+that changes them fails there first.
 """
 
 from __future__ import annotations
