@@ -15,6 +15,8 @@ import sys
 from types import FrameType
 from typing import Any, Protocol
 
+from turnlog.cli.run.missed_presses import PressWatch
+
 
 class Terminal(Protocol):
     """Where the loop writes and reads (the real terminal, or a test's)."""
@@ -64,18 +66,35 @@ class CtrlC:
         self._taken = 0
         self._raising = False
         self._previous: Any = None
+        self._watch: PressWatch | None = None
+        self.handled = 0
+        """How many times the SIGINT handler has run (see missed_presses)."""
+        self.lines = 0
+        """How many times ``read_line`` has begun waiting."""
+
+    @property
+    def waiting_for_line(self) -> bool:
+        """Whether ``read_line`` is waiting (a press there ends the wait)."""
+        return self._raising
 
     def install(self) -> None:
-        """Handles SIGINT from now on."""
+        """Handles SIGINT from now on, and sends again a press that readline
+        would miss (see turnlog.cli.run.missed_presses)."""
         self._previous = signal.signal(signal.SIGINT, self._handle)
+        self._watch = PressWatch(self)
+        self._watch.start()
 
     def restore(self) -> None:
         """Gives SIGINT back to whoever had it before ``install``."""
+        if self._watch is not None:
+            self._watch.stop()
+            self._watch = None
         if self._previous is not None:
             signal.signal(signal.SIGINT, self._previous)
             self._previous = None
 
     def _handle(self, _signum: int, _frame: FrameType | None) -> None:
+        self.handled += 1
         if self._raising:
             raise KeyboardInterrupt
         self.press()
@@ -93,10 +112,14 @@ class CtrlC:
 
     def read_line(self, terminal: Terminal, prompt: str) -> str:
         """``terminal.read_line(prompt)``; a Ctrl-C ends it with KeyboardInterrupt."""
-        if self.take():
-            raise KeyboardInterrupt  # pressed just before the question came
-        self._raising = True
         try:
+            # Raising from here on, before the presses are looked at: a
+            # press landing between the two is raised by the handler, not
+            # counted for the next question.
+            self._raising = True
+            self.lines += 1
+            if self.take():
+                raise KeyboardInterrupt  # pressed just before the question came
             return terminal.read_line(prompt)
         finally:
             self._raising = False
