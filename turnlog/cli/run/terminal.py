@@ -81,8 +81,9 @@ class CtrlC:
         """Handles SIGINT from now on, and sends again a press that readline
         would miss (see turnlog.cli.run.missed_presses)."""
         self._previous = signal.signal(signal.SIGINT, self._handle)
-        self._watch = PressWatch(self)
-        self._watch.start()
+        if hasattr(signal, "pthread_kill"):  # POSIX, where readline is
+            self._watch = PressWatch(self)
+            self._watch.start()
 
     def restore(self) -> None:
         """Gives SIGINT back to whoever had it before ``install``."""
