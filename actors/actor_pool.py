@@ -103,6 +103,7 @@ class ActorPool:
             start = self._idle == 0
             if start:
                 self._workers += 1
+                self.threads_started += 1
             else:
                 self._idle -= 1  # that worker's next item is this one
         self._work.put(run)
@@ -142,7 +143,6 @@ class ActorPool:
                 self._watching -= 1
 
     def _start_worker(self) -> None:
-        self.threads_started += 1
         thread = threading.Thread(
             target=self._work_loop,
             name=f"{self.name}-{next(self._numbers)}",
@@ -160,6 +160,7 @@ class ActorPool:
             # on the next worker that is free; the sender hears of it.
             with self._lock:
                 self._workers -= 1
+                self.threads_started -= 1
             raise
 
     def _work_loop(self) -> None:

@@ -98,9 +98,8 @@ def main() -> None:
             # Passivating ten thousand sessions at once is a burst of work
             # for the sessions' worker pool: its surplus workers end once
             # idle for a few seconds (actors.actor_pool); the spares stay.
-            pool_after = getattr(POOL, "wait_for_workers", None)
-            if pool_after is not None:
-                pool_after(POOL.spare, POOL.surplus_seconds + 30)
+            if POOL is not None:
+                POOL.wait_for_workers(POOL.spare, POOL.surplus_seconds + 30)
             threads_settled = threading.active_count()
             live = rt.live_sessions()
             # What a revival costs: the first call on an idle session, then
