@@ -52,6 +52,7 @@ from turnlog import (
     tool_call,
 )
 from turnlog.domain.streaming import DeltaSink, discard_deltas
+from turnlog.service.startup_objects import freeze_startup_objects
 
 DELTAS = 4
 """Text fragments a model call streams, spread over its latency."""
@@ -211,6 +212,12 @@ def main() -> None:
     parser.add_argument(
         "--store", help="store URL (default: a new SQLite file in a temporary folder)"
     )
+    parser.add_argument(
+        "--freeze-startup",
+        action="store_true",
+        help="freeze the start-up objects once the runtime is open, as "
+        "`turnlog serve` does before it serves (see the README's Service section)",
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     model = SlowModel(args.latency)
@@ -218,6 +225,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder, Watch() as watch:
         url = args.store or f"sqlite:///{Path(folder) / 'bench.sqlite3'}"
         with Runtime.open(url) as rt:
+            if args.freeze_startup:
+                print(f"froze {freeze_startup_objects()} start-up objects")
             if args.mode == "burst":
                 # Created first, so that every prompt starts at once.
                 created = time.perf_counter()
