@@ -22,7 +22,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from turnlog import Agent, Runtime, ScriptedModel, calls, function_tool, tool_call
+from turn_cpu import timed_turns  # type: ignore[import-not-found]
+
 from turnlog.actors import session_actor, session_state
 from turnlog.store import chaining, log, sqlite
 
@@ -62,32 +63,18 @@ def wrap_parts() -> None:
     log.stamp_stored = timed("stamp_stored", chaining.stamp_stored)  # type: ignore[attr-defined]
 
 
-@function_tool
-def echo(text: str) -> str:
-    """Returns its argument."""
-    return text
-
-
 def main() -> None:
     turns = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
     store = sys.argv[2] if len(sys.argv) > 2 else "memory://"
     wrap_parts()
+
+    def start_counting() -> None:
+        for name in spent:
+            spent[name] = 0.0
+
     with tempfile.TemporaryDirectory() as folder:
         url = store if store != "sqlite" else f"sqlite:///{Path(folder) / 'b.sqlite3'}"
-        model = ScriptedModel()
-        for _ in range(turns + 10):
-            model.add(calls(tool_call("echo", {"text": "hi"})), "done")
-        with Runtime.open(url) as rt:
-            session = rt.create_session(Agent("b", model=model, tools=[echo]))
-            for turn in range(10):
-                session.prompt(f"warm-up {turn}", timeout=30)
-            for name in spent:
-                spent[name] = 0.0
-            cpu = time.process_time()
-            for turn in range(turns):
-                session.prompt(f"turn {turn}", timeout=30)
-                model.requests.clear()
-            cpu = time.process_time() - cpu
+        cpu, _ = timed_turns(turns, url, forget=True, before=start_counting)
     print(f"process CPU {cpu / turns * 1e6:.0f} us a turn ({store})")
     for name, seconds in spent.items():
         print(f"{seconds / turns * 1e6:8.0f} us a turn  {name}")

@@ -18,6 +18,7 @@ from __future__ import annotations
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from turnlog import Agent, Runtime, ScriptedModel, calls, function_tool, tool_call
@@ -29,25 +30,35 @@ def echo(text: str) -> str:
     return text
 
 
+def timed_turns(
+    turns: int, url: str, *, forget: bool, before: Callable[[], None] | None = None
+) -> tuple[float, float]:
+    """(CPU seconds, wall seconds) of ``turns`` turns of one session on ``url``,
+    after 10 warm-up turns; ``before`` runs just before the measured ones."""
+    model = ScriptedModel()
+    for _ in range(turns + 10):
+        model.add(calls(tool_call("echo", {"text": "hi"})), "done")
+    with Runtime.open(url) as rt:
+        session = rt.create_session(Agent("b", model=model, tools=[echo]))
+        for turn in range(10):
+            session.prompt(f"warm-up {turn}", timeout=30)
+        if before is not None:
+            before()
+        cpu, wall = time.process_time(), time.perf_counter()
+        for turn in range(turns):
+            session.prompt(f"turn {turn}", timeout=30)
+            if forget:
+                model.requests.clear()
+        return time.process_time() - cpu, time.perf_counter() - wall
+
+
 def main() -> None:
     turns = int(sys.argv[1]) if len(sys.argv) > 1 else 300
     store = sys.argv[2] if len(sys.argv) > 2 else "memory://"
     forget = len(sys.argv) > 3 and sys.argv[3] == "forget"
     with tempfile.TemporaryDirectory() as folder:
         url = store if store != "sqlite" else f"sqlite:///{Path(folder) / 'b.sqlite3'}"
-        model = ScriptedModel()
-        for _ in range(turns + 10):
-            model.add(calls(tool_call("echo", {"text": "hi"})), "done")
-        with Runtime.open(url) as rt:
-            session = rt.create_session(Agent("b", model=model, tools=[echo]))
-            for turn in range(10):
-                session.prompt(f"warm-up {turn}", timeout=30)
-            cpu, wall = time.process_time(), time.perf_counter()
-            for turn in range(turns):
-                session.prompt(f"turn {turn}", timeout=30)
-                if forget:
-                    model.requests.clear()
-            cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+        cpu, wall = timed_turns(turns, url, forget=forget)
     print(f"cpu us/turn {cpu / turns * 1e6:.0f}, wall us/turn {wall / turns * 1e6:.0f}")
 
 
