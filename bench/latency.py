@@ -25,7 +25,7 @@ last end); failures by type; peak RSS and peak thread count (sampled from
 or anything logged an error.
 
 Run: python bench/latency.py [--mode burst|arrivals] [--sessions 2000]
-[--rate 200] [--seconds 10] [--latency 1.0] [--store URL]
+[--rate 200] [--seconds 10] [--latency 1.0] [--store URL] [--freeze-startup]
 """
 
 from __future__ import annotations
