@@ -38,7 +38,7 @@ from turnlog.domain.model import Item
 from turnlog.domain.protocol import Event, SessionClosedMsg
 from turnlog.domain.run import RunEvent, RunResult, SessionEvent
 from turnlog.domain.run_context import RunContext
-from turnlog.domain.session import Session
+from turnlog.domain.session import Session, SessionClosed
 from turnlog.domain.translation import EventTranslator
 from turnlog.domain.turn import Turn
 from turnlog.domain.turn_facts import Reviewed, Transition
@@ -161,18 +161,25 @@ class SessionState:
         if before_publish is not None:
             before_publish()
         context, conversation = self.context, self.conversation
-        translate, subscribers = self.translator.translate, self.subscribers
+        translator, subscribers = self.translator, self.subscribers
         for recording in recordings:
             event: Any = recording.domain_event
             apply_to_context(context, event)
             if conversation is not None:
                 conversation.extend(conversation_messages(event))
+            if not subscribers and type(event) is not SessionClosed:
+                # Nobody to read the messages: the translator keeps only
+                # its state (a tenth of a turn's CPU). A later subscriber
+                # is told from then on, as before; replay gives the rest.
+                # The close is translated still: its notice is kept for
+                # whoever subscribes after it.
+                translator.note(event)
+                continue
             # A saved event is stamped: its session_seq is its place.
-            for out in translate(event, event.session_seq):
+            for out in translator.translate(event, event.session_seq):
                 if isinstance(out.msg, SessionClosedMsg):
                     self.closed_event = out
-                if subscribers:  # no RunEvent made for nobody
-                    self.publish(RunEvent(self.session_id, out))
+                self.publish(RunEvent(self.session_id, out))
 
     def messages(self) -> list[Message]:
         """The conversation's user and assistant messages, as it happened.

@@ -24,7 +24,9 @@ import argparse
 import asyncio
 import collections
 import gc
+import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from turnlog import (
@@ -53,6 +55,52 @@ class AddingModel:
         if last.get("type") == "function_call_output":
             return reply(f"the sum is {last.get('output')}")
         return calls(tool_call("add", {"a": 2, "b": 3}, call_id="call_1"))
+
+
+class HeldModel(AddingModel):
+    """As AddingModel, but a turn's first call waits until :meth:`release`:
+    so many sessions can be caught waiting on their model at once."""
+
+    def __init__(self) -> None:
+        super().__init__(0.0)
+        self._arrived = threading.Condition()
+        self._waiting = self._answered = 0
+        self._gate: asyncio.Future[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def respond(self, request: ModelRequest) -> ModelResponse:
+        if request.items[-1].get("type") != "function_call_output":
+            if self._gate is None:
+                self._loop = asyncio.get_running_loop()
+                self._gate = self._loop.create_future()
+            with self._arrived:
+                self._waiting += 1
+                self._arrived.notify_all()
+            await asyncio.shield(self._gate)
+        response = await super().respond(request)
+        with self._arrived:
+            self._answered += 1
+            self._arrived.notify_all()
+        return response
+
+    def wait_for(self, calls: int, timeout: float = 60.0) -> None:
+        """Returns once ``calls`` first calls are waiting."""
+        self._wait(lambda: self._waiting >= calls, timeout)
+
+    def wait_answered(self, calls: int, timeout: float = 60.0) -> None:
+        """Returns once ``calls`` calls have answered."""
+        self._wait(lambda: self._answered >= calls, timeout)
+
+    def _wait(self, done: Callable[[], bool], timeout: float) -> None:
+        with self._arrived:
+            if not self._arrived.wait_for(done, timeout):
+                raise SystemExit("the model's calls did not come in time")
+
+    def release(self) -> None:
+        """Lets every waiting call (and every later one) answer."""
+        loop, gate = self._loop, self._gate
+        if loop is not None and gate is not None:
+            loop.call_soon_threadsafe(gate.set_result, None)
 
 
 def add(a: int, b: int) -> int:
@@ -115,6 +163,30 @@ class Bench:
             self.n,
             self.top,
         )
+
+    def waiting(self, agent: Agent, model: HeldModel) -> None:
+        """Tracked objects per session waiting on its model, mid-turn:
+        what a service holding many such sessions has the collector walk."""
+        before = tracked_by_type()
+        sessions = [
+            self.rt.create_session(agent, session_id=f"w-{s}", run_config=STAYING)
+            for s in range(self.n)
+        ]
+        for session in sessions:
+            session.send_input("add 2 and 3")
+        model.wait_for(self.n)
+        after = tracked_by_type()
+        show(
+            "tracked objects per session waiting on its model",
+            after.total() - before.total(),
+            after - before,
+            self.n,
+            self.top,
+        )
+        model.release()
+        model.wait_answered(2 * self.n)  # each turn's two calls
+        settle()
+        self.handles += sessions
 
     def garbage(self) -> None:
         """Collector-only garbage per creation, then per turn."""
@@ -196,6 +268,10 @@ def main() -> None:
             bench.one_turn(f"warm-{w}", STAYING)
         settle()
         bench.alive()
+        held = HeldModel()
+        bench.waiting(
+            Agent("held", model=held, tools=[tool], instructions="Add."), held
+        )
         bench.garbage()
         bench.passivated()
 

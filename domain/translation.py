@@ -79,7 +79,6 @@ class EventTranslator:
         self.turn_id: str | None = None
         self.submission_id: str | None = None
         self.usage_totals: dict[str, int] = {}
-        self.last_agent_message: str | None = None
         self.context_epoch = 0
         self.answer: Any = msgspec.UNSET
         """The running turn's accepted answer (its TurnCompleted carries it)."""
@@ -169,7 +168,6 @@ class EventTranslator:
                 return self._wrap(sequence, [msg])
             case s.TurnStarted(turn_id=turn_id, number=number, submission_id=sub):
                 self.turn_id, self.submission_id = turn_id, sub
-                self.last_agent_message = None
                 return self._wrap(sequence, [TurnStartedMsg(turn_id, number)])
             case s.TurnCompleted(turn_id=turn_id, final_output=final_output):
                 done = TurnCompletedMsg(turn_id, final_output, self.answer)
@@ -219,6 +217,38 @@ class EventTranslator:
             case _:
                 return self._translate_turn_event(event, sequence)
 
+    def note(self, event: object) -> None:
+        """Keeps the state :meth:`translate` would keep for ``event``,
+        without making its messages: for a session nobody is listening to,
+        whose messages nobody would read (the log keeps them, to replay).
+
+        Only the classes in ``_STATE_CASES`` change the state; a test holds
+        this to ``translate`` over every recorded history.
+        """
+        may_change = _STATE_CASE_OF.get(type(event))
+        if may_change is None:  # a class seen the first time
+            may_change = _note_match(_STATE_CASE_OF, _STATE_CASES, type(event))
+        if not may_change:  # most of a turn's events
+            return
+        match event:
+            case s.UsageRecorded(usage=usage):
+                totals = self.usage_totals
+                for key, value in (usage or {}).items():
+                    totals[key] = totals.get(key, 0) + value
+            case s.TurnStarted(turn_id=turn_id, submission_id=sub):
+                self.turn_id, self.submission_id = turn_id, sub
+            case s.TurnCompleted():
+                self.turn_id = self.submission_id = None
+                self.answer = msgspec.UNSET
+            case s.TurnAborted():
+                self.turn_id = self.submission_id = None
+            case answers.AnswerAccepted(output=output):
+                self.answer = output
+            case s.ContextRewritten():
+                self.context_epoch += 1
+            case s.SessionCreated():
+                self.translate(event, 0)  # once a session: its trace
+
     def _translate_turn_event(self, event: object, sequence: int) -> list[Event]:
         may_match = _TURN_CASE_OF.get(type(event))
         if may_match is None:  # a class seen the first time
@@ -237,7 +267,6 @@ class EventTranslator:
                 answer = final_text(output)
                 if answer is not None:
                     msgs.append(AgentMessageMsg(answer))
-                    self.last_agent_message = answer
                 msgs.append(ModelStepCompletedMsg(step, u, d))
                 return self._wrap(sequence, msgs)
             case t.ToolCallStarted(call_id=call_id, name=name, arguments=arguments):
@@ -344,6 +373,20 @@ _TURN_CASES: tuple[type[Any], ...] = (
 their order (tests/domain/test_translation_cases.py holds the two together)."""
 
 _TURN_CASE_OF: dict[type[Any], bool] = {}
+
+_STATE_CASES: tuple[type[Any], ...] = (
+    s.UsageRecorded,
+    s.TurnStarted,
+    s.TurnCompleted,
+    s.TurnAborted,
+    answers.AnswerAccepted,
+    s.ContextRewritten,
+    s.SessionCreated,
+)
+"""The classes of ``EventTranslator.note``'s cases, in their order: the
+events whose translation changes the translator's state."""
+
+_STATE_CASE_OF: dict[type[Any], bool] = {}
 
 
 def _note_match(

@@ -45,6 +45,12 @@ def test_turn_event_shortcut_lists_the_classes_it_matches() -> None:
     assert list(translation._TURN_CASES) == cases
 
 
+def test_note_shortcut_lists_the_classes_it_matches() -> None:
+    cases = _case_classes(translation.EventTranslator.note, translation)
+    assert len(cases) > 5
+    assert list(translation._STATE_CASES) == cases
+
+
 def test_a_turn_event_of_no_case_yields_no_message() -> None:
     from turnlog.domain.turn import Turn
 
