@@ -65,18 +65,18 @@ class HeldModel(AddingModel):
         super().__init__(0.0)
         self._arrived = threading.Condition()
         self._waiting = self._answered = 0
-        self._gate: asyncio.Future[None] | None = None
+        self._gate: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
     async def respond(self, request: ModelRequest) -> ModelResponse:
         if request.items[-1].get("type") != "function_call_output":
             if self._gate is None:
                 self._loop = asyncio.get_running_loop()
-                self._gate = self._loop.create_future()
+                self._gate = asyncio.Event()
             with self._arrived:
                 self._waiting += 1
                 self._arrived.notify_all()
-            await asyncio.shield(self._gate)
+            await self._gate.wait()
         response = await super().respond(request)
         with self._arrived:
             self._answered += 1
@@ -100,7 +100,7 @@ class HeldModel(AddingModel):
         """Lets every waiting call (and every later one) answer."""
         loop, gate = self._loop, self._gate
         if loop is not None and gate is not None:
-            loop.call_soon_threadsafe(gate.set_result, None)
+            loop.call_soon_threadsafe(gate.set)
 
 
 def add(a: int, b: int) -> int:
@@ -175,6 +175,9 @@ class Bench:
         for session in sessions:
             session.send_input("add 2 and 3")
         model.wait_for(self.n)
+        # The views fold what the saves handed them (else they hold the
+        # latest recordings for up to their gathering interval).
+        self.rt.checkpoints.load(sessions[-1].session_id)
         after = tracked_by_type()
         show(
             "tracked objects per session waiting on its model",
