@@ -45,6 +45,8 @@ from typing import Any
 import pykka
 from pykka import ActorRegistry
 
+from turnlog.actors.stop_flag import StopFlag
+
 logger = logging.getLogger("turnlog.actors")
 
 _make_hook = getattr(threading, "_make_invoke_excepthook", None)
@@ -261,6 +263,12 @@ class PooledActor(pykka.ThreadingActor):
     pool: ActorPool = POOL
     """Where this actor's messages run (a test may give a class its own)."""
     actor_inbox: PoolInbox
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # pykka made a threading.Event; its ref took the same one.
+        stopped = StopFlag()
+        self.actor_stopped = self._actor_ref.actor_stopped = stopped  # type: ignore[assignment]
 
     def _create_actor_inbox(self) -> PoolInbox:  # type: ignore[override]
         # pykka's hook (a static method there; called on the instance).
