@@ -72,6 +72,23 @@ from turnlog.domain.turn_facts import (
 )
 
 
+class DeltaTeller:
+    """Tells the session each text delta of one model step.
+
+    A callable object rather than a closure: it lives as long as the step
+    waits on its model, and is one object for the collector to walk where
+    a closure over the session, turn and step is five.
+    """
+
+    __slots__ = ("_session", "_step", "_turn")
+
+    def __init__(self, session: Any, turn: int, step: int) -> None:
+        self._session, self._turn, self._step = session, turn, step
+
+    def __call__(self, text: str) -> None:
+        self._session.tell(TextDelta(self._turn, self._step, text))
+
+
 class TurnActor(LoopActor):
     """Drives the model calls, hooks and tool calls of one running turn."""
 
@@ -106,7 +123,8 @@ class TurnActor(LoopActor):
             case CallModel(request=request, context=context):
                 self._context = context
                 self._start(
-                    partial(self._step, request), self._failed_step(request.step)
+                    partial(self._step, request),
+                    partial(self._step_failed, request.step),
                 )
             case PrepareStep(info=info, startup=startup):
                 self._start(
@@ -176,43 +194,46 @@ class TurnActor(LoopActor):
         work: Callable[[], Coroutine[Any, Any, Any]],
         on_error: Callable[[BaseException], Any],
     ) -> None:
-        """Runs ``work()`` on the I/O loop; tells the session its fact.
+        """Runs ``work()`` on the I/O loop; tells the session its fact."""
+        task = self.io_loop.create_task(self._report(work, on_error))
+        self._inflight.add(task)
+
+    async def _report(
+        self,
+        work: Callable[[], Coroutine[Any, Any, Any]],
+        on_error: Callable[[BaseException], Any],
+    ) -> None:
+        """Awaits ``work()`` and tells the session its fact (``on_error``'s
+        if it raised).
 
         The fact is told as the work ends, in the same step of the loop,
         not from a done callback the loop would run a step later. The
-        coroutine is made once the task runs: a task cancelled before its
-        first step leaves none behind that was never awaited.
+        work's coroutine is made once the task runs: a task cancelled
+        before its first step leaves none behind that was never awaited.
+        A method, not a closure: a session waiting on its model keeps this
+        coroutine alive, and a closure's cells and function are objects
+        the collector walks besides (issue 24).
         """
-        session = self._session
-        inflight = self._inflight
-
-        async def reported() -> None:
-            try:
-                fact = await work()
-            except asyncio.CancelledError as error:
-                if task.cancelling():
-                    raise  # the turn ended (or the runtime); the session knows
-                fact = on_error(error)  # cancelled inside: named, not lost
-            except Exception as error:  # noqa: BLE001 - the fact names it
-                fact = on_error(error)
-            finally:
-                inflight.discard(task)
-            if fact is not None:
-                with contextlib.suppress(pykka.ActorDeadError):  # it stopped
-                    session.tell(fact)
-
-        task = self.io_loop.create_task(reported())  # handlers run on the loop
-        inflight.add(task)
+        task = asyncio.current_task()
+        try:
+            fact = await work()
+        except asyncio.CancelledError as error:
+            if task is not None and task.cancelling():
+                raise  # the turn ended (or the runtime); the session knows
+            fact = on_error(error)  # cancelled inside: named, not lost
+        except Exception as error:  # noqa: BLE001 - the fact names it
+            fact = on_error(error)
+        finally:
+            self._inflight.discard(task)
+        if fact is not None:
+            with contextlib.suppress(pykka.ActorDeadError):  # it stopped
+                self._session.tell(fact)
 
     # -- model steps -----------------------------------------------------------
 
     async def _step(self, request: ModelRequest) -> StepSucceeded | StepFailed:
         provider = self._agent.provider_for(request.route)
-        session, turn, step = self._session, self._turn, request.step
-
-        def on_delta(text: str) -> None:
-            session.tell(TextDelta(turn, step, text))
-
+        on_delta = DeltaTeller(self._session, self._turn, request.step)
         try:
             response = check_response(
                 await respond_streaming(provider, request, on_delta)
@@ -260,15 +281,11 @@ class TurnActor(LoopActor):
             self._turn, request.step, response, tuple(contexts), stop, answer
         )
 
-    def _failed_step(self, step: int) -> Callable[[BaseException], StepFailed]:
-        def fact(error: BaseException) -> StepFailed:
-            if isinstance(error, asyncio.CancelledError):
-                return StepFailed(
-                    self._turn, step, "Cancelled", "model call was cancelled"
-                )
-            return StepFailed(self._turn, step, type(error).__name__, str(error))
-
-        return fact
+    def _step_failed(self, step: int, error: BaseException) -> StepFailed:
+        """The fact of model step ``step`` that raised ``error``."""
+        if isinstance(error, asyncio.CancelledError):
+            return StepFailed(self._turn, step, "Cancelled", "model call was cancelled")
+        return StepFailed(self._turn, step, type(error).__name__, str(error))
 
     # -- preparation and review --------------------------------------------------
 
