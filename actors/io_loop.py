@@ -11,11 +11,18 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import contextvars
+import functools
 import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+
+_BARE_CONTEXT = contextvars.Context()
+"""The context :meth:`IoLoop.remind_later`'s callbacks run in. One for all
+of them: they run one at a time, on the loop's thread, and none enters
+another, so it is never entered twice at once."""
 
 
 class IoLoop:
@@ -47,6 +54,28 @@ class IoLoop:
     def create_task(self, coroutine: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
         """Starts ``coroutine``; only from code running on the loop itself."""
         return self._loop.create_task(coroutine)
+
+    def remind_later(
+        self, delay: float, callback: Callable[[Any], None], argument: Any
+    ) -> None:
+        """Runs ``callback(argument)`` on the loop after ``delay`` seconds,
+        from any thread; it cannot be cancelled.
+
+        For a timer that lives as long as a session is idle: it is the
+        loop's TimerHandle and its arguments and nothing else, where
+        :meth:`call_later` keeps a handle to cancel, a closure and a copy
+        of the caller's context variables besides (issue 24: the objects
+        each live session keeps lengthen the collector's full pauses). The
+        callback runs in a context of its own, empty, so it must not
+        depend on the caller's context variables.
+        """
+        later = functools.partial(
+            self._loop.call_later, delay, callback, argument, context=_BARE_CONTEXT
+        )
+        if threading.current_thread() is self._thread:
+            later()
+        else:
+            self._loop.call_soon_threadsafe(later)
 
     def call_later(self, delay: float, callback: Callable[[], None]) -> Any:
         """Runs ``callback`` on the loop after ``delay`` seconds; cancellable

@@ -116,6 +116,12 @@ service does) find the actor still running.
 """
 
 
+def _remind(actor: Any) -> None:
+    """Asks ``actor`` whether it is idle enough to passivate now."""
+    with contextlib.suppress(pykka.ActorDeadError):  # stopped meanwhile
+        actor.tell(PassivateIfIdle())
+
+
 class IdleClock:
     """When a session actor last did anything, and the reminder to look again.
 
@@ -145,13 +151,9 @@ class IdleClock:
         return min(self._idle_timeout, UNHELD_GRACE)
 
     def _remind(self, delay: float) -> None:
-        actor = self._actor
-
-        def remind() -> None:
-            with contextlib.suppress(pykka.ActorDeadError):  # stopped meanwhile
-                actor.tell(PassivateIfIdle())
-
-        self._io_loop.call_later(delay, remind)
+        # No closure over the actor: the timer lives as long as the session
+        # is idle, and it is the fewest objects this way.
+        self._io_loop.remind_later(delay, _remind, self._actor)
 
     def touch(self) -> None:
         """Notes activity now, and makes sure a reminder will come."""
