@@ -188,6 +188,13 @@ class SessionActor(PooledActor):
 
     def on_receive(self, message: Any) -> Any:
         self._receiving = message  # for on_failure: whom the failure strands
+        answer = self._dispatch(message)
+        # Not kept once handled: an idle session would hold its last message
+        # (a model step's whole response) for as long as it lives.
+        self._receiving = None
+        return answer
+
+    def _dispatch(self, message: Any) -> Any:
         if self._idle_clock is not None:
             if isinstance(message, PassivateIfIdle):
                 self._passivate_if_idle()
