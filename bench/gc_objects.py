@@ -8,7 +8,10 @@ peers' harness's turn: a tool call, its output, a final answer):
 
 - tracked objects alive per idle session, after ``--sessions`` sessions
   of one turn each (the growth of ``gc.get_objects()``), with its actor
-  running and then passivated;
+  running and then passivated; and per session waiting on its model,
+  mid-turn (a model that holds every turn's first call until all
+  ``--sessions`` have made it): what a service with many sessions
+  waiting on a provider has the collector walk;
 - collector-only garbage (objects that refcounting could not free: in
   cycles) per creation, per turn and per passivation: with the collector
   off and ``gc.DEBUG_SAVEALL``, what a ``gc.collect()`` then finds.

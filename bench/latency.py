@@ -22,10 +22,13 @@ for arrivals how long creating the session took before that;
 sessions/s (all sessions over the wall time from the first start to the
 last end); failures by type; peak RSS and peak thread count (sampled from
 /proc/self/status); and whether any thread died (``threading.excepthook``)
-or anything logged an error.
+or anything logged an error. With ``--gc-pauses``, each full collection of
+the garbage collector (which stops every thread) with how long it took
+and how many objects it walked.
 
 Run: python bench/latency.py [--mode burst|arrivals] [--sessions 2000]
 [--rate 200] [--seconds 10] [--latency 1.0] [--store URL] [--freeze-startup]
+[--gc-pauses]
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import gc
 import logging
 import statistics
 import tempfile
@@ -202,6 +206,34 @@ async def arrivals(
     return await asyncio.gather(*tasks, return_exceptions=True)
 
 
+class FullCollections:
+    """Times the collector's full collections, which stop every thread."""
+
+    def __init__(self) -> None:
+        self.pauses: list[tuple[float, int]] = []
+        self._started = 0.0
+        self._objects = 0
+        gc.callbacks.append(self._note)
+
+    def _note(self, phase: str, info: dict[str, Any]) -> None:
+        if info["generation"] != 2:
+            return
+        if phase == "start":
+            self._objects = sum(len(gc.get_objects(g)) for g in range(3))
+            self._started = time.perf_counter()
+        else:
+            self.pauses.append((time.perf_counter() - self._started, self._objects))
+
+    def close(self) -> None:
+        gc.callbacks.remove(self._note)
+
+    def describe(self) -> str:
+        """Each as ``MILLISECONDS ms/THOUSANDS k`` objects, in order."""
+        return (
+            " ".join(f"{s * 1e3:.0f} ms/{n // 1000}k" for s, n in self.pauses) or "none"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--mode", choices=("burst", "arrivals"), default="burst")
@@ -213,6 +245,12 @@ def main() -> None:
         "--store", help="store URL (default: a new SQLite file in a temporary folder)"
     )
     parser.add_argument(
+        "--gc-pauses",
+        action="store_true",
+        help="time every full collection of the garbage collector and count "
+        "the objects it walked (counting adds a few ms to each, untimed)",
+    )
+    parser.add_argument(
         "--freeze-startup",
         action="store_true",
         help="freeze the start-up objects once the runtime is open, as "
@@ -222,6 +260,7 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     model = SlowModel(args.latency)
     agent = Agent("bench", model=model, tools=[lookup])
+    pauses = FullCollections() if args.gc_pauses else None
     with tempfile.TemporaryDirectory() as folder, Watch() as watch:
         url = args.store or f"sqlite:///{Path(folder) / 'bench.sqlite3'}"
         with Runtime.open(url) as rt:
@@ -246,6 +285,9 @@ def main() -> None:
                 )
             elapsed = time.perf_counter() - started
     report(label, args.latency, outcomes, elapsed, watch)
+    if pauses is not None:
+        pauses.close()
+        print(f"  full collections: {pauses.describe()}")
     if len(model.creations) >= 2:
         values = [seconds * 1e3 for seconds in model.creations.values()]
         print(
