@@ -19,17 +19,17 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-_BARE_CONTEXT = contextvars.Context()
-"""The context :meth:`IoLoop.remind_later`'s callbacks run in. One for all
-of them: they run one at a time, on the loop's thread, and none enters
-another, so it is never entered twice at once."""
-
 
 class IoLoop:
     """A running event loop on a dedicated daemon thread."""
 
     def __init__(self, name: str = "turnlog-io") -> None:
         self._loop = asyncio.new_event_loop()
+        # The context remind_later's callbacks run in: one for all of this
+        # loop's, which run one at a time on its thread and never enter
+        # one another, so it is never entered twice at once (a context
+        # shared with another loop's thread could be).
+        self._bare_context = contextvars.Context()
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
@@ -70,7 +70,11 @@ class IoLoop:
         depend on the caller's context variables.
         """
         later = functools.partial(
-            self._loop.call_later, delay, callback, argument, context=_BARE_CONTEXT
+            self._loop.call_later,
+            delay,
+            callback,
+            argument,
+            context=self._bare_context,
         )
         if threading.current_thread() is self._thread:
             later()

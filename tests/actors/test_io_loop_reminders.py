@@ -62,3 +62,27 @@ def test_many_reminders_due_together_each_run_once(io_loop: IoLoop) -> None:
         io_loop.remind_later(0.0, note, n)
     assert all_done.wait(WAIT)
     assert sorted(seen) == list(range(50))
+
+
+def test_reminders_of_two_loops_may_run_at_the_same_moment() -> None:
+    # Each waits for the other inside its callback: both must be running at
+    # once, which a context shared between the loops would refuse.
+    both = threading.Barrier(2, timeout=WAIT)
+    met: list[str] = []
+    done = threading.Event()
+
+    def meet(name: str) -> None:
+        both.wait()
+        met.append(name)
+        if len(met) == 2:
+            done.set()
+
+    first, second = IoLoop(name="test-first"), IoLoop(name="test-second")
+    try:
+        first.remind_later(0.0, meet, "first")
+        second.remind_later(0.0, meet, "second")
+        assert done.wait(WAIT)
+        assert sorted(met) == ["first", "second"]
+    finally:
+        first.close()
+        second.close()
