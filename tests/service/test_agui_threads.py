@@ -92,6 +92,40 @@ def test_a_new_thread_id_starts_a_session_of_the_tenant_under_that_id(
         assert other.get(f"/sessions/{thread}").status_code == 404
 
 
+def test_a_run_that_ends_before_its_start_is_read_still_streams(
+    serve, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # On a loaded machine the thread that reads the run's start from the
+    # subscription may get its turn only after the whole run has ended:
+    # that is made certain here. The run must stream all the same.
+    from turnlog.service import agui
+    from turnlog.session import AgentSession
+
+    ended = threading.Event()
+    prompt = AgentSession.prompt_async
+
+    async def prompt_then_note(self: AgentSession, *args: Any, **kw: Any) -> Any:
+        try:
+            return await prompt(self, *args, **kw)
+        finally:
+            ended.set()
+
+    read_start = agui._run_started
+
+    def read_start_late(subscription: Any) -> str | None:
+        assert ended.wait(10)
+        return read_start(subscription)
+
+    monkeypatch.setattr(AgentSession, "prompt_async", prompt_then_note)
+    monkeypatch.setattr(agui, "_run_started", read_start_late)
+    served = serve(agents=AGENTS)
+    with served.client() as client:
+        events = run(client, run_body(str(uuid.uuid4()), agent="chat"))
+    assert events[0].type == EventType.RUN_STARTED
+    assert events[-1].type == EventType.RUN_FINISHED
+    assert events[-1].result == "Hello there, this is a streamed answer."
+
+
 def test_a_new_thread_naming_no_agent_runs_the_default_one(serve) -> None:
     served = serve(agents=AGENTS, default_agent="publisher")
     with served.client() as client:

@@ -195,6 +195,10 @@ class AguiEndpoint:
             )
             if run.done() and not started.done():
                 run.result()  # raises what refused the prompt
+                # It ran to its end before the thread reading the
+                # subscription took its start (a loaded machine): the start
+                # is in the subscription already, so it comes at once.
+                await asyncio.wait({started}, timeout=START_TIMEOUT)
         submission = started.result() if started.done() else None
         if submission is None:
             raise Problem(503, "the run did not start in time")
