@@ -191,9 +191,14 @@ def test_a_stream_behind_the_feed_buffer_reads_the_gap_from_the_log(serve) -> No
             client.stream("GET", f"/sessions/{session_id}/events") as first,
             client.stream("GET", f"/sessions/{session_id}/events") as second,
         ):
-            ids = [e.id for e in read_until(SSEReader(first), "turn_complete")]
+            # Each reader is kept: a reader dropped closes its lines'
+            # generator, and with it the response, so the server would end
+            # the first stream (and its feed, if the second one had not
+            # joined it yet) before the assertion below looks at the feed.
+            first_reader, second_reader = SSEReader(first), SSEReader(second)
+            ids = [e.id for e in read_until(first_reader, "turn_complete")]
             assert served.app.state.turnlog.feeds._feeds[session_id].floor > (0, 0)
-            later = [e.id for e in read_until(SSEReader(second), "turn_complete")]
+            later = [e.id for e in read_until(second_reader, "turn_complete")]
     assert ids == later == expected
 
 
