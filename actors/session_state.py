@@ -169,7 +169,7 @@ class SessionState:
                 conversation.extend(conversation_messages(event))
             if not subscribers and type(event) is not SessionClosed:
                 # Nobody to read the messages: the translator keeps only
-                # its state (a tenth of a turn's CPU). A later subscriber
+                # its state (3% of a turn's instructions). A later subscriber
                 # is told from then on, as before; replay gives the rest.
                 # The close is translated still: its notice is kept for
                 # whoever subscribes after it.

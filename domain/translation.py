@@ -162,35 +162,28 @@ class EventTranslator:
             # A turn's most frequent events first: each case tried is an
             # isinstance, and no class here is another's subclass.
             case s.UsageRecorded(route=route, usage=usage, kind=kind):
-                for key, value in (usage or {}).items():
-                    self.usage_totals[key] = self.usage_totals.get(key, 0) + value
+                self.note(event)
                 msg = UsageRecordedMsg(route, kind, usage, dict(self.usage_totals))
                 return self._wrap(sequence, [msg])
-            case s.TurnStarted(turn_id=turn_id, number=number, submission_id=sub):
-                self.turn_id, self.submission_id = turn_id, sub
+            case s.TurnStarted(turn_id=turn_id, number=number):
+                self.note(event)
                 return self._wrap(sequence, [TurnStartedMsg(turn_id, number)])
             case s.TurnCompleted(turn_id=turn_id, final_output=final_output):
                 done = TurnCompletedMsg(turn_id, final_output, self.answer)
                 out = self._wrap(sequence, [done])
-                self.turn_id = self.submission_id = None
-                self.answer = msgspec.UNSET
+                self.note(event)
                 return out
             case s.TurnAborted(turn_id=turn_id, reason=reason, failed=failed):
                 out = self._wrap(sequence, [TurnAbortedMsg(turn_id, reason, failed)])
-                self.turn_id = self.submission_id = None
+                self.note(event)
                 return out
             case s.SessionCreated(agent_name=agent_name, model_route=route):
-                if event.parent_session and event.session_id == self.session_id:
-                    self.trace_id = session_trace_id(
-                        self.session_id,
-                        parent_session=event.parent_session,
-                        root_session=event.root_session,
-                    )
+                self.note(event)
                 return self._wrap(
                     sequence, [SessionCreatedMsg(event.session_id, agent_name, route)]
                 )
             case s.ContextRewritten(reasons=reasons):
-                self.context_epoch += 1
+                self.note(event)
                 rewritten = ContextRewrittenMsg(self.context_epoch, list(reasons))
                 return self._wrap(sequence, [rewritten])
             case s.InputQueued(submission_id=sub, text=text, kind=kind):
@@ -218,12 +211,13 @@ class EventTranslator:
                 return self._translate_turn_event(event, sequence)
 
     def note(self, event: object) -> None:
-        """Keeps the state :meth:`translate` would keep for ``event``,
-        without making its messages: for a session nobody is listening to,
-        whose messages nobody would read (the log keeps them, to replay).
+        """Keeps the state ``event`` changes, without making its messages.
 
-        Only the classes in ``_STATE_CASES`` change the state; a test holds
-        this to ``translate`` over every recorded history.
+        The one place the translator's state changes: :meth:`translate`
+        calls it too. Alone, it is all a session nobody listens to needs
+        (the log keeps the messages, to replay). Only the classes in
+        ``_STATE_CASES`` change the state; a test holds this over every
+        recorded history.
         """
         may_change = _STATE_CASE_OF.get(type(event))
         if may_change is None:  # a class seen the first time
@@ -247,7 +241,12 @@ class EventTranslator:
             case s.ContextRewritten():
                 self.context_epoch += 1
             case s.SessionCreated():
-                self.translate(event, 0)  # once a session: its trace
+                if event.parent_session and event.session_id == self.session_id:
+                    self.trace_id = session_trace_id(
+                        self.session_id,
+                        parent_session=event.parent_session,
+                        root_session=event.root_session,
+                    )
 
     def _translate_turn_event(self, event: object, sequence: int) -> list[Event]:
         may_match = _TURN_CASE_OF.get(type(event))
@@ -309,8 +308,8 @@ class EventTranslator:
                 return self._wrap(sequence, [HookContextAddedMsg(hook, text)])
             case t.WarningRaised(message=message):
                 return self._wrap(sequence, [WarningRaisedMsg(message)])
-            case answers.AnswerAccepted(output=output):
-                self.answer = output  # told with the turn's end
+            case answers.AnswerAccepted():
+                self.note(event)  # the answer is told with the turn's end
                 return []
             case answers.AnswerRejected(
                 step=step, attempt=n, rejected_by=by, reason=why
