@@ -14,7 +14,8 @@ import sqlite3
 import threading
 import uuid
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -100,10 +101,30 @@ class CachingConnectionPool(SQLiteConnectionPool):
             None
             if self.is_sqlite_memory_mode
             else WalKeeper(
-                self.db_name, self.lock_timeout or SQLITE3_DEFAULT_LOCK_TIMEOUT
+                self.db_name,
+                self.lock_timeout or SQLITE3_DEFAULT_LOCK_TIMEOUT,
+                self._writer_held,
             )
         )
         """Checkpoints a file's WAL off the savers' threads (turnlog.store.wal)."""
+
+    def get_connection(
+        self, timeout: float | None = None, *, is_writer: bool | None = None
+    ) -> SQLiteConnection:
+        """A connection, as eventsourcing's pool gives one; a reader's waits
+        while this process truncates the file's WAL (turnlog.store.wal)."""
+        if is_writer is False and self.wal is not None:
+            self.wal.gate.wait_open()
+        return super().get_connection(timeout, is_writer=is_writer)
+
+    @contextmanager
+    def _writer_held(self) -> Iterator[None]:
+        """This process's writer's turn, taken for a block (its writers wait)."""
+        connection = self.get_connection(is_writer=True)
+        try:
+            yield
+        finally:
+            self.put_connection(connection)
 
     @classmethod
     def like(cls, pool: SQLiteConnectionPool) -> CachingConnectionPool:

@@ -21,6 +21,20 @@ snapshots to finish (each reads in bounded chunks, one short transaction
 each) and then empties the file; the connections' ``journal_size_limit``
 trims a WAL that grew past the bound once it starts over.
 
+Waiting for them is not enough on its own, and the wait holds every
+save back. SQLite has four read-mark slots for all of a file's readers; a
+reader that cannot move a slot's mark to the newest commit (others hold
+it) shares an older one, and the checkpoint copies no further than that
+mark; and the write lock the checkpoint must take first is polled for,
+so writers committing back to back can keep it for a quarter of a second.
+Beside six readers and two writers on a loaded machine, one truncation in
+282 gave up after its whole second, the median one held saves back 91 ms.
+So while this keeper truncates, this process's new transactions on the
+file wait: writers for the pool's writer's turn, readers (of any of its
+stores) at a :class:`ReadGate`. Then none gave up in 275, and the median
+held saves back 35 ms (the worst 184). Other processes' readers can
+still hold a truncation off; the next try then comes a bound later.
+
 None of this touches durability: a commit is in the WAL, synced, before
 it returns; a checkpoint only moves committed pages into the log file.
 """
@@ -31,6 +45,9 @@ import logging
 import os
 import sqlite3
 import threading
+import weakref
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +79,55 @@ def connection_settings() -> tuple[str, ...]:
     )
 
 
+class ReadGate:
+    """Holds this process's new read transactions on one SQLite file back
+    while its WAL is truncated.
+
+    Thread-safe. A reader calls :meth:`wait_open` before its transaction;
+    :meth:`closed` holds new ones back (the ones under way go on).
+    """
+
+    __slots__ = ("__weakref__", "_open")
+
+    def __init__(self) -> None:
+        self._open = threading.Event()
+        self._open.set()
+
+    def wait_open(self) -> None:
+        """Returns at once unless a truncation is under way, else after it.
+
+        The wait is bounded: so is a truncation (``WAL_CHECKPOINT_WAIT``
+        for readers, then the copy). A reader that slips past as the gate
+        closes is one of those under way.
+        """
+        if not self._open.is_set():
+            self._open.wait()
+
+    @contextmanager
+    def closed(self) -> Iterator[None]:
+        """Holds new readers back for the block."""
+        self._open.clear()
+        try:
+            yield
+        finally:
+            self._open.set()
+
+
+_gates: weakref.WeakValueDictionary[str, ReadGate] = weakref.WeakValueDictionary()
+_gates_lock = threading.Lock()
+
+
+def read_gate(path: str) -> ReadGate:
+    """The one gate of this process's readers of the SQLite file ``path``
+    (every store open on it shares it while any holds it)."""
+    key = os.path.realpath(path)
+    with _gates_lock:
+        gate = _gates.get(key)
+        if gate is None:
+            gate = _gates[key] = ReadGate()
+        return gate
+
+
 class WalKeeper:
     """Checkpoints the WAL of the SQLite file ``path`` on a thread of its own.
 
@@ -69,8 +135,15 @@ class WalKeeper:
     stops it.
     """
 
-    def __init__(self, path: str, lock_timeout: float) -> None:
+    def __init__(
+        self,
+        path: str,
+        lock_timeout: float,
+        hold_writers: Callable[[], AbstractContextManager[object]] = nullcontext,
+    ) -> None:
         self._path = path
+        self._hold_writers = hold_writers
+        """Holds this process's write transactions back for its block."""
         self._wal = path + "-wal"
         self._lock_timeout = lock_timeout
         self._written = 0
@@ -78,6 +151,8 @@ class WalKeeper:
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
+        self.gate = read_gate(path)
+        """This process's readers of the file, held back while it is truncated."""
         self._retry_above = 0
         """After a truncation readers held out: the WAL size to try again past."""
         self.checkpoints = 0
@@ -123,8 +198,9 @@ class WalKeeper:
                             timeout=self._lock_timeout,
                         )
                     self._checkpoint(connection)
-                except sqlite3.Error:
-                    # The next one due tries again; saves are not affected.
+                except Exception:
+                    # SQLite's errors, or the pool's (a writer's turn not
+                    # given): the next one due tries again; saves go on.
                     logger.warning("could not checkpoint %s", self._path, exc_info=True)
                 with self.idle:
                     self.checkpoints += 1
@@ -144,7 +220,12 @@ class WalKeeper:
             return
         connection.execute(f"PRAGMA busy_timeout = {int(WAL_CHECKPOINT_WAIT * 1000)}")
         try:
-            busy = connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            with self._hold_writers(), self.gate.closed():
+                # No new transaction of this process starts meanwhile: SQLite
+                # waits for the readers under way, and need not wait for the
+                # write lock (its busy handler polls, and writers committing
+                # back to back held it for a quarter of a second).
+                busy = connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
         finally:
             connection.execute(
                 f"PRAGMA busy_timeout = {int(self._lock_timeout * 1000)}"
