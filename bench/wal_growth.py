@@ -107,8 +107,16 @@ def wal_growth(
     readers: int = 2,
     every: float = 1.0,
     report: Callable[[Sample], None] | None = None,
+    text_size: int = 2000,
+    turns: int = 3,
+    until_log: int | None = None,
 ) -> Run:
-    """Writes and reads the log at ``path`` for ``seconds``; samples as it goes."""
+    """Writes and reads the log at ``path`` for ``seconds`` (or until the log
+    file reaches ``until_log`` bytes); samples as it goes.
+
+    Each session runs ``turns`` turns, its prompts and answers
+    ``text_size`` characters each.
+    """
     url = f"sqlite:///{path}"
     wal = path.with_name(path.name + "-wal")
     run = Run()
@@ -116,15 +124,15 @@ def wal_growth(
     counter = itertools.count()
     lock = threading.Lock()
     with Runtime.open(url) as rt:
-        agent = Agent("a", model=ScriptedModel(["x" * 2000] * 10_000_000))
+        agent = Agent("a", model=ScriptedModel(["x" * text_size] * 10_000_000))
 
         def write() -> None:
             while not stop.is_set():
                 with lock:
                     n = next(counter)
                 session = rt.create_session(agent, session_id=f"w{n}")
-                for _ in range(3):
-                    session.prompt("y" * 2000, timeout=60)
+                for _ in range(turns):
+                    session.prompt("y" * text_size, timeout=60)
                 session.close()
                 with lock:
                     run.sessions += 1
@@ -151,7 +159,11 @@ def wal_growth(
             thread.start()
         started = time.monotonic()
         try:
-            while time.monotonic() - started < seconds and not run.errors:
+            while (
+                time.monotonic() - started < seconds
+                and not run.errors
+                and (until_log is None or _size(path) < until_log)
+            ):
                 stop.wait(every)
                 sample = Sample(
                     time.monotonic() - started,

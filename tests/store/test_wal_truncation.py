@@ -70,6 +70,21 @@ class _OnTruncate:
         return self._connection.execute(sql)
 
 
+def _truncate(
+    store: Store, path: Path, monkeypatch: pytest.MonkeyPatch, check: Any
+) -> int:
+    """Grows the WAL past a lowered bound and has the keeper truncate it,
+    ``check`` run as the TRUNCATE starts; how many sessions were saved."""
+    saved = _grow_wal(store, path, past=64 * 1024)
+    monkeypatch.setattr(turnlog.store.wal, "WAL_CHECKPOINT_BYTES", 16 * 1024)
+    checkpoint = sqlite3.connect(path, isolation_level=None)
+    try:
+        _keeper(store)._checkpoint(_OnTruncate(checkpoint, check))  # type: ignore[arg-type]
+    finally:
+        checkpoint.close()
+    return saved
+
+
 @pytest.fixture
 def quiet_keeper(monkeypatch: pytest.MonkeyPatch) -> None:
     """No checkpoint comes due on its own: the test runs the one it needs."""
@@ -84,7 +99,6 @@ def test_a_truncation_holds_writers_and_readers_back_and_empties_the_wal(
     path = tmp_path / "log.sqlite3"
     store = Store(f"sqlite:///{path}")
     other = Store(f"sqlite:///{path}")  # another store of this process, reading
-    checkpoint = sqlite3.connect(path, isolation_level=None)
     read: list[int] = []
     readers: list[threading.Thread] = []
     seen: dict[str, bool] = {}
@@ -103,16 +117,13 @@ def test_a_truncation_holds_writers_and_readers_back_and_empties_the_wal(
         seen["a new reader waits"] = reader.is_alive()
 
     try:
-        saved = _grow_wal(store, path, past=64 * 1024)
-        monkeypatch.setattr(turnlog.store.wal, "WAL_CHECKPOINT_BYTES", 16 * 1024)
-        _keeper(store)._checkpoint(_OnTruncate(checkpoint, during_truncation))  # type: ignore[arg-type]
+        saved = _truncate(store, path, monkeypatch, during_truncation)
         readers[0].join(10)
         assert seen == {"writers held": True, "a new reader waits": True}
         assert read == [min(5, saved)]  # once the truncation was over
         assert _wal_size(path) == 0
         store.save(_padded_session("after"))  # the writer's turn was given back
     finally:
-        checkpoint.close()
         other.close()
         store.close()
 
@@ -123,16 +134,13 @@ def test_a_failed_truncation_lets_writers_and_readers_go_on(
 ) -> None:
     path = tmp_path / "log.sqlite3"
     store = Store(f"sqlite:///{path}")
-    checkpoint = sqlite3.connect(path, isolation_level=None)
 
     def fail() -> None:
         raise sqlite3.OperationalError("disk I/O error")
 
     try:
-        _grow_wal(store, path, past=64 * 1024)
-        monkeypatch.setattr(turnlog.store.wal, "WAL_CHECKPOINT_BYTES", 16 * 1024)
         with pytest.raises(sqlite3.OperationalError):
-            _keeper(store)._checkpoint(_OnTruncate(checkpoint, fail))  # type: ignore[arg-type]
+            _truncate(store, path, monkeypatch, fail)
         done = threading.Event()
 
         def read_and_write() -> None:
@@ -143,7 +151,6 @@ def test_a_failed_truncation_lets_writers_and_readers_go_on(
         threading.Thread(target=read_and_write, daemon=True).start()
         assert done.wait(10)
     finally:
-        checkpoint.close()
         store.close()
 
 
