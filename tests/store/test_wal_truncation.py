@@ -12,6 +12,8 @@ file (through any of its stores) and its writers wait.
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -186,3 +188,41 @@ def test_a_closed_gate_holds_readers_until_it_opens(tmp_path: Path) -> None:
         store.save(_padded_session("t"))
     finally:
         store.close()
+
+
+FORKED_MID_TRUNCATION = """
+import os, sys, threading
+from turnlog.store.log import Store
+
+
+def child_reads():
+    read = []
+    reader = threading.Thread(
+        target=lambda: read.append(Store("sqlite:///log.sqlite3").notifications(1, 5)),
+        daemon=True,
+    )
+    reader.start()
+    reader.join(10)
+    return read == [[]]
+
+
+store = Store("sqlite:///log.sqlite3")
+with store.datastore.pool.wal.gate.closed():  # as if forked mid-truncation
+    pid = os.fork()
+    if pid == 0:
+        # No keeper truncates in the child: its reads go on.
+        os._exit(0 if child_reads() else 1)
+    _, status = os.waitpid(pid, 0)
+store.close()
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
+def test_a_child_forked_mid_truncation_reads(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", FORKED_MID_TRUNCATION],
+        cwd=tmp_path,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0

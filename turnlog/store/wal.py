@@ -103,6 +103,10 @@ class ReadGate:
         if not self._open.is_set():
             self._open.wait()
 
+    def reopen(self) -> None:
+        """Lets readers in again (a forked child's gates)."""
+        self._open.set()
+
     @contextmanager
     def closed(self) -> Iterator[None]:
         """Holds new readers back for the block."""
@@ -115,6 +119,18 @@ class ReadGate:
 
 _gates: weakref.WeakValueDictionary[str, ReadGate] = weakref.WeakValueDictionary()
 _gates_lock = threading.Lock()
+
+
+def _open_gates_in_child() -> None:
+    """A forked child has no keeper thread mid-truncation: a gate it
+    inherited closed would hold its readers for ever."""
+    global _gates_lock  # noqa: PLW0603 - a lock a parent thread held is lost
+    _gates_lock = threading.Lock()
+    for gate in list(_gates.values()):
+        gate.reopen()
+
+
+os.register_at_fork(after_in_child=_open_gates_in_child)
 
 
 def read_gate(path: str) -> ReadGate:
