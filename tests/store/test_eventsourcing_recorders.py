@@ -34,7 +34,8 @@ from eventsourcing.tests.persistence import (
 
 from turnlog.domain.errors import LeaseLostError
 from turnlog.store.fencing import LEASE_TABLE, Fence
-from turnlog.store.sqlite import CachingConnectionPool, SQLiteLogRecorder
+from turnlog.store.sqlite import SQLiteLogRecorder
+from turnlog.store.sqlite_pool import CachingConnectionPool
 
 THREAD_WAIT = 30.0
 """Seconds a test's leftover thread may take to finish."""

@@ -9,9 +9,10 @@ not a time) and holds the WAL's largest size to three times the bound,
 where an unbounded WAL would reach about eight. A truncation holds this
 process's readers and writers back (tests/store/test_wal_truncation.py),
 so the readers here cannot hold it off; the margin is for the growth
-between two checkpoints on a loaded machine (1.64 times the bound at
-most, in 40 runs beside three spinning processes), and for a truncation
-that still gives up, whose next try comes a bound later.
+between two checkpoints on a loaded machine (1.65 times the bound at
+most in 60 runs beside three spinning processes, bench/wal_truncation.py),
+and for a truncation that still gives up, whose next try comes a bound
+later.
 """
 
 from __future__ import annotations

@@ -13,27 +13,19 @@ from __future__ import annotations
 import sqlite3
 import threading
 import uuid
-from collections import deque
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from eventsourcing.persistence import (
     IntegrityError,
-    InterfaceError,
     OperationalError,
     StoredEvent,
 )
 from eventsourcing.sqlite import (
-    SQLITE3_DEFAULT_LOCK_TIMEOUT,
     SQLiteApplicationRecorder,
-    SQLiteConnection,
-    SQLiteConnectionPool,
     SQLiteCursor,
     SQLiteDatastore,
-    SQLiteTransaction,
 )
 
 from turnlog.domain.errors import LeaseLostError
@@ -42,172 +34,7 @@ from turnlog.store.fencing import FIRST_EPOCH, LEASE_TABLE, Claim, Fence, lease_
 from turnlog.store.group_commit import PendingSave
 from turnlog.store.log_tables import LogTables
 from turnlog.store.opening import memory_copy, prepare_sqlite_file
-from turnlog.store.wal import WalKeeper, connection_settings
-
-POOL_WAIT = 365 * 24 * 3600.0
-
-"""Seconds a thread may wait for one of the pool's connections: no limit.
-
-eventsourcing's pool gives up after 5 s ("Timed out waiting for return of
-writer"), which under a burst of sessions failed saves that were only
-queued behind this process's own writer. Every connection is held by a
-thread of this process for one transaction, so a wait ends when that
-transaction does; waits on other processes keep SQLite's own busy
-timeout (``SQLITE_LOCK_TIMEOUT``, turnlog.store.opening). Finite because
-the pool adds it to the clock and hands the sum to ``Lock.acquire``.
-"""
-
-STATEMENT_CACHE = 64
-"""Compiled statements each connection keeps for reuse.
-
-eventsourcing opens its connections with ``cached_statements=True``, a
-cache of one: each statement that differs from the one before it is
-compiled again, and a save alternates several (BEGIN, the inserts, the
-fence check, the claim). Measured, a pair of them cost 73 us that way
-and 21 us compiled once (bench/RESULTS.md, "Creating many new sessions").
-"""
-
-
-class _MostRecentFirst(deque[SQLiteConnection]):
-    """A pool's idle connections, the most recently returned taken first."""
-
-    def popleft(self) -> SQLiteConnection:
-        return self.pop()
-
-
-class CachingConnectionPool(SQLiteConnectionPool):
-    """eventsourcing's SQLite pool, whose connections keep compiled statements.
-
-    The same connections in every other respect (autocommit mode, WAL for
-    a file, rows as ``sqlite3.Row``); only ``cached_statements`` differs,
-    and the pool offers no parameter for it. ``_create_connection`` is the
-    abstract method eventsourcing's ``ConnectionPool`` has its subclasses
-    implement (its own SQLite pool is one), so this overrides a designed
-    hook; tests/store/test_eventsourcing_recorders.py runs eventsourcing's
-    recorder suites over it, so an upgrade that changes the hook fails.
-    """
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        # The connection used last is handed out first. eventsourcing's pool
-        # takes from the left of its deque and returns to the right, so its
-        # connections take turns; but an SQLite connection drops its page
-        # cache whenever another connection has written, and reads the pages
-        # it needs again (from the WAL: about 35 reads a turn of four
-        # saves, measured with strace). A session saving on a connection
-        # it used last, with no other writer between, finds its cache warm.
-        self._pool = _MostRecentFirst(self._pool)
-        self.wal: WalKeeper | None = (
-            None
-            if self.is_sqlite_memory_mode
-            else WalKeeper(
-                self.db_name,
-                self.lock_timeout or SQLITE3_DEFAULT_LOCK_TIMEOUT,
-                self._writer_held,
-            )
-        )
-        """Checkpoints a file's WAL off the savers' threads (turnlog.store.wal)."""
-
-    def get_connection(
-        self, timeout: float | None = None, *, is_writer: bool | None = None
-    ) -> SQLiteConnection:
-        """A connection, as eventsourcing's pool gives one; a reader's waits
-        while this process truncates the file's WAL (turnlog.store.wal)."""
-        if is_writer is False and self.wal is not None:
-            self.wal.gate.wait_open()
-        return super().get_connection(timeout, is_writer=is_writer)
-
-    @contextmanager
-    def _writer_held(self) -> Iterator[None]:
-        """This process's writer's turn, taken for a block (its writers wait)."""
-        connection = self.get_connection(is_writer=True)
-        try:
-            yield
-        finally:
-            self.put_connection(connection)
-
-    @classmethod
-    def like(cls, pool: SQLiteConnectionPool) -> CachingConnectionPool:
-        """A pool configured as ``pool`` (which must not have connected yet)."""
-        return cls(
-            db_name=pool.db_name,
-            lock_timeout=pool.lock_timeout,
-            pool_size=pool.pool_size,
-            max_overflow=pool.max_overflow,
-            pool_timeout=pool.pool_timeout,
-            max_age=pool.max_age,
-            pre_ping=pool.pre_ping,
-        )
-
-    def close(self) -> None:
-        """Stops the WAL's keeper, then closes the connections."""
-        if self.wal is not None:
-            self.wal.close()
-        super().close()
-
-    def _create_connection(self) -> SQLiteConnection:
-        try:
-            connection = sqlite3.connect(
-                database=self.db_name,
-                uri=True,
-                check_same_thread=False,
-                isolation_level=None,
-                cached_statements=STATEMENT_CACHE,
-                timeout=self.lock_timeout or SQLITE3_DEFAULT_LOCK_TIMEOUT,
-            )
-        except (sqlite3.Error, TypeError) as error:
-            raise InterfaceError(error) from error
-        if not self.is_sqlite_memory_mode and not self.is_journal_mode_wal:
-            mode = connection.execute("PRAGMA journal_mode").fetchone()[0]
-            if mode.lower() != "wal":
-                connection.execute("PRAGMA journal_mode=WAL")
-                self.journal_mode_was_changed_to_wal = True
-            self.is_journal_mode_wal = True
-        if self.wal is not None:
-            for setting in connection_settings():
-                connection.execute(setting)
-        connection.row_factory = sqlite3.Row
-        return SQLiteConnection(sqlite_conn=connection, max_age=self.max_age)
-
-
-class WriteTransaction:
-    """A write transaction on a connection of ``pool``, as eventsourcing opens one.
-
-    ``SQLiteDatastore.transaction(commit=True)`` does the same in three
-    nested generator context managers (the datastore's, its connection
-    getter's, the connection's), a third of the Python a lone save runs
-    outside SQLite: the same pool call (a writer's connection, with its
-    read and write interlocking), the same ``SQLiteTransaction`` (BEGIN,
-    then COMMIT, or ROLLBACK on an error, sqlite3's errors raised as
-    eventsourcing's), the cursor closed, the connection returned.
-    """
-
-    __slots__ = ("_connection", "_cursor", "_pool", "_transaction")
-
-    def __init__(self, pool: SQLiteConnectionPool) -> None:
-        self._pool = pool
-
-    def __enter__(self) -> SQLiteCursor:
-        connection = self._connection = self._pool.get_connection(is_writer=True)
-        try:
-            self._transaction = SQLiteTransaction(connection, commit=True)
-            self._cursor = self._transaction.__enter__()
-        except BaseException:
-            self._pool.put_connection(connection)
-            raise
-        return self._cursor
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_value: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        try:
-            self._cursor.__exit__()
-            self._transaction.__exit__(exc_type, exc_value, traceback)
-        finally:
-            self._pool.put_connection(self._connection)
+from turnlog.store.sqlite_pool import POOL_WAIT, CachingConnectionPool, WriteTransaction
 
 
 class SQLiteLogRecorder(SQLiteApplicationRecorder):

@@ -27,13 +27,14 @@ reader that cannot move a slot's mark to the newest commit (others hold
 it) shares an older one, and the checkpoint copies no further than that
 mark; and the write lock the checkpoint must take first is polled for,
 so writers committing back to back can keep it for a quarter of a second.
-Beside six readers and two writers on a loaded machine, one truncation in
-282 gave up after its whole second, the median one held saves back 91 ms.
 So while this keeper truncates, this process's new transactions on the
 file wait: writers for the pool's writer's turn, readers (of any of its
-stores) at a :class:`ReadGate`. Then none gave up in 275, and the median
-held saves back 35 ms (the worst 184). Other processes' readers can
-still hold a truncation off; the next try then comes a bound later.
+stores) at a :class:`ReadGate`. Beside six readers and two writers on a
+loaded machine, that took the truncations that gave up after their whole
+second from 6 in 418 to none in 420, and the saves they held back from a
+median of about 100 ms to about 35 (bench/wal_truncation.py; figures in
+bench/RESULTS.md). Other processes' readers can still hold a truncation
+off; the next try then comes a bound later.
 
 None of this touches durability: a commit is in the WAL, synced, before
 it returns; a checkpoint only moves committed pages into the log file.
@@ -47,7 +48,7 @@ import sqlite3
 import threading
 import weakref
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager
 
 logger = logging.getLogger(__name__)
 
@@ -114,7 +115,7 @@ class ReadGate:
         try:
             yield
         finally:
-            self._open.set()
+            self.reopen()
 
 
 _gates: weakref.WeakValueDictionary[str, ReadGate] = weakref.WeakValueDictionary()
@@ -155,7 +156,7 @@ class WalKeeper:
         self,
         path: str,
         lock_timeout: float,
-        hold_writers: Callable[[], AbstractContextManager[object]] = nullcontext,
+        hold_writers: Callable[[], AbstractContextManager[object]],
     ) -> None:
         self._path = path
         self._hold_writers = hold_writers
