@@ -17,13 +17,24 @@ from contextlib import contextmanager
 from types import TracebackType
 from typing import Any
 
-from eventsourcing.persistence import InterfaceError
+from eventsourcing.persistence import (
+    ConnectionNotFromPoolError,
+    ConnectionPoolClosedError,
+    DatabaseError,
+    DataError,
+    IntegrityError,
+    InterfaceError,
+    InternalError,
+    NotSupportedError,
+    OperationalError,
+    PersistenceError,
+    ProgrammingError,
+)
 from eventsourcing.sqlite import (
     SQLITE3_DEFAULT_LOCK_TIMEOUT,
     SQLiteConnection,
     SQLiteConnectionPool,
     SQLiteCursor,
-    SQLiteTransaction,
 )
 
 from turnlog.store.wal import WalKeeper, connection_settings
@@ -97,9 +108,85 @@ class CachingConnectionPool(SQLiteConnectionPool):
     ) -> SQLiteConnection:
         """A connection, as eventsourcing's pool gives one; a reader's waits
         while this process truncates the file's WAL (turnlog.store.wal)."""
-        if is_writer is False and self.wal is not None:
+        if is_writer is True:
+            connection = self._writer_now()
+            if connection is not None:
+                return connection
+        elif is_writer is False and self.wal is not None:
             self.wal.gate.wait_open()
         return super().get_connection(timeout, is_writer=is_writer)
+
+    def _writer_now(self) -> SQLiteConnection | None:
+        """The writer's turn on an idle connection if neither needs a wait;
+        else None, with nothing taken, and eventsourcing's pool does the rest.
+
+        What its ``get_connection`` does for a writer that waits for nothing:
+        the writer's lock, no readers where reads exclude writes (memory://),
+        an idle connection, the same bookkeeping. It spends about twenty
+        Python calls on it (its queue for fairness and its conditions are
+        Python classes), and every save takes a writer's connection: the
+        pool was a quarter of the Python a save runs (bench/RESULTS.md,
+        "The writer's turn without waiting"). A writer that finds the turn
+        free takes it before one queued in the pool wakes, as a
+        ``threading.Lock`` lets any thread. Left to the pool: every wait, a
+        connection to create, and connections that age out or are pinged
+        (``max_age``, ``pre_ping``: turnlog opens its pools with neither).
+        """
+        if self._closed or self.max_age is not None or self.pre_ping:
+            return None
+        writer = self._writer_lock
+        if not writer.acquire(False):
+            return None
+        if self._mutually_exclusive_read_write:
+            # The count is read under its lock, as the pool reads it. A
+            # Condition's acquire and release are its lock's own (C) methods.
+            self._no_readers.acquire()
+            readers = self._num_readers
+            self._no_readers.release()
+            if readers:
+                writer.release()
+                return None
+        idle = self._put_condition
+        idle.acquire()
+        try:
+            if self._closed or not self._pool:
+                writer.release()
+                return None
+            connection = self._pool.pop()  # the most recently returned
+            # Idle, and with no max_age timer to close it, no thread holds it.
+            connection.in_use.acquire()
+            self._in_use[id(connection)] = connection
+            self._num_writers += 1
+        finally:
+            idle.release()
+        connection.is_writer = True
+        return connection
+
+    def put_connection(self, conn: SQLiteConnection) -> None:
+        """Returns ``conn``: a writer's as eventsourcing's pool returns it,
+        with fewer Python calls (see ``_writer_now``); any other through it."""
+        if conn.is_writer is not True or self.max_age is not None:
+            super().put_connection(conn)
+            return
+        conn.is_writer = None
+        idle = self._put_condition
+        with idle:
+            if self._closed:
+                msg = "Pool is closed"
+                raise ConnectionPoolClosedError(msg)
+            if self._in_use.pop(id(conn), None) is None:
+                msg = "Connection not in use in this pool"
+                raise ConnectionNotFromPoolError(msg)
+            # With no max_age timer, nothing marks a connection as closing.
+            if not conn.closed:
+                if len(self._pool) < self.pool_size:
+                    self._pool.append(conn)
+                else:
+                    conn.close()
+            conn.in_use.release()
+            self._num_writers -= 1
+            self._writer_lock.release()
+            idle.notify()
 
     @contextmanager
     def _writer_held(self) -> Iterator[None]:
@@ -151,7 +238,42 @@ class CachingConnectionPool(SQLiteConnectionPool):
             for setting in connection_settings():
                 connection.execute(setting)
         connection.row_factory = sqlite3.Row
-        return SQLiteConnection(sqlite_conn=connection, max_age=self.max_age)
+        return RawSQLiteConnection(connection, self.max_age)
+
+
+class RawSQLiteConnection(SQLiteConnection):
+    """eventsourcing's SQLite connection, with the sqlite3 one it wraps in view.
+
+    ``WriteTransaction`` runs BEGIN and COMMIT on ``raw`` itself, not
+    through the wrapper's methods.
+    """
+
+    def __init__(self, raw: sqlite3.Connection, max_age: float | None) -> None:
+        super().__init__(sqlite_conn=raw, max_age=max_age)
+        self.raw = raw
+
+
+_ERRORS: tuple[tuple[type[sqlite3.Error], type[PersistenceError]], ...] = (
+    (sqlite3.InterfaceError, InterfaceError),
+    (sqlite3.DataError, DataError),
+    (sqlite3.OperationalError, OperationalError),
+    (sqlite3.IntegrityError, IntegrityError),
+    (sqlite3.InternalError, InternalError),
+    (sqlite3.ProgrammingError, ProgrammingError),
+    (sqlite3.NotSupportedError, NotSupportedError),
+    (sqlite3.DatabaseError, DatabaseError),
+    (sqlite3.Error, PersistenceError),
+)
+"""sqlite3's errors and eventsourcing's for each, most specific first, as
+``eventsourcing.sqlite.SQLiteTransaction`` raises them."""
+
+
+def as_persistence_error(error: sqlite3.Error) -> PersistenceError:
+    """``error`` as eventsourcing's error of its kind."""
+    for kind, persistence_error in _ERRORS:
+        if isinstance(error, kind):
+            return persistence_error(error)
+    return PersistenceError(error)
 
 
 class WriteTransaction:
@@ -159,26 +281,30 @@ class WriteTransaction:
 
     ``SQLiteDatastore.transaction(commit=True)`` does the same in three
     nested generator context managers (the datastore's, its connection
-    getter's, the connection's), a third of the Python a lone save runs
-    outside SQLite: the same pool call (a writer's connection, with its
-    read and write interlocking), the same ``SQLiteTransaction`` (BEGIN,
-    then COMMIT, or ROLLBACK on an error, sqlite3's errors raised as
-    eventsourcing's), the cursor closed, the connection returned.
+    getter's, the connection's) and two wrapper objects: the same pool
+    call (a writer's connection, with its read and write interlocking),
+    BEGIN, then COMMIT, or ROLLBACK on an error, sqlite3's errors raised as
+    eventsourcing's (``SQLiteTransaction``), the cursor closed, the
+    connection returned. Here BEGIN and COMMIT run on the sqlite3 objects.
     """
 
-    __slots__ = ("_connection", "_cursor", "_pool", "_transaction")
+    __slots__ = ("_connection", "_cursor", "_pool")
 
     def __init__(self, pool: SQLiteConnectionPool) -> None:
         self._pool = pool
 
     def __enter__(self) -> SQLiteCursor:
-        connection = self._connection = self._pool.get_connection(is_writer=True)
+        connection = self._pool.get_connection(is_writer=True)
+        # The pool makes every connection it lends (_create_connection).
+        assert isinstance(connection, RawSQLiteConnection)
+        self._connection = connection
         try:
-            self._transaction = SQLiteTransaction(connection, commit=True)
-            self._cursor = self._transaction.__enter__()
+            raw = connection.raw.cursor()
+            raw.execute("BEGIN")
         except BaseException:
             self._pool.put_connection(connection)
             raise
+        self._cursor = SQLiteCursor(raw)
         return self._cursor
 
     def __exit__(
@@ -187,8 +313,15 @@ class WriteTransaction:
         exc_value: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
+        connection = self._connection
         try:
-            self._cursor.__exit__()
-            self._transaction.__exit__(exc_type, exc_value, traceback)
+            self._cursor.sqlite_cursor.close()
+            try:
+                if exc_value is not None:
+                    connection.raw.rollback()
+                    raise exc_value
+                connection.raw.commit()
+            except sqlite3.Error as error:
+                raise as_persistence_error(error) from error
         finally:
-            self._pool.put_connection(self._connection)
+            self._pool.put_connection(connection)
