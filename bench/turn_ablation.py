@@ -57,9 +57,7 @@ def take_away(variant: str) -> None:
             lambda _self, _event, _sequence: []
         )
     if variant == "chain" or every:
-        chaining.link = lambda previous, _encoded: previous
-        chaining.canonical_bytes = lambda *_parts: b""
-        chaining.canonical_state = lambda _state: b""
+        chaining.link_state = lambda previous, *_parts: previous
     if variant == "sql" or every:
         positions = itertools.count(1)
 

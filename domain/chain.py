@@ -69,6 +69,38 @@ def link(previous: str, encoded: bytes) -> str:
     return hashlib.sha256(previous.encode("ascii") + encoded).hexdigest()
 
 
+def link_state(
+    previous: str,
+    topic: str,
+    originator_id: str,
+    originator_version: int,
+    state: dict[str, Any],
+) -> str:
+    """``link(previous, canonical_bytes(..., canonical_state(state)))`` in one call.
+
+    ``state`` is the stored state without ``chain``. The hot path of every
+    save (turnlog.store.chaining) links each event this way; the three
+    functions stay for readers that check a link (the verifier).
+    """
+    encode = _encoder.encode
+    return hashlib.sha256(
+        b"".join(
+            (
+                previous.encode("ascii"),
+                b'{"originator_id":',
+                encode(originator_id),
+                b',"originator_version":',
+                encode(originator_version),
+                b',"state":',
+                encode(state),
+                b',"topic":',
+                encode(topic),
+                b"}",
+            )
+        )
+    ).hexdigest()
+
+
 class ChainHead(msgspec.Struct, frozen=True):
     """Where a session's chain ends: the last event's seq and chain."""
 

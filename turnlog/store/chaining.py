@@ -16,20 +16,18 @@ import msgspec
 from eventsourcing.persistence import AggregateRecorder, StoredEvent
 from eventsourcing.utils import get_topic
 
-from turnlog.domain.chain import (
-    CHAIN_FIELD,
-    SEQ_FIELD,
-    ChainHead,
-    canonical_bytes,
-    canonical_state,
-    link,
-)
+from turnlog.domain.chain import CHAIN_FIELD, SEQ_FIELD, ChainHead, link_state
 from turnlog.domain.ids import session_uuid, turn_uuid
 from turnlog.domain.lineage import SessionForked
 
 # As turnlog.store.transcoder encodes a stored event's state.
 _stored_encoder = msgspec.json.Encoder()
 _raw_decoder = msgspec.json.Decoder(dict[str, Any])
+
+_TOPICS: dict[type, str] = {}
+"""Each event class's topic, as eventsourcing's ``get_topic`` gives it. A
+class's topic is fixed once registered (as turnlog's are when defined);
+this keeps it without a Python call an event."""
 
 
 def load_head(
@@ -102,14 +100,13 @@ def stamp_stored(
         class_version = getattr(cls, "class_version", 1)
         if class_version > 1:
             state["class_version"] = class_version
-        topic = get_topic(cls)
+        topic = _TOPICS.get(cls)
+        if topic is None:
+            topic = _TOPICS[cls] = get_topic(cls)
         state.pop(CHAIN_FIELD, None)  # the link hashes the state without it
         if originator_id is not last_id:
             last_id, id_text = originator_id, str(originator_id)
-        digest = link(
-            digest,
-            canonical_bytes(topic, id_text, originator_version, canonical_state(state)),
-        )
+        digest = link_state(digest, topic, id_text, originator_version, state)
         # Stored in the event's own key order, ``chain`` where it stands.
         state = dict(vars(event))
         state[SEQ_FIELD] = seq
@@ -117,11 +114,15 @@ def stamp_stored(
         if class_version > 1:
             state["class_version"] = class_version
         state[CHAIN_FIELD] = digest
-        # Positional: eventsourcing's StoredEvent is a frozen dataclass of
-        # (originator_id, originator_version, topic, state).
-        stored.append(
-            StoredEvent(originator_id, originator_version, topic, encode(state))
-        )
+        # eventsourcing's StoredEvent, a frozen dataclass, made as its
+        # __init__ would make it, without that Python call a row.
+        row = object.__new__(StoredEvent)
+        fields = row.__dict__
+        fields["originator_id"] = originator_id
+        fields["originator_version"] = originator_version
+        fields["topic"] = topic
+        fields["state"] = encode(state)
+        stored.append(row)
         # A copy with two fields changed, as dataclasses.replace makes it but
         # without running __init__ and its checks again on every field (the
         # event passed them when it was made): a tenth of a save's CPU.

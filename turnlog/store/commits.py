@@ -112,14 +112,16 @@ class CommitWatch:
 
     def bump(self, recordings: Sequence[Recording[uuid.UUID]] = ()) -> None:
         """Notes commits of this process (the Store calls it after saves)."""
-        sessions = frozenset(
-            {
-                str(getattr(recording.domain_event, "session_id", ""))
-                for recording in recordings
-            }
-        )
-        positions = [r.notification.id for r in recordings] if self._started else ()
-        if self._announce(Commit(sessions), positions) > LOCAL_LIMIT:
+        # One loop, not a comprehension for each (each is a Python call in
+        # 3.11): every save of every session passes here.
+        sessions: set[str] = set()
+        positions: list[int] = []
+        started = self._started
+        for recording in recordings:
+            sessions.add(str(getattr(recording.domain_event, "session_id", "")))
+            if started:
+                positions.append(recording.notification.id)
+        if self._announce(Commit(frozenset(sessions)), positions) > LOCAL_LIMIT:
             # Only a look forgets them, and where a listener hears other
             # processes' commits none may come for hours: one now.
             self._look_now.set()
@@ -131,13 +133,18 @@ class CommitWatch:
     def _announce(self, commit: Commit, positions: Sequence[int] = ()) -> int:
         """Wakes readers and wakers; returns how many of this process's
         commit positions are kept until the next look."""
-        with self._condition:
+        # The condition's own lock methods (C), not its ``with`` (Python),
+        # on this path of every save.
+        self._condition.acquire()
+        try:
             self._local.update(positions)
             kept = len(self._local)
             self._count += 1
             wakers = self._wakers
             if self._waiting:
                 self._condition.notify_all()
+        finally:
+            self._condition.release()
         for waker in wakers:
             waker(commit)
         return kept
