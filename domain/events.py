@@ -73,8 +73,11 @@ def trigger_session_event(
             _now() if create_timestamp is _TURNLOG_TIMESTAMP else create_timestamp()
         )
     version = aggregate._version + 1
+    make = _CONSTRUCTORS.get(event_class)  # a dict's get: no Python call
+    if make is None:
+        make = _constructor(event_class)
     try:
-        event = _constructor(event_class)(
+        event = make(
             originator_id=aggregate._id,
             originator_version=version,
             session_id=aggregate.session_id,
@@ -233,9 +236,17 @@ def strictly_increasing_timestamp(now: datetime) -> datetime:
 
 def _now() -> datetime:
     # strictly_increasing_timestamp of what eventsourcing's create_timestamp
-    # gives (datetime_now_with_tzinfo), without its calls on the way: one
-    # for every event triggered.
-    return strictly_increasing_timestamp(datetime.now(es_domain.TZINFO))
+    # gives (datetime_now_with_tzinfo), without its calls on the way, and
+    # written out here rather than called: one for every event triggered.
+    now = datetime.now(es_domain.TZINFO)
+    with _clock_lock:
+        if _last_timestamp:
+            if now <= _last_timestamp[0]:
+                now = _last_timestamp[0] + _TICK
+            _last_timestamp[0] = now
+        else:
+            _last_timestamp.append(now)
+        return now
 
 
 @dataclass(frozen=True)

@@ -157,7 +157,7 @@ class CommitWatch:
             if previous is None:
                 foreign = True  # nothing to compare with: assume the worst
             else:
-                ours = sum(1 for p in self._local if previous < p <= newest)
+                ours = len([p for p in self._local if previous < p <= newest])
                 foreign = newest - previous > ours
                 self._local = {p for p in self._local if p > newest}
         if foreign:

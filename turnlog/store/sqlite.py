@@ -196,7 +196,8 @@ class SQLiteLogRecorder(SQLiteApplicationRecorder):
             cursor.execute(
                 statement,
                 (
-                    originator_id.hex
+                    # UUID.hex, without its Python call a row.
+                    "%032x" % originator_id.int  # noqa: UP031
                     if isinstance(originator_id, uuid.UUID)
                     else originator_id,
                     s.originator_version,
