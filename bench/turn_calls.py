@@ -7,7 +7,11 @@ Python function called (``sys.setprofile`` ``call`` events: C functions
 are not counted) during the measured turns only. Deterministic, so a
 change's effect on the Python a turn runs shows without timing.
 
-Run: python bench/turn_calls.py [TURNS] [--top 30]
+``--beneath``: also, for each function, the calls made while it ran (its
+own and every call under it, on its thread): which operation of a turn
+runs the most Python, where ``by function`` shows only where it ends.
+
+Run: python bench/turn_calls.py [TURNS] [--top 30] [--beneath]
 """
 
 from __future__ import annotations
@@ -45,20 +49,49 @@ def thread_kind(name: str) -> str:
     return re.sub(r"-\d+$", "", name)
 
 
+Key = tuple[str, str, str]
+"""A function as counted: its thread's kind, its source, its name."""
+
+
+class CallCounter:
+    """A profile hook counting the Python calls made while ``counting``."""
+
+    def __init__(self, *, beneath: bool) -> None:
+        self.counts: collections.Counter[Key] = collections.Counter()
+        self.beneath: collections.Counter[Key] = collections.Counter()
+        self.counting = False
+        self._with_beneath = beneath
+        self._stacks = threading.local()
+
+    def hook(self, frame: FrameType, event: str, _arg: Any) -> None:
+        """For ``sys.setprofile`` and ``threading.setprofile``."""
+        if not self.counting:
+            return
+        stack: list[Key] | None = getattr(self._stacks, "stack", None)
+        if stack is None:
+            stack = self._stacks.stack = []
+        if event == "call":
+            code = frame.f_code
+            kind = thread_kind(threading.current_thread().name)
+            key = (kind, short_path(code.co_filename), code.co_name)
+            self.counts[key] += 1
+            if self._with_beneath:
+                stack.append(key)
+                for running in set(stack):  # once each, however deep it recurs
+                    self.beneath[running] += 1
+        elif event == "return" and self._with_beneath and stack:
+            stack.pop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("turns", type=int, nargs="?", default=200)
     parser.add_argument("--top", type=int, default=30)
+    parser.add_argument("--beneath", action="store_true")
     args = parser.parse_args()
-    counts: collections.Counter[tuple[str, str, str]] = collections.Counter()
-    counting = False
-
-    def count(frame: FrameType, event: str, _arg: Any) -> None:
-        if event == "call" and counting:
-            code = frame.f_code
-            kind = thread_kind(threading.current_thread().name)
-            counts[(kind, short_path(code.co_filename), code.co_name)] += 1
-
+    counter = CallCounter(beneath=args.beneath)
+    counts, beneath = counter.counts, counter.beneath
+    count = counter.hook
     # Set before the runtime starts its threads, so that every one has it.
     threading.setprofile(count)
     sys.setprofile(count)
@@ -69,11 +102,11 @@ def main() -> None:
         session = rt.create_session(Agent("b", model=model, tools=[echo]))
         for turn in range(10):
             session.prompt(f"warm-up {turn}", timeout=30)
-        counting = True
+        counter.counting = True
         for turn in range(args.turns):
             session.prompt(f"turn {turn}", timeout=30)
             model.requests.clear()
-        counting = False
+        counter.counting = False
     sys.setprofile(None)
     threading.setprofile(None)  # type: ignore[arg-type]
 
@@ -93,6 +126,10 @@ def main() -> None:
     print("\nby function:")
     for (kind, path, name), n in counts.most_common(args.top):
         print(f"{n / turns:8.1f}  {path}:{name} ({kind})")
+    if args.beneath:
+        print("\ncalls while each function ran (its own and beneath it):")
+        for (kind, path, name), n in beneath.most_common(args.top):
+            print(f"{n / turns:8.1f}  {path}:{name} ({kind})")
 
 
 if __name__ == "__main__":
