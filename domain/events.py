@@ -217,27 +217,15 @@ _last_timestamp: list[datetime] = []
 _TICK = timedelta(microseconds=1)
 
 
-def strictly_increasing_timestamp(now: datetime) -> datetime:
-    """``now``, nudged past the last timestamp this process handed out.
+def _now() -> datetime:
+    """Now, nudged past the last timestamp this process handed out.
 
     Events of one decision may belong to two aggregates (a Session and a
     Turn); their timestamps give the order they were decided in, which is
-    the order they are saved, replayed and audited in.
+    the order they are saved, replayed and audited in. Now is what
+    eventsourcing's create_timestamp gives (datetime_now_with_tzinfo),
+    without its calls on the way: this runs for every event triggered.
     """
-    with _clock_lock:
-        if _last_timestamp:
-            if now <= _last_timestamp[0]:
-                now = _last_timestamp[0] + _TICK
-            _last_timestamp[0] = now
-        else:
-            _last_timestamp.append(now)
-        return now
-
-
-def _now() -> datetime:
-    # strictly_increasing_timestamp of what eventsourcing's create_timestamp
-    # gives (datetime_now_with_tzinfo), without its calls on the way, and
-    # written out here rather than called: one for every event triggered.
     now = datetime.now(es_domain.TZINFO)
     with _clock_lock:
         if _last_timestamp:

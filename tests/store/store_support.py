@@ -1,5 +1,6 @@
-"""Helpers of the store's tests: a new Session to save, and seeing a save
-wait on PostgreSQL's locks (for tests of takeovers)."""
+"""Helpers of the store's tests: a new Session to save, seeing a save wait
+on PostgreSQL's locks (for tests of takeovers), and on the SQLite pool's
+writer's lock."""
 
 from __future__ import annotations
 
@@ -13,6 +14,30 @@ import psycopg
 from turnlog.domain.session import Session
 from turnlog.store.fencing import LEASE_TABLE, Fence
 from turnlog.store.log import Store
+
+
+class WatchedLock:
+    """A lock that says when a thread starts a blocking wait for it.
+
+    Only ``thread``'s waits, once it is set; a try that does not block
+    (the pool's own first try for the writer's turn) is not a wait.
+    """
+
+    def __init__(self, lock: Any) -> None:
+        self._lock = lock
+        self.thread: int | None = None
+        self.waiting = threading.Event()
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        if blocking and self.thread in (None, threading.get_ident()):
+            self.waiting.set()
+        return bool(self._lock.acquire(blocking, timeout))
+
+    def release(self) -> None:
+        self._lock.release()
+
+    def locked(self) -> bool:
+        return bool(self._lock.locked())
 
 
 def new_session(session_id: str = "s1") -> Session:

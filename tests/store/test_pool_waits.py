@@ -16,36 +16,16 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import eventsourcing.persistence
 import pytest
+from store_support import WatchedLock
 
 from turnlog.domain.ids import session_uuid
 from turnlog.domain.session import Session
 from turnlog.store.log import Store
 
 WAIT = 10.0
-
-
-class WatchedLock:
-    """A lock that says when the given thread starts to wait for it."""
-
-    def __init__(self, lock: Any) -> None:
-        self._lock = lock
-        self.thread: int | None = None
-        self.waiting = threading.Event()
-
-    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
-        if threading.get_ident() == self.thread:
-            self.waiting.set()
-        return bool(self._lock.acquire(blocking, timeout))
-
-    def release(self) -> None:
-        self._lock.release()
-
-    def locked(self) -> bool:
-        return bool(self._lock.locked())
 
 
 def test_a_save_waits_behind_the_writer_as_long_as_it_takes(

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from eventsourcing.persistence import (
     ConnectionPoolClosedError,
     StoredEvent,
 )
+from store_support import WatchedLock
 
 from turnlog.store.log import Store
 from turnlog.store.sqlite import SQLiteLogRecorder
@@ -43,23 +44,27 @@ class WatchedCondition(threading.Condition):
         return super().wait(timeout)
 
 
-class WatchedLock:
-    """A lock that says when a thread starts a blocking wait for it."""
-
-    def __init__(self, lock: Any) -> None:
-        self._lock = lock
-        self.waiting = threading.Event()
-
-    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
-        if blocking:
-            self.waiting.set()
-        return bool(self._lock.acquire(blocking, timeout))
-
-    def release(self) -> None:
-        self._lock.release()
-
-    def locked(self) -> bool:
-        return bool(self._lock.locked())
+def lent_after_a_wait(
+    pool: CachingConnectionPool,
+    waiting: threading.Event,
+    release: Callable[[], None],
+) -> Any:
+    """A writer's connection that another thread asks ``pool`` for: it must
+    wait (``waiting`` is set, nothing lent) until ``release`` runs."""
+    lent: list[Any] = []
+    writer = threading.Thread(
+        target=lambda: lent.append(pool.get_connection(is_writer=True))
+    )
+    writer.start()
+    try:
+        assert waiting.wait(WAIT)
+        assert lent == []
+    finally:
+        release()
+        writer.join(WAIT)
+    assert not writer.is_alive()
+    assert len(lent) == 1
+    return lent[0]
 
 
 @pytest.fixture
@@ -80,21 +85,11 @@ def test_a_writer_waits_for_a_reader_where_reads_exclude_writes() -> None:
         # Another connection, left idle: the writer has one to take.
         pool.put_connection(pool.get_connection(is_writer=False))
         assert pool.num_in_pool >= 1
-        lent: list[Any] = []
-        writer = threading.Thread(
-            target=lambda: lent.append(pool.get_connection(is_writer=True))
+        # The writer's turn was free, but a reader holds a connection.
+        writer = lent_after_a_wait(
+            pool, pool._no_readers.waiting, lambda: pool.put_connection(reader)
         )
-        writer.start()
-        try:
-            # The writer's turn was free, but a reader holds a connection.
-            assert pool._no_readers.waiting.wait(WAIT)
-            assert lent == []
-        finally:
-            pool.put_connection(reader)
-            writer.join(WAIT)
-        assert not writer.is_alive()
-        assert len(lent) == 1
-        pool.put_connection(lent[0])
+        pool.put_connection(writer)
         assert pool.num_in_use == 0
     finally:
         store.close()
@@ -106,22 +101,12 @@ def test_a_second_writer_waits_for_the_first(
     first = file_pool.get_connection(is_writer=True)
     writer_lock = WatchedLock(file_pool._writer_lock)
     monkeypatch.setattr(file_pool, "_writer_lock", writer_lock)
-    lent: list[Any] = []
-    second = threading.Thread(
-        target=lambda: lent.append(file_pool.get_connection(is_writer=True))
+    # The writer's turn is taken: the second waits for it in eventsourcing's
+    # pool until the first is returned.
+    second = lent_after_a_wait(
+        file_pool, writer_lock.waiting, lambda: file_pool.put_connection(first)
     )
-    second.start()
-    try:
-        # The writer's turn is taken: the second waits for it in
-        # eventsourcing's pool until the first is returned.
-        assert writer_lock.waiting.wait(WAIT)
-        assert lent == []
-    finally:
-        file_pool.put_connection(first)
-        second.join(WAIT)
-    assert not second.is_alive()
-    assert len(lent) == 1
-    file_pool.put_connection(lent[0])
+    file_pool.put_connection(second)
 
 
 def test_a_returned_writer_is_lent_again_first(
@@ -190,45 +175,38 @@ def test_connections_that_age_out_go_through_eventsourcings_pool(
         pool.close()
 
 
-@pytest.mark.parametrize("where", ["memory", "file"])
 def test_readers_and_writers_on_many_threads_all_land(
-    tmp_path: Path, where: str
+    sqlite_recorder: SQLiteLogRecorder,
 ) -> None:
-    url = "memory://" if where == "memory" else f"sqlite:///{tmp_path / 'log.db'}"
-    store = Store(url)
-    try:
-        recorder = store.backend
-        assert isinstance(recorder, SQLiteLogRecorder)
-        errors: list[BaseException] = []
-        start = threading.Barrier(4)
+    recorder = sqlite_recorder
+    errors: list[BaseException] = []
+    start = threading.Barrier(4)
 
-        def work(index: int) -> None:
-            try:
-                start.wait(WAIT)
-                for version in range(1, 101):
-                    aggregate = _aggregate(index)
-                    recorder.insert_events(
-                        [StoredEvent(aggregate, version, "turnlog:Probe", b"{}")]
-                    )
-                    recorder.select_events(aggregate, desc=True, limit=1)
-            except BaseException as error:
-                errors.append(error)
+    def work(index: int) -> None:
+        try:
+            start.wait(WAIT)
+            for version in range(1, 101):
+                aggregate = _aggregate(index)
+                recorder.insert_events(
+                    [StoredEvent(aggregate, version, "turnlog:Probe", b"{}")]
+                )
+                recorder.select_events(aggregate, desc=True, limit=1)
+        except BaseException as error:
+            errors.append(error)
 
-        threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(WAIT * 6)
-        assert not any(thread.is_alive() for thread in threads)
-        assert errors == []
-        for index in range(4):
-            stored = recorder.select_events(_aggregate(index))
-            assert [e.originator_version for e in stored] == list(range(1, 101))
-        positions = [n.id for n in recorder.select_notifications(0, 1000)]
-        assert positions == sorted(set(positions))
-        assert len(positions) == 400
-    finally:
-        store.close()
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(WAIT * 6)
+    assert not any(thread.is_alive() for thread in threads)
+    assert errors == []
+    for index in range(4):
+        stored = recorder.select_events(_aggregate(index))
+        assert [e.originator_version for e in stored] == list(range(1, 101))
+    positions = [n.id for n in recorder.select_notifications(0, 1000)]
+    assert positions == sorted(set(positions))
+    assert len(positions) == 400
 
 
 def _aggregate(index: int) -> uuid.UUID:
