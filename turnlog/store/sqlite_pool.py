@@ -125,8 +125,8 @@ class CachingConnectionPool(SQLiteConnectionPool):
         an idle connection, the same bookkeeping. It spends about twenty
         Python calls on it (its queue for fairness and its conditions are
         Python classes), and every save takes a writer's connection: the
-        pool was a quarter of the Python a save runs (bench/RESULTS.md,
-        "The writer's turn without waiting"). A writer that finds the turn
+        pool was a quarter of the Python calls a save made (bench/RESULTS.md,
+        "The save's Python, cut by a third"). A writer that finds the turn
         free takes it before one queued in the pool wakes, as a
         ``threading.Lock`` lets any thread. Left to the pool: every wait, a
         connection to create, and connections that age out or are pinged
