@@ -76,29 +76,15 @@ def link_state(
     originator_version: int,
     state: dict[str, Any],
 ) -> str:
-    """``link(previous, canonical_bytes(..., canonical_state(state)))`` in one call.
+    """``link(previous, canonical_bytes(..., canonical_state(state)))`` with
+    one call fewer: every save links each of its events this way.
 
-    ``state`` is the stored state without ``chain``. The hot path of every
-    save (turnlog.store.chaining) links each event this way; the three
-    functions stay for readers that check a link (the verifier).
+    ``state`` is the stored state without ``chain``.
     """
-    encode = _encoder.encode
-    return hashlib.sha256(
-        b"".join(
-            (
-                previous.encode("ascii"),
-                b'{"originator_id":',
-                encode(originator_id),
-                b',"originator_version":',
-                encode(originator_version),
-                b',"state":',
-                encode(state),
-                b',"topic":',
-                encode(topic),
-                b"}",
-            )
-        )
-    ).hexdigest()
+    body = canonical_bytes(
+        topic, originator_id, originator_version, _encoder.encode(state)
+    )
+    return hashlib.sha256(previous.encode("ascii") + body).hexdigest()
 
 
 class ChainHead(msgspec.Struct, frozen=True):

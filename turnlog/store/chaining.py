@@ -24,11 +24,6 @@ from turnlog.domain.lineage import SessionForked
 _stored_encoder = msgspec.json.Encoder()
 _raw_decoder = msgspec.json.Decoder(dict[str, Any])
 
-_TOPICS: dict[type, str] = {}
-"""Each event class's topic, as eventsourcing's ``get_topic`` gives it. A
-class's topic is fixed once registered (as turnlog's are when defined);
-this keeps it without a Python call an event."""
-
 
 def load_head(
     recorder: AggregateRecorder,
@@ -100,9 +95,10 @@ def stamp_stored(
         class_version = getattr(cls, "class_version", 1)
         if class_version > 1:
             state["class_version"] = class_version
-        topic = _TOPICS.get(cls)
-        if topic is None:
-            topic = _TOPICS[cls] = get_topic(cls)
+        # A turnlog event class holds the topic it was registered under
+        # (domain.events.register_stable_topic), which get_topic returns
+        # too, through a Python call an event.
+        topic = cls.__dict__.get("TOPIC") or get_topic(cls)
         state.pop(CHAIN_FIELD, None)  # the link hashes the state without it
         if originator_id is not last_id:
             last_id, id_text = originator_id, str(originator_id)

@@ -20,21 +20,14 @@ from typing import Any
 from eventsourcing.persistence import (
     ConnectionNotFromPoolError,
     ConnectionPoolClosedError,
-    DatabaseError,
-    DataError,
-    IntegrityError,
     InterfaceError,
-    InternalError,
-    NotSupportedError,
-    OperationalError,
-    PersistenceError,
-    ProgrammingError,
 )
 from eventsourcing.sqlite import (
     SQLITE3_DEFAULT_LOCK_TIMEOUT,
     SQLiteConnection,
     SQLiteConnectionPool,
     SQLiteCursor,
+    SQLiteTransaction,
 )
 
 from turnlog.store.wal import WalKeeper, connection_settings
@@ -238,42 +231,7 @@ class CachingConnectionPool(SQLiteConnectionPool):
             for setting in connection_settings():
                 connection.execute(setting)
         connection.row_factory = sqlite3.Row
-        return RawSQLiteConnection(connection, self.max_age)
-
-
-class RawSQLiteConnection(SQLiteConnection):
-    """eventsourcing's SQLite connection, with the sqlite3 one it wraps in view.
-
-    ``WriteTransaction`` runs BEGIN and COMMIT on ``raw`` itself, not
-    through the wrapper's methods.
-    """
-
-    def __init__(self, raw: sqlite3.Connection, max_age: float | None) -> None:
-        super().__init__(sqlite_conn=raw, max_age=max_age)
-        self.raw = raw
-
-
-_ERRORS: tuple[tuple[type[sqlite3.Error], type[PersistenceError]], ...] = (
-    (sqlite3.InterfaceError, InterfaceError),
-    (sqlite3.DataError, DataError),
-    (sqlite3.OperationalError, OperationalError),
-    (sqlite3.IntegrityError, IntegrityError),
-    (sqlite3.InternalError, InternalError),
-    (sqlite3.ProgrammingError, ProgrammingError),
-    (sqlite3.NotSupportedError, NotSupportedError),
-    (sqlite3.DatabaseError, DatabaseError),
-    (sqlite3.Error, PersistenceError),
-)
-"""sqlite3's errors and eventsourcing's for each, most specific first, as
-``eventsourcing.sqlite.SQLiteTransaction`` raises them."""
-
-
-def as_persistence_error(error: sqlite3.Error) -> PersistenceError:
-    """``error`` as eventsourcing's error of its kind."""
-    for kind, persistence_error in _ERRORS:
-        if isinstance(error, kind):
-            return persistence_error(error)
-    return PersistenceError(error)
+        return SQLiteConnection(sqlite_conn=connection, max_age=self.max_age)
 
 
 class WriteTransaction:
@@ -281,30 +239,26 @@ class WriteTransaction:
 
     ``SQLiteDatastore.transaction(commit=True)`` does the same in three
     nested generator context managers (the datastore's, its connection
-    getter's, the connection's) and two wrapper objects: the same pool
-    call (a writer's connection, with its read and write interlocking),
-    BEGIN, then COMMIT, or ROLLBACK on an error, sqlite3's errors raised as
-    eventsourcing's (``SQLiteTransaction``), the cursor closed, the
-    connection returned. Here BEGIN and COMMIT run on the sqlite3 objects.
+    getter's, the connection's), a third of the Python a lone save runs
+    outside SQLite: the same pool call (a writer's connection, with its
+    read and write interlocking), the same ``SQLiteTransaction`` (BEGIN,
+    then COMMIT, or ROLLBACK on an error, sqlite3's errors raised as
+    eventsourcing's), the cursor closed, the connection returned.
     """
 
-    __slots__ = ("_connection", "_cursor", "_pool")
+    __slots__ = ("_connection", "_cursor", "_pool", "_transaction")
 
     def __init__(self, pool: SQLiteConnectionPool) -> None:
         self._pool = pool
 
     def __enter__(self) -> SQLiteCursor:
-        connection = self._pool.get_connection(is_writer=True)
-        # The pool makes every connection it lends (_create_connection).
-        assert isinstance(connection, RawSQLiteConnection)
-        self._connection = connection
+        connection = self._connection = self._pool.get_connection(is_writer=True)
         try:
-            raw = connection.raw.cursor()
-            raw.execute("BEGIN")
+            self._transaction = SQLiteTransaction(connection, commit=True)
+            self._cursor = self._transaction.__enter__()
         except BaseException:
             self._pool.put_connection(connection)
             raise
-        self._cursor = SQLiteCursor(raw)
         return self._cursor
 
     def __exit__(
@@ -313,15 +267,8 @@ class WriteTransaction:
         exc_value: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        connection = self._connection
         try:
-            self._cursor.sqlite_cursor.close()
-            try:
-                if exc_value is not None:
-                    connection.raw.rollback()
-                    raise exc_value
-                connection.raw.commit()
-            except sqlite3.Error as error:
-                raise as_persistence_error(error) from error
+            self._cursor.__exit__()
+            self._transaction.__exit__(exc_type, exc_value, traceback)
         finally:
-            self._pool.put_connection(connection)
+            self._pool.put_connection(self._connection)
