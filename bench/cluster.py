@@ -9,7 +9,11 @@ survivor holds the first, and the last, of the dead process's sessions),
 and the checks: every session has its 5 completed turns, no tool call ran
 twice, ``turnlog audit --verify --all`` is clean.
 
-Run: python bench/cluster.py [--sessions 400] [--turns 5]
+Each throughput is followed by the CPU a session took: the workers',
+PostgreSQL's server's and the rest of the machine's (bench/machine_cpu.py),
+and the sessions/s the machine's cores would allow at that CPU a session.
+
+Run: python bench/cluster.py [--sessions 400] [--turns 5] [--no-failover]
      (TURNLOG_BENCH_POSTGRES_URL, default postgresql://postgres@127.0.0.1:5432/test)
 """
 
@@ -30,6 +34,7 @@ import uuid
 from pathlib import Path
 
 import psycopg
+from machine_cpu import CpuSnapshot  # type: ignore[import-not-found]
 from psycopg import sql
 
 from turnlog import (
@@ -181,7 +186,9 @@ def throughput(
     url = fresh_schema(base)
     prepare(url)
     workers = [Worker(url, ledger) for _ in range(processes)]
+    pids = [w.process.pid for w in workers]
     ids = [f"s{n}" for n in range(sessions)]
+    before = CpuSnapshot.take(pids)
     started = time.perf_counter()
     for index, w in enumerate(workers):
         w.send(f"run {','.join(ids[index::processes])} {turns}")
@@ -190,10 +197,33 @@ def throughput(
         while left:
             left -= w.next()[1].startswith("DONE")
     elapsed = time.perf_counter() - started
+    used = CpuSnapshot.take(pids) - before
     for w in workers:
         w.close()
     drop(url)
+    print_cpu(processes, used, sessions, elapsed)
     return sessions / elapsed
+
+
+def print_cpu(processes: int, used: CpuSnapshot, sessions: int, elapsed: float) -> None:
+    """What the run's CPU says about how fast this machine could run it.
+
+    Each worker is held to about one core by its GIL; the machine's cores
+    are shared with PostgreSQL's server and everything else. So the
+    sessions/s any number of workers could reach here is at most the cores
+    over the machine's CPU a session (if that CPU a session stayed as it
+    was in this run).
+    """
+    cores = os.cpu_count() or 1
+    others = used.machine - used.own - used.postgres
+    ms = 1e3 / sessions
+    print(
+        f"  {processes} process(es), CPU a session: turnlog {used.own * ms:.2f} ms, "
+        f"PostgreSQL {used.postgres * ms:.2f} ms, the rest {others * ms:.2f} ms; "
+        f"machine busy {used.machine / elapsed / cores:.0%} of {cores} cores; "
+        f"the cores allow at most {cores * sessions / used.machine:.1f} sessions/s",
+        flush=True,
+    )
 
 
 def failover(base: str, sessions: int, turns: int, ledger: Path) -> None:
@@ -277,6 +307,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sessions", type=int, default=400)
     parser.add_argument("--turns", type=int, default=5)
+    parser.add_argument(
+        "--no-failover", action="store_true", help="the throughputs only"
+    )
     args = parser.parse_args()
     base = os.environ.get(
         "TURNLOG_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
@@ -293,7 +326,8 @@ def main() -> None:
                 flush=True,
             )
         print(f"2 processes / 1 process: {rates[2] / rates[1]:.2f}x")
-        failover(base, args.sessions, args.turns, Path(tmp) / "ledger-failover")
+        if not args.no_failover:
+            failover(base, args.sessions, args.turns, Path(tmp) / "ledger-failover")
 
 
 if __name__ == "__main__":
