@@ -13,6 +13,7 @@ from turnlog import Agent, Runtime, ScriptedModel
 from turnlog.domain.errors import StoreError, StoreURLError
 from turnlog.store.log import Store
 from turnlog.store.opening import integrity_problem
+from turnlog.store.sqlite_pool import CachingConnectionPool
 
 
 def _log_with_damaged_events(path: Path) -> None:
@@ -80,4 +81,22 @@ def test_a_file_that_is_no_database_past_its_header_is_left_closed(
     assert integrity_problem(f"sqlite:///{path}") is not None
 
     assert len(sqlite_connections) > 1  # the file's writer, and the reads of it
+    assert still_open(sqlite_connections) == []
+
+
+def test_a_connection_the_pool_cannot_set_up_is_closed(
+    tmp_path: Path, sqlite_connections: list[sqlite3.Connection]
+) -> None:
+    """SQLite reads a file first at the pool's first statement on it, which
+    fails on a file that is no database (or a locked one)."""
+    path = tmp_path / "log.sqlite3"
+    path.write_bytes(b"no database " * 400)
+    pool = CachingConnectionPool(db_name=str(path))
+    try:
+        with pytest.raises(sqlite3.DatabaseError, match="not a database"):
+            pool.get_connection(is_writer=False)
+    finally:
+        pool.close()
+
+    assert len(sqlite_connections) == 1
     assert still_open(sqlite_connections) == []
