@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 from turnlog import Agent, Runtime, ScriptedModel, calls, tool_call
@@ -87,7 +88,7 @@ def _forge_answer(url: str, answer: str) -> None:
     """Edits the grandchild's recorded answer, as an intruder would."""
     db = Path(url.removeprefix("sqlite:///"))
     marker = f'"final_output":"{answer}"'.encode()
-    with sqlite3.connect(db) as connection:
+    with closing(sqlite3.connect(db)) as connection:
         rows = connection.execute(
             "SELECT rowid, state FROM stored_events "
             "WHERE topic = 'turnlog:TurnCompleted' ORDER BY rowid"

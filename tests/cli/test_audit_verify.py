@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -40,7 +41,7 @@ def alter_tool_output(url: str, session_id: str) -> tuple[int, int]:
     intruder with write access would; returns its (position, session seq)."""
     db = Path(url.removeprefix("sqlite:///"))
     marker = f'"output":"{session_id.upper()}-1"'.encode()
-    with sqlite3.connect(db) as connection:
+    with closing(sqlite3.connect(db)) as connection:
         rows = connection.execute(
             "SELECT rowid, state FROM stored_events "
             "WHERE topic = 'turnlog:ToolCallFinished' ORDER BY rowid"

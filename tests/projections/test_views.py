@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from contextlib import closing
 
 import pytest
 
@@ -259,7 +260,7 @@ def test_a_fold_failure_before_an_undecodable_entry_is_the_one_named(
     """Decoding comes first for the whole batch; the entry named must still
     be the first one the views cannot take, and all before it kept."""
     filled(sqlite_url, sessions=1, turns=2)
-    with sqlite3.connect(sqlite_url.removeprefix("sqlite:///")) as connection:
+    with closing(sqlite3.connect(sqlite_url.removeprefix("sqlite:///"))) as connection:
         connection.execute(
             "UPDATE stored_events SET topic = 'turnlog:SomethingFromTheFuture' "
             "WHERE rowid = (SELECT MAX(rowid) FROM stored_events)"

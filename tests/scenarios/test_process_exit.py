@@ -6,6 +6,7 @@ from __future__ import annotations
 import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -44,7 +45,7 @@ def run_child(url: str, session_id: str, mode: str) -> subprocess.CompletedProce
 
 def leases(path: Path) -> list[tuple[str, str]]:
     """The session leases left in the SQLite log at ``path``."""
-    with sqlite3.connect(path) as db:
+    with closing(sqlite3.connect(path)) as db:
         return db.execute(f"SELECT session_id, owner FROM {LEASE_TABLE}").fetchall()
 
 

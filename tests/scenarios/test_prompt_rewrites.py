@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from contextlib import closing
 from urllib.parse import parse_qs, urlsplit
 
 import msgspec
@@ -85,7 +86,7 @@ def stored_rows_holding(store_url: str, text: str) -> list[str]:
         return any(needle in cell for cell in cells)
 
     if store_url.startswith("sqlite:///"):
-        with sqlite3.connect(store_url.removeprefix("sqlite:///")) as db:
+        with closing(sqlite3.connect(store_url.removeprefix("sqlite:///"))) as db:
             tables = [
                 r[0]
                 for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from contextlib import closing
 
 import pytest
 
@@ -39,7 +40,7 @@ def tables_holding(database: str, marker: str) -> list[str]:
     """The tables of the SQLite file with the marker's bytes in any row."""
     needle = marker.encode()
     found = []
-    with sqlite3.connect(database) as connection:
+    with closing(sqlite3.connect(database)) as connection:
         tables = [
             row[0]
             for row in connection.execute(

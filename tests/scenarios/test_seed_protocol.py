@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -101,7 +102,7 @@ def test_rejected_prompt_aborts_without_persisting_or_wedging_the_next_turn(
     assert secret.id not in checkpoint
     # nowhere at all: not in the log, not in any view, not in any table
     database = rt.store.location
-    with sqlite3.connect(database) as connection:
+    with closing(sqlite3.connect(database)) as connection:
         tables = [
             r[0]
             for r in connection.execute(

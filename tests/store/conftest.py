@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import sqlite3
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,3 +31,25 @@ def sqlite_recorder(
         yield recorder
     finally:
         store.close()
+
+
+@pytest.fixture
+def sqlite_connections(
+    monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[list[sqlite3.Connection]]:
+    """Every connection ``sqlite3.connect`` opens during the test, so that it
+    can check none is left open; all are closed after it in any case."""
+    connections: list[sqlite3.Connection] = []
+    connect = sqlite3.connect
+
+    def recording(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        connection = connect(*args, **kwargs)
+        connections.append(connection)
+        return connection
+
+    monkeypatch.setattr(sqlite3, "connect", recording)
+    try:
+        yield connections
+    finally:
+        for connection in connections:
+            connection.close()

@@ -4,6 +4,7 @@ writer's lock."""
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sized
@@ -38,6 +39,20 @@ class WatchedLock:
 
     def locked(self) -> bool:
         return bool(self._lock.locked())
+
+
+def still_open(
+    connections: list[sqlite3.Connection],
+) -> list[sqlite3.Connection]:
+    """Those of ``connections`` not closed yet."""
+    found = []
+    for connection in connections:
+        try:
+            connection.execute("SELECT 1")
+        except sqlite3.ProgrammingError:  # "Cannot operate on a closed database."
+            continue
+        found.append(connection)
+    return found
 
 
 def new_session(session_id: str = "s1") -> Session:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 from uuid import UUID
 
@@ -22,14 +23,14 @@ def make_log(url: str) -> Path:
 
 
 def count_events(db: Path) -> int:
-    with sqlite3.connect(db) as connection:
+    with closing(sqlite3.connect(db)) as connection:
         return int(
             connection.execute("SELECT COUNT(*) FROM stored_events").fetchone()[0]
         )
 
 
 def rewrite(db: Path, topic: str, edit) -> None:
-    with sqlite3.connect(db) as connection:
+    with closing(sqlite3.connect(db)) as connection:
         rowid, state = connection.execute(
             "SELECT rowid, state FROM stored_events WHERE topic = ?", (topic,)
         ).fetchone()
@@ -84,7 +85,7 @@ def test_a_transcript_item_from_a_newer_turnlog_is_refused(sqlite_url: str) -> N
             state.replace(b"{", b'{"class_version":7,', 1),
         ),
     )
-    with sqlite3.connect(db) as connection:
+    with closing(sqlite3.connect(db)) as connection:
         row = connection.execute(
             "SELECT rowid, originator_id, originator_version, topic, state "
             "FROM stored_events WHERE topic = 'turnlog:TurnStarted'"

@@ -13,10 +13,12 @@ from pathlib import Path
 
 import pytest
 
+import turnlog.store.log
 from turnlog.domain.errors import ConcurrencyConflictError, NotATurnlogStoreError
 from turnlog.domain.ids import session_uuid, turn_uuid
 from turnlog.domain.session import Session
 from turnlog.domain.turn import Turn
+from turnlog.store.application import TurnlogApplication
 from turnlog.store.backend import LogBackend
 from turnlog.store.log import Store
 from turnlog.store.marker import SCHEMA_VERSION
@@ -149,7 +151,22 @@ def test_reopening_the_store_sees_what_was_saved(store_url: str) -> None:
         second.close()
 
 
-def test_a_log_from_a_newer_turnlog_is_refused(store_url: str) -> None:
+def applications_opened(monkeypatch: pytest.MonkeyPatch) -> list[TurnlogApplication]:
+    """The applications (a log's connection pool each) a Store opens from now."""
+    opened: list[TurnlogApplication] = []
+
+    class Recorded(TurnlogApplication):
+        def __init__(self, env: dict[str, str]) -> None:
+            super().__init__(env)
+            opened.append(self)
+
+    monkeypatch.setattr(turnlog.store.log, "TurnlogApplication", Recorded)
+    return opened
+
+
+def test_a_log_from_a_newer_turnlog_is_refused(
+    store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     store = Store(store_url)
     with store.transaction() as cursor:
         cursor.execute(
@@ -157,8 +174,13 @@ def test_a_log_from_a_newer_turnlog_is_refused(store_url: str) -> None:
             (str(SCHEMA_VERSION + 1), "schema_version"),
         )
     store.close()
+    opened = applications_opened(monkeypatch)
     with pytest.raises(NotATurnlogStoreError, match="newer turnlog"):
         Store(store_url)
+    # It read the marker through a pool, and closed it (on PostgreSQL, its
+    # threads too) rather than leave it to the garbage collector.
+    assert len(opened) == 1
+    assert opened[0].recorder.datastore.pool.closed
 
 
 def test_a_log_from_an_older_turnlog_is_marked_with_this_layout(

@@ -7,6 +7,7 @@ write access to the database file would.
 from __future__ import annotations
 
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -82,7 +83,7 @@ def sqlite_path(url: str) -> Path:
 
 
 def positions(db: Path) -> list[tuple[int, str, bytes]]:
-    with sqlite3.connect(db) as connection:
+    with closing(sqlite3.connect(db)) as connection:
         return list(
             connection.execute(
                 "SELECT rowid, topic, state FROM stored_events ORDER BY rowid"
@@ -91,7 +92,7 @@ def positions(db: Path) -> list[tuple[int, str, bytes]]:
 
 
 def tamper(db: Path, statement: str, params: tuple = ()) -> None:
-    with sqlite3.connect(db) as connection:
+    with closing(sqlite3.connect(db)) as connection:
         connection.execute(statement, params)
         connection.commit()
 
@@ -136,7 +137,7 @@ def test_a_deleted_event_is_named(sqlite_log: str) -> None:
 def test_an_inserted_event_is_named(sqlite_log: str) -> None:
     db = sqlite_path(sqlite_log)
     position, state = tool_output_row(db)
-    with sqlite3.connect(db) as connection:
+    with closing(sqlite3.connect(db)) as connection:
         originator, version = connection.execute(
             "SELECT originator_id, originator_version FROM stored_events "
             "WHERE rowid = ?",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -62,7 +63,7 @@ def test_the_keeper_checkpoints_while_sessions_save(
         # back from it alone, the WAL set aside.
         copy = tmp_path / "copy.sqlite3"
         copy.write_bytes(path.read_bytes())
-        with sqlite3.connect(copy) as connection:
+        with closing(sqlite3.connect(copy)) as connection:
             (count,) = connection.execute(
                 "SELECT count(DISTINCT originator_id) FROM stored_events"
             ).fetchone()

@@ -105,15 +105,25 @@ class Store:
         if read_only and not is_sqlite_file(env):
             msg = f"only an SQLite log file can be opened read-only, not {url!r}"
             raise StoreURLError(msg)
+        app: TurnlogApplication | None = None
         try:
             recorder = resolve_topic(RECORDERS[env["PERSISTENCE_MODULE"]])
             self._snapshot = recorder.prepare(env, self.location, read_only=read_only)
-            self._app = TurnlogApplication(env)
+            self._app = app = TurnlogApplication(env)
             check_marker(self)
-        except (PersistenceError, sqlite3.Error, OSError, ImportError) as error:
+        except BaseException as error:
+            # Whatever failed, what was opened is closed: a log refused by
+            # its marker (NotATurnlogStoreError) left the application's pool
+            # open, on PostgreSQL with its threads, until garbage collection.
+            if app is not None:
+                app.close()
             if self._snapshot is not None:
                 self._snapshot.close()
-            raise as_store_error(error, self.location) from error
+            if isinstance(
+                error, (PersistenceError, sqlite3.Error, OSError, ImportError)
+            ):
+                raise as_store_error(error, self.location) from error
+            raise
         self._closed = False
         self._close_lock = threading.Lock()
         self._heads: dict[str, ChainHead] = {}

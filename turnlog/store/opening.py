@@ -280,6 +280,12 @@ def _connect_read_only(path: Path) -> sqlite3.Connection:
         connection = sqlite3.connect(
             f"{uri}?immutable=1", uri=True, check_same_thread=False
         )
+    except BaseException:
+        # Any other failure of the probe, such as the DatabaseError ("file is
+        # not a database") of a damaged file, must close the connection too:
+        # left to the garbage collector it holds the file open until then.
+        connection.close()
+        raise
     return connection
 
 

@@ -221,6 +221,18 @@ class CachingConnectionPool(SQLiteConnectionPool):
             )
         except (sqlite3.Error, TypeError) as error:
             raise InterfaceError(error) from error
+        try:
+            self._set_up(connection)
+        except BaseException:
+            # SQLite opens a file lazily: its first statements here are what
+            # fail on a locked or damaged file, and the connection must not
+            # hold the file open until the garbage collector closes it.
+            connection.close()
+            raise
+        return SQLiteConnection(sqlite_conn=connection, max_age=self.max_age)
+
+    def _set_up(self, connection: sqlite3.Connection) -> None:
+        """WAL mode for a file, the WAL keeper's settings, rows as ``Row``."""
         if not self.is_sqlite_memory_mode and not self.is_journal_mode_wal:
             mode = connection.execute("PRAGMA journal_mode").fetchone()[0]
             if mode.lower() != "wal":
@@ -231,7 +243,6 @@ class CachingConnectionPool(SQLiteConnectionPool):
             for setting in connection_settings():
                 connection.execute(setting)
         connection.row_factory = sqlite3.Row
-        return SQLiteConnection(sqlite_conn=connection, max_age=self.max_age)
 
 
 class WriteTransaction:
