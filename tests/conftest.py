@@ -28,6 +28,13 @@ POSTGRES_LOCK = Path(tempfile.gettempdir()) / "turnlog-tests-postgres.lock"
 sys.path.insert(0, str(Path(__file__).parent))
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # Here, not at the top: the import needs this folder on sys.path (above).
+    from sqlite_leaks import check_connections_are_closed
+
+    check_connections_are_closed()
+
+
 def postgres_url() -> str | None:
     """The PostgreSQL server for tests; in CI it must be configured."""
     url = os.environ.get(POSTGRES_ENV)
