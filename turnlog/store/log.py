@@ -72,6 +72,7 @@ from turnlog.store.opening import (
     is_sqlite_file,
     parse_store_url,
 )
+from turnlog.store.recordings import recordings_of
 from turnlog.store.snapshots import snapshot_sessions
 
 
@@ -265,21 +266,7 @@ class Store:
         if stored is None:
             stored = [self._mapper.to_stored_event(event) for event in events]
         ids = self._writer.save(stored, fence, claim)
-        if not ids:
-            return []
-        # eventsourcing's Recording and Notification are frozen dataclasses;
-        # each is made here as its __init__ would make it, without that
-        # Python call (two an event, a sixth of a save's Python calls).
-        recordings: list[Recording[uuid.UUID]] = []
-        for event, row, position in zip(events, stored, ids, strict=True):
-            notification = object.__new__(Notification)
-            notification.__dict__.update(vars(row), id=position)
-            recording = object.__new__(Recording)
-            fields = recording.__dict__
-            fields["domain_event"] = event
-            fields["notification"] = notification
-            recordings.append(recording)
-        return recordings
+        return recordings_of(events, stored, ids) if ids else []
 
     def _forget(self, session_id: str | None) -> None:
         """Drops what is cached of a session whose save failed.
