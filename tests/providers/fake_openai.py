@@ -173,6 +173,17 @@ class _Handler(BaseHTTPRequestHandler):
         super().setup()
         self.fake._track(self.connection, True)
 
+    def handle(self) -> None:
+        try:
+            super().handle()
+        except ConnectionResetError:
+            # A client that gives up on a stream (malformed, or failed inside)
+            # closes the kept-alive connection with the rest of it unread,
+            # which resets it: the wait for its next request ends so. That is
+            # the client going away, as at a real server, and no error; left
+            # to socketserver, it was printed to stderr, often after the test.
+            self.close_connection = True
+
     def finish(self) -> None:
         try:
             super().finish()
