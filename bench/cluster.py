@@ -13,7 +13,11 @@ Each throughput is followed by the CPU a session took: the workers',
 PostgreSQL's server's and the rest of the machine's (bench/machine_cpu.py),
 and the sessions/s the machine's cores would allow at that CPU a session.
 
+``--sqlite`` first runs one process on an SQLite file (the same workload,
+for the budget that PostgreSQL be at least as fast as SQLite).
+
 Run: python bench/cluster.py [--sessions 400] [--turns 5] [--no-failover]
+     [--sqlite]
      (TURNLOG_BENCH_POSTGRES_URL, default postgresql://postgres@127.0.0.1:5432/test)
 """
 
@@ -183,7 +187,10 @@ def prepare(url: str) -> None:
 def throughput(
     base: str, processes: int, sessions: int, turns: int, ledger: Path
 ) -> float:
-    url = fresh_schema(base)
+    """Sessions/s of ``processes`` workers on a fresh schema of ``base``, or
+    on a fresh file where ``base`` is an SQLite URL ending in a folder."""
+    sqlite = base.startswith("sqlite:///")
+    url = f"{base}/{uuid.uuid4().hex[:10]}.sqlite3" if sqlite else fresh_schema(base)
     prepare(url)
     workers = [Worker(url, ledger) for _ in range(processes)]
     pids = [w.process.pid for w in workers]
@@ -200,7 +207,8 @@ def throughput(
     used = CpuSnapshot.take(pids) - before
     for w in workers:
         w.close()
-    drop(url)
+    if not sqlite:
+        drop(url)
     print_cpu(processes, used, sessions, elapsed)
     return sessions / elapsed
 
@@ -310,11 +318,20 @@ def main() -> None:
     parser.add_argument(
         "--no-failover", action="store_true", help="the throughputs only"
     )
+    parser.add_argument(
+        "--sqlite",
+        action="store_true",
+        help="first one process on an SQLite file, for PostgreSQL's budget",
+    )
     args = parser.parse_args()
     base = os.environ.get(
         "TURNLOG_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
     )
     with tempfile.TemporaryDirectory() as tmp:
+        if args.sqlite:
+            ledger = Path(tmp) / "ledger-sqlite"
+            rate = throughput(f"sqlite:///{tmp}", 1, args.sessions, args.turns, ledger)
+            print(f"1 process on an SQLite file: {rate:.1f} sessions/s", flush=True)
         rates = {}
         for processes in (1, 2):
             ledger = Path(tmp) / f"ledger-{processes}"
