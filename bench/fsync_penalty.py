@@ -41,12 +41,6 @@ FLUSH_WALL = 125e-6
 """Seconds the ``sleep`` stand-in blocks: about a bare flush's wall time here."""
 
 
-def flusher() -> int:
-    """A scratch file's descriptor, in a folder removed at exit by the OS's tmp."""
-    folder = tempfile.mkdtemp(prefix="turnlog-fsync-")
-    return os.open(Path(folder) / "flush", os.O_WRONLY | os.O_CREAT)
-
-
 def handed(flush: Callable[[], None]) -> Callable[[], None]:
     """``flush`` made on a daemon thread of its own; the caller waits for it."""
     requests: queue.SimpleQueue[threading.Event] = queue.SimpleQueue()
@@ -67,9 +61,34 @@ def handed(flush: Callable[[], None]) -> Callable[[], None]:
     return flush_there
 
 
+def pause() -> None:
+    """Blocks as long as a bare flush takes, without flushing."""
+    time.sleep(FLUSH_WALL)
+
+
+def stand_in(mode: str, flush: Callable[[], None]) -> Callable[[], None] | None:
+    """What ``mode`` runs after each save (a flushing thread only for ``handed``)."""
+    if mode == "fsync":
+        return flush
+    if mode == "sleep":
+        return pause
+    if mode == "handed":
+        return handed(flush)
+    return None
+
+
 def run_mode(mode: str, turns: int) -> None:
     """Prints ``MODE cpu_us wall_us`` for one process's run of ``mode``."""
-    fd = flusher()
+    with tempfile.TemporaryDirectory(prefix="turnlog-fsync-") as folder:
+        fd = os.open(Path(folder) / "flush", os.O_WRONLY | os.O_CREAT)
+        try:
+            measure(mode, turns, fd)
+        finally:
+            os.close(fd)
+
+
+def measure(mode: str, turns: int, fd: int) -> None:
+    """As :func:`run_mode`, flushing the scratch file ``fd``."""
 
     def flush() -> None:
         os.pwrite(fd, PAGE, 0)
@@ -92,11 +111,7 @@ def run_mode(mode: str, turns: int) -> None:
 
     from turnlog.store import sqlite_pool
 
-    after = {
-        "fsync": flush,
-        "sleep": lambda: time.sleep(FLUSH_WALL),
-        "handed": handed(flush),
-    }.get(mode)
+    after = stand_in(mode, flush)
     if after is not None:
         save_end = sqlite_pool.WriteTransaction.__exit__
 
