@@ -1,4 +1,4 @@
-"""Truncations of the SQLite WAL beside readers that overlap without a gap.
+"""The keeper's restarts of the SQLite WAL beside readers that overlap without a gap.
 
 The workload of tests/store/test_wal_bounded.py, timed, as
 ``wal_growth.py`` runs it: two writers run one-turn sessions of 20 KB
@@ -6,15 +6,17 @@ texts while six readers loop over the log (half exporting every session,
 half verifying every chain), with the WAL's bound at 1 MiB, until the
 log reaches four bounds; ``--runs``
 times, beside ``--spinners`` processes that only spin (a loaded machine,
-as CI's). Every checkpoint the keeper runs is timed.
+as CI's). Every restart the keeper runs is timed (until 2026-12-06 the
+keeper emptied the WAL with a TRUNCATE checkpoint past the bound instead:
+the figures in bench/RESULTS.md before then are of those).
 
-Printed per run and over all: the truncations (checkpoints past the
-bound), how many gave up (readers or writers held them off for the whole
-``WAL_CHECKPOINT_WAIT``), how long each held saves back (its duration:
-SQLite lets no writer in while it runs), and the WAL's largest size in
-bounds (sampled every 20 ms). ``--unheld`` runs them as before
-turnlog.store.wal's ReadGate: this process's readers and writers are not
-held back while the keeper truncates.
+Printed per run and over all: the restarts (the keeper's checkpoints
+that hold this process back), how many gave up (readers or writers held
+them off for the whole ``WAL_CHECKPOINT_WAIT``), how long each held saves
+back (its duration: SQLite lets no writer in while it runs), and the
+WAL's largest size in bounds (sampled every 20 ms). ``--unheld`` runs
+them as before turnlog.store.wal's ReadGate: this process's readers and
+writers are not held back while the keeper restarts the WAL.
 
 Run: python bench/wal_truncation.py [--runs 40] [--spinners 3] [--unheld]
 """
@@ -32,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from wal_growth import _size, wal_growth  # type: ignore[import-not-found]
+from wal_growth import wal_growth  # type: ignore[import-not-found]
 
 import turnlog.store.wal
 from turnlog.store.wal import ReadGate, WalKeeper
@@ -41,28 +43,26 @@ BOUND = 1024 * 1024
 
 
 @dataclass
-class Truncations:
+class Restarts:
     held: list[float] = field(default_factory=list)
-    """Seconds each truncation ran (saves waited as long)."""
+    """Seconds each restart ran (saves waited as long)."""
     gave_up: int = 0
 
 
-def _timed_checkpoints(truncations: Truncations, unheld: bool) -> None:
-    """Times the keeper's truncations (and, ``unheld``, drops its holds)."""
-    checkpoint = WalKeeper._checkpoint
+def _timed_checkpoints(restarts: Restarts, unheld: bool) -> None:
+    """Times the keeper's restarts (and, ``unheld``, drops its holds)."""
+    restart = WalKeeper._restart
 
-    def timed(keeper: WalKeeper, connection: Any) -> None:
+    def timed(keeper: WalKeeper, connection: Any) -> bool:
         if unheld:
             keeper._hold_writers = nullcontext
-        limit = max(turnlog.store.wal.WAL_CHECKPOINT_BYTES, keeper._retry_above)
-        truncating = _size(Path(keeper._path + "-wal")) > limit
         started = time.monotonic()
-        checkpoint(keeper, connection)
-        if truncating:
-            truncations.held.append(time.monotonic() - started)
-            truncations.gave_up += keeper._retry_above > 0
+        busy = restart(keeper, connection)
+        restarts.held.append(time.monotonic() - started)
+        restarts.gave_up += busy
+        return busy
 
-    WalKeeper._checkpoint = timed  # type: ignore[method-assign,assignment]
+    WalKeeper._restart = timed  # type: ignore[method-assign]
     if unheld:
         ReadGate.closed = lambda self: nullcontext()  # type: ignore[method-assign,assignment,return-value]
 
@@ -91,30 +91,30 @@ def main() -> None:
     parser.add_argument("--unheld", action="store_true")
     args = parser.parse_args()
     turnlog.store.wal.WAL_CHECKPOINT_BYTES = BOUND
-    truncations = Truncations()
-    _timed_checkpoints(truncations, args.unheld)
+    restarts = Restarts()
+    _timed_checkpoints(restarts, args.unheld)
     spin = [sys.executable, "-c", "while True: pass"]
     spinners = [subprocess.Popen(spin) for _ in range(args.spinners)]
     largest: list[float] = []
     try:
         with tempfile.TemporaryDirectory() as folder:
             for number in range(args.runs):
-                before, gave_up = len(truncations.held), truncations.gave_up
+                before, gave_up = len(restarts.held), restarts.gave_up
                 largest.append(one_run(Path(folder), number))
                 print(
                     f"run {number + 1:3d}: WAL at most {largest[-1]:.2f} bounds, "
-                    f"{len(truncations.held) - before} truncations, "
-                    f"{truncations.gave_up - gave_up} gave up",
+                    f"{len(restarts.held) - before} restarts, "
+                    f"{restarts.gave_up - gave_up} gave up",
                     flush=True,
                 )
     finally:
         for spinner in spinners:
             spinner.kill()
             spinner.wait()
-    held = sorted(truncations.held)
+    held = sorted(restarts.held)
     mode = "unheld (as before)" if args.unheld else "held"
     print(f"\n{mode}, {args.runs} runs beside {args.spinners} spinning processes:")
-    print(f"  truncations {len(held)}, gave up {truncations.gave_up}")
+    print(f"  restarts {len(held)}, gave up {restarts.gave_up}")
     if held:
         print(
             f"  saves held back: median {statistics.median(held) * 1000:.0f} ms, "

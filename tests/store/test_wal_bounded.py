@@ -6,13 +6,12 @@ own checkpoints from ever starting the WAL over, so without a bound the
 WAL grows with the log (here it reached about twice the log's size).
 The test runs until the log has grown to four times the bound (a ratio,
 not a time) and holds the WAL's largest size to three times the bound,
-where an unbounded WAL would reach about eight. A truncation holds this
-process's readers and writers back (tests/store/test_wal_truncation.py),
-so the readers here cannot hold it off; the margin is for the growth
-between two checkpoints on a loaded machine (1.65 times the bound at
-most in 60 runs beside three spinning processes, bench/wal_truncation.py),
-and for a truncation that still gives up, whose next try comes a bound
-later.
+where an unbounded WAL would reach about eight. The keeper's restart of
+the WAL holds this process's readers and writers back
+(tests/store/test_wal_restart.py), so the readers here cannot hold it
+off; the margin is for the growth between two checkpoints on a loaded
+machine (bench/wal_truncation.py), and for a restart that still gives
+up, whose next try comes a bound later.
 """
 
 from __future__ import annotations

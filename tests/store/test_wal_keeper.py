@@ -32,7 +32,7 @@ def test_the_logs_connections_never_checkpoint_themselves(tmp_path: Path) -> Non
         assert _pool_connection_setting(store, "wal_autocheckpoint") == 0
         assert (
             _pool_connection_setting(store, "journal_size_limit")
-            == turnlog.store.wal.WAL_CHECKPOINT_BYTES
+            == turnlog.store.wal.wal_file_limit()
         )
     finally:
         store.close()
@@ -87,3 +87,27 @@ def test_closing_the_store_stops_the_keeper(
     assert keeper.wait_for_checkpoint(before, timeout=30)
     store.close()
     assert not [t for t in threading.enumerate() if t.name == "turnlog-checkpoint"]
+
+
+def test_a_lone_writers_commits_write_over_the_wal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A commit that grows the WAL file costs its flush more than one that
+    # writes over blocks the file has: once the WAL has grown, the keeper's
+    # restarts keep it from being emptied, down to the file limit at most.
+    monkeypatch.setattr(turnlog.store.wal, "WAL_CHECKPOINT_BYTES", 64 * 1024)
+    path = tmp_path / "log.sqlite3"
+    wal = path.with_name(path.name + "-wal")
+    store = Store(f"sqlite:///{path}")
+    keeper = store.datastore.pool.wal
+    assert keeper is not None
+    largest = 0
+    try:
+        for number in range(300):
+            store.save(new_session(f"s{number}"))
+            size = wal.stat().st_size
+            assert size >= min(largest, turnlog.store.wal.wal_file_limit())
+            largest = max(largest, size)
+    finally:
+        store.close()
+    assert keeper.checkpoints >= 10

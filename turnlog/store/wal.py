@@ -1,4 +1,4 @@
-"""An SQLite log's WAL, checkpointed and kept short off the savers' threads.
+"""An SQLite log's WAL, checkpointed and started over off the savers' threads.
 
 SQLite checkpoints on its own (``wal_autocheckpoint``, every 1000 pages):
 the commit that passes the mark copies the WAL's pages into the log file
@@ -8,36 +8,41 @@ for about a hundred page copies and a second ``fdatasync``, once every
 step. Here the log's connections never checkpoint themselves; the
 savers count what they wrote, and past ``CHECKPOINT_PAGES`` a thread of
 this keeper checkpoints on a connection of its own while saves go on (a
-checkpoint takes no write lock: it copies what is committed and the next
-writer starts the WAL over once nobody reads its older frames).
+``PASSIVE`` checkpoint takes no write lock: it copies what is committed).
 
-SQLite's checkpoints copy the WAL into the log but can start it over only
-when no reader is still using an older snapshot; readers that overlap
-without a gap (exports, audits, views catching up beside live sessions)
-can keep that from ever happening, and the WAL then grows with the log.
-Past ``WAL_CHECKPOINT_BYTES`` the keeper runs a ``TRUNCATE`` checkpoint,
-which waits (up to ``WAL_CHECKPOINT_WAIT``) for the readers of older
-snapshots to finish (each reads in bounded chunks, one short transaction
-each) and then empties the file; the connections' ``journal_size_limit``
-trims a WAL that grew past the bound once it starts over.
+A checkpoint that runs while commits go on rarely leaves the WAL wholly
+copied, so SQLite's next writer would seldom start it over from the
+beginning, and readers that overlap without a gap (exports, audits,
+views catching up beside live sessions) can keep it from ever starting
+over. So once the WAL holds about ``WAL_CHECKPOINT_BYTES`` (every second
+checkpoint) the keeper follows the passive one with a ``RESTART``: it
+copies the few frames committed since, waits (up to
+``WAL_CHECKPOINT_WAIT``) for the readers of older snapshots to finish
+(each reads in bounded chunks, one short transaction each), and the next
+commit writes from the WAL's start again.
+The file keeps its blocks, so commits write over them: a write and
+``fdatasync`` that grows a file costs 50-90 us more than one into blocks
+it has (it must make the new size durable too; bench/wal_appends.py),
+four times a turn. The connections' ``journal_size_limit`` trims a WAL
+that grew far past the bound (``wal_file_limit``) once it starts over.
 
-Waiting for them is not enough on its own, and the wait holds every
+Waiting for the readers is not enough on its own, and the wait holds every
 save back. SQLite has four read-mark slots for all of a file's readers; a
 reader that cannot move a slot's mark to the newest commit (others hold
 it) shares an older one, and the checkpoint copies no further than that
 mark; and the write lock the checkpoint must take first is polled for,
 so writers committing back to back can keep it for a quarter of a second.
-So while this keeper truncates, this process's new transactions on the
-file wait: writers for the pool's writer's turn, readers (of any of its
-stores) at a :class:`ReadGate`. Beside six readers and two writers on a
-loaded machine, that took the truncations that gave up after their whole
-second from 6 in 418 to none in 420, and the saves they held back from a
-median of about 100 ms to about 35 (bench/wal_truncation.py; figures in
-bench/RESULTS.md). Other processes' readers can still hold a truncation
-off; the next try then comes a bound later.
+So while this keeper restarts the WAL, this process's new transactions on
+the file wait: writers for the pool's writer's turn, readers (of any of
+its stores) at a :class:`ReadGate`. Beside six readers and two writers on
+a loaded machine, that took the checkpoints that gave up after their
+whole second from 6 in 418 to none in 420 (bench/wal_truncation.py;
+figures in bench/RESULTS.md). Other processes' readers can still hold a
+restart off; the next try then comes a bound later.
 
 None of this touches durability: a commit is in the WAL, synced, before
-it returns; a checkpoint only moves committed pages into the log file.
+it returns; a checkpoint only moves committed pages into the log file,
+and the WAL starts over only once all of it is there, synced.
 """
 
 from __future__ import annotations
@@ -53,15 +58,16 @@ from contextlib import AbstractContextManager, contextmanager
 logger = logging.getLogger(__name__)
 
 WAL_CHECKPOINT_BYTES = 4 * 1024 * 1024
-"""A WAL larger than this is checkpointed and truncated (readers allowing)."""
+"""The WAL's bound: the keeper starts the WAL over once it holds about
+this much (readers allowing)."""
 
 WAL_CHECKPOINT_WAIT = 1.0
-"""Seconds that checkpoint waits for older readers before it gives up."""
+"""Seconds a restart waits for older readers before it gives up."""
 
 CHECKPOINT_PAGES = 1000
 """Pages (about) written between two checkpoints, as SQLite's own
 ``wal_autocheckpoint``; at most half the bound's worth, so that a WAL
-started over from the beginning never reaches it."""
+started over at each stays well within it."""
 
 PAGES_A_COMMIT = 5
 """Pages a commit writes besides its events' bytes: table and index leaves
@@ -71,18 +77,38 @@ header and a page a frame)."""
 
 PAGE = 4096
 
+FRAME = PAGE + 24
+"""A WAL frame: a page and its header."""
+
+
+def restart_frames() -> int:
+    """Frames past which a checkpoint starts the WAL over: three quarters of
+    the bound. Checkpoints come due every half bound (``CHECKPOINT_PAGES``),
+    so every second one restarts the WAL, with a quarter's margin either
+    way for the loose count of a commit's pages; each restart holds this
+    process back, however short its copy (tests/store/test_wal_restart.py)."""
+    return WAL_CHECKPOINT_BYTES * 3 // 4 // FRAME
+
+
+def wal_file_limit() -> int:
+    """Bytes a WAL file is trimmed to once it starts over, if it grew past
+    them (restarts held off). Half a bound above the bound: a WAL restarted
+    a little past the bound keeps its blocks, and its next commits write
+    over them rather than growing the file again."""
+    return WAL_CHECKPOINT_BYTES * 3 // 2
+
 
 def connection_settings() -> tuple[str, ...]:
     """The PRAGMAs each of the log's own connections runs when opened."""
     return (
         "PRAGMA wal_autocheckpoint = 0",
-        f"PRAGMA journal_size_limit = {WAL_CHECKPOINT_BYTES}",
+        f"PRAGMA journal_size_limit = {wal_file_limit()}",
     )
 
 
 class ReadGate:
     """Holds this process's new read transactions on one SQLite file back
-    while its WAL is truncated.
+    while its WAL is restarted.
 
     Thread-safe. A reader calls :meth:`wait_open` before its transaction;
     :meth:`closed` holds new ones back (the ones under way go on).
@@ -95,9 +121,9 @@ class ReadGate:
         self._open.set()
 
     def wait_open(self) -> None:
-        """Returns at once unless a truncation is under way, else after it.
+        """Returns at once unless a restart is under way, else after it.
 
-        The wait is bounded: so is a truncation (``WAL_CHECKPOINT_WAIT``
+        The wait is bounded: so is a restart (``WAL_CHECKPOINT_WAIT``
         for readers, then the copy). A reader that slips past as the gate
         closes is one of those under way.
         """
@@ -123,7 +149,7 @@ _gates_lock = threading.Lock()
 
 
 def _open_gates_in_child() -> None:
-    """A forked child has no keeper thread mid-truncation: a gate it
+    """A forked child has no keeper thread mid-restart: a gate it
     inherited closed would hold its readers for ever."""
     global _gates_lock  # noqa: PLW0603 - a lock a parent thread held is lost
     _gates_lock = threading.Lock()
@@ -161,7 +187,6 @@ class WalKeeper:
         self._path = path
         self._hold_writers = hold_writers
         """Holds this process's write transactions back for its block."""
-        self._wal = path + "-wal"
         self._lock_timeout = lock_timeout
         self._written = 0
         self._due = threading.Event()
@@ -169,9 +194,9 @@ class WalKeeper:
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
         self.gate = read_gate(path)
-        """This process's readers of the file, held back while it is truncated."""
+        """This process's readers of the file, held back while it is restarted."""
         self._retry_above = 0
-        """After a truncation readers held out: the WAL size to try again past."""
+        """After a restart readers held out: the WAL's frames to try again past."""
         self.checkpoints = 0
         """Checkpoints run (for tests)."""
         self.idle = threading.Condition()
@@ -227,14 +252,17 @@ class WalKeeper:
                 connection.close()
 
     def _checkpoint(self, connection: sqlite3.Connection) -> None:
-        try:
-            size = os.stat(self._wal).st_size
-        except OSError:
-            return
-        if size <= max(WAL_CHECKPOINT_BYTES, self._retry_above):
-            # Copies what it can without waiting for anyone.
-            connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-            return
+        # Copies what it can without waiting for anyone; says how many
+        # frames the WAL holds since it last started over.
+        (_, frames, _) = connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        if frames > max(restart_frames(), self._retry_above):
+            busy = self._restart(connection)
+            bound = WAL_CHECKPOINT_BYTES // FRAME
+            self._retry_above = frames + bound if busy else 0
+
+    def _restart(self, connection: sqlite3.Connection) -> bool:
+        """Copies the rest of the WAL and lets the next commit start it over;
+        whether readers (or a writer) held that off."""
         connection.execute(f"PRAGMA busy_timeout = {int(WAL_CHECKPOINT_WAIT * 1000)}")
         try:
             with self._hold_writers(), self.gate.closed():
@@ -242,12 +270,14 @@ class WalKeeper:
                 # waits for the readers under way, and need not wait for the
                 # write lock (its busy handler polls, and writers committing
                 # back to back held it for a quarter of a second).
-                busy = connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+                (busy, _, _) = connection.execute(
+                    "PRAGMA wal_checkpoint(RESTART)"
+                ).fetchone()
         finally:
             connection.execute(
                 f"PRAGMA busy_timeout = {int(self._lock_timeout * 1000)}"
             )
-        self._retry_above = size + WAL_CHECKPOINT_BYTES if busy[0][0] else 0
+        return bool(busy)
 
     def wait_for_checkpoint(self, after: int, timeout: float) -> bool:
         """Waits until more than ``after`` checkpoints ran (tests)."""
