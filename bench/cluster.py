@@ -2,7 +2,8 @@
 
 400 sessions of 5 turns (a tool call that is not idempotent, then an
 answer) run on one PostgreSQL schema, first in 1 process, then split over
-2. Printed: sessions per second for each. Then 2 processes again, and one
+2. Each process creates its sessions with ``create_session_async``, as an
+asyncio service would (their commits shared), and runs them all at once. Printed: sessions per second for each. Then 2 processes again, and one
 is SIGKILLed mid-run: the survivor takes each of its sessions over and
 finishes them. Printed: the failover time (from the kill until the
 survivor holds the first, and the last, of the dead process's sessions),
@@ -86,9 +87,7 @@ def worker(url: str, ledger: str) -> None:
         for _ in range(turns + 1):
             model.add(calls(tool_call("charge", {"amount": 5})), "charged")
         agent = Agent("cashier", model=model, tools=[charge])
-        session = await asyncio.to_thread(
-            rt.create_session, agent, session_id=session_id
-        )
+        session = await rt.create_session_async(agent, session_id=session_id)
         say(f"TAKEN {session_id}")
         done = 0
         if resume:
