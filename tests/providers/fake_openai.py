@@ -102,6 +102,8 @@ class FakeOpenAI:
         self._actions: deque[Action] = deque()
         self._lock = threading.Lock()
         self._sockets: set[socket.socket] = set()
+        self._handlers: set[threading.Thread] = set()
+        """The threads serving a connection, which ``stop`` waits for."""
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
         self._server.daemon_threads = True
         self._server.fake = self  # type: ignore[attr-defined]
@@ -130,16 +132,23 @@ class FakeOpenAI:
         return self
 
     def stop(self) -> None:
-        """Stops serving and closes every connection still open."""
+        """Stops serving, closes every connection still open and waits for
+        the threads that served them (none outlives its test)."""
         self.stopping.set()
         self._server.shutdown()
         self._server.server_close()
         with self._lock:
             sockets = list(self._sockets)
+            handlers = list(self._handlers)
         for sock in sockets:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
         self._thread.join(timeout=10)
+        for handler in handlers:
+            handler.join(timeout=10)
+        if still := [handler.name for handler in handlers if handler.is_alive()]:
+            msg = f"the fake OpenAI server's handlers did not end: {still}"
+            raise RuntimeError(msg)
 
     def script(self, *actions: Action) -> None:
         with self._lock:
@@ -157,10 +166,13 @@ class FakeOpenAI:
             self.requests.append(request)
 
     def _track(self, sock: socket.socket, open_: bool) -> None:
+        """Notes a connection opened or closed, and the thread serving it."""
         with self._lock:
             if open_:
                 self._sockets.add(sock)
+                self._handlers.add(threading.current_thread())
             else:
+                # The thread is kept: it runs on a moment after this.
                 self._sockets.discard(sock)
 
 
