@@ -3,7 +3,8 @@
 400 sessions of 5 turns (a tool call that is not idempotent, then an
 answer) run on one PostgreSQL schema, first in 1 process, then split over
 2. Each process creates its sessions with ``create_session_async``, as an
-asyncio service would (their commits shared), and runs them all at once. Printed: sessions per second for each. Then 2 processes again, and one
+asyncio service would (their commits shared), and runs them all at once.
+Printed: sessions per second for each. Then 2 processes again, and one
 is SIGKILLed mid-run: the survivor takes each of its sessions over and
 finishes them. Printed: the failover time (from the kill until the
 survivor holds the first, and the last, of the dead process's sessions),
