@@ -169,6 +169,10 @@ def test_a_restart_waits_for_a_reader_of_the_wal_to_finish(
     ended = threading.Event()
 
     def end_the_read_soon() -> None:
+        # Ends the read while the restart waits for it. The test passes
+        # however late that comes (the restart waits up to 30 s); the delay
+        # only lets a checkpoint that did not wait be caught, the save after
+        # it then finding the reader still there.
         def end() -> None:
             reader.execute("COMMIT")
             ended.set()
