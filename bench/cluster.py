@@ -18,8 +18,13 @@ and the sessions/s the machine's cores would allow at that CPU a session.
 ``--sqlite`` first runs one process on an SQLite file (the same workload,
 for the budget that PostgreSQL be at least as fast as SQLite).
 
+``--rounds N`` runs the throughputs N times in turn and prints the median
+of each ratio over the rounds, each ratio taken within its round: one
+process's throughput moves by a third from run to run on a shared
+machine, and a ratio of two runs far apart carries all of that.
+
 Run: python bench/cluster.py [--sessions 400] [--turns 5] [--no-failover]
-     [--sqlite]
+     [--sqlite] [--rounds N]
      (TURNLOG_BENCH_POSTGRES_URL, default postgresql://postgres@127.0.0.1:5432/test)
 """
 
@@ -31,6 +36,7 @@ import collections
 import os
 import queue
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -323,28 +329,53 @@ def main() -> None:
         action="store_true",
         help="first one process on an SQLite file, for PostgreSQL's budget",
     )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="the throughputs this many times; the median of each ratio",
+    )
     args = parser.parse_args()
     base = os.environ.get(
         "TURNLOG_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
     )
+    ratios: dict[str, list[float]] = collections.defaultdict(list)
     with tempfile.TemporaryDirectory() as tmp:
-        if args.sqlite:
-            ledger = Path(tmp) / "ledger-sqlite"
-            rate = throughput(f"sqlite:///{tmp}", 1, args.sessions, args.turns, ledger)
-            print(f"1 process on an SQLite file: {rate:.1f} sessions/s", flush=True)
-        rates = {}
-        for processes in (1, 2):
-            ledger = Path(tmp) / f"ledger-{processes}"
-            rates[processes] = throughput(
-                base, processes, args.sessions, args.turns, ledger
-            )
-            print(
-                f"{processes} process(es): {rates[processes]:.1f} sessions/s",
-                flush=True,
-            )
-        print(f"2 processes / 1 process: {rates[2] / rates[1]:.2f}x")
+        for number in range(args.rounds):
+            if args.rounds > 1:
+                print(f"round {number + 1} of {args.rounds}", flush=True)
+            folder = Path(tmp) / str(number)
+            folder.mkdir()
+            for name, ratio in throughputs(base, folder, args).items():
+                ratios[name].append(ratio)
+        if args.rounds > 1:
+            for name, values in ratios.items():
+                listed = ", ".join(f"{value:.2f}" for value in values)
+                print(f"{name}: median {statistics.median(values):.2f} ({listed})")
         if not args.no_failover:
             failover(base, args.sessions, args.turns, Path(tmp) / "ledger-failover")
+
+
+def throughputs(base: str, folder: Path, args: argparse.Namespace) -> dict[str, float]:
+    """One round of the throughputs, printed; the ratios the budgets ask of."""
+    ratios = {}
+    if args.sqlite:
+        ledger = folder / "ledger-sqlite"
+        sqlite = throughput(f"sqlite:///{folder}", 1, args.sessions, args.turns, ledger)
+        print(f"1 process on an SQLite file: {sqlite:.1f} sessions/s", flush=True)
+    rates = {}
+    for processes in (1, 2):
+        ledger = folder / f"ledger-{processes}"
+        rates[processes] = throughput(
+            base, processes, args.sessions, args.turns, ledger
+        )
+        print(f"{processes} process(es): {rates[processes]:.1f} sessions/s", flush=True)
+    if args.sqlite:
+        ratios["PostgreSQL / SQLite, one process each"] = rates[1] / sqlite
+        print(f"PostgreSQL / SQLite: {rates[1] / sqlite:.2f}x")
+    ratios["2 processes / 1 process"] = rates[2] / rates[1]
+    print(f"2 processes / 1 process: {rates[2] / rates[1]:.2f}x", flush=True)
+    return ratios
 
 
 if __name__ == "__main__":
