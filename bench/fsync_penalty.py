@@ -7,8 +7,8 @@ with the kernel's. To see that part alone, a memory:// turn (no disk)
 is run with a stand-in after each of its 4 saves:
 
 - ``none``: nothing (the memory:// turn);
-- ``fsync``: a 4 KiB write and ``os.fsync`` of a scratch file, which the
-  bare ``fsync`` loop below costs by itself;
+- ``fsync``: a 4 KiB write over the start of a scratch file and its
+  flush (``--sync``), which the ``bare`` loop below costs by itself;
 - ``sleep``: a sleep as long as that flush's wall time: blocking as
   long, with no flush;
 - ``handed``: the same flush, made by a thread of its own while the
@@ -20,7 +20,13 @@ Each runs in a fresh process, in rounds. The turn's CPU with ``fsync``
 minus ``none`` minus four bare flushes is what the flushes cost the
 turn's own work.
 
+``--sync fdatasync`` flushes as SQLite's commits do (it makes the data
+durable and the file's size, not its times): a file written over in
+place then needs no journal commit of its own. ``fsync``, the default,
+is what the figures recorded before 2026-12-06 used.
+
 Run: python bench/fsync_penalty.py [--rounds 3] [--turns 600]
+     [--sync fsync|fdatasync]
 """
 
 from __future__ import annotations
@@ -77,22 +83,28 @@ def stand_in(mode: str, flush: Callable[[], None]) -> Callable[[], None] | None:
     return None
 
 
-def run_mode(mode: str, turns: int) -> None:
+SYNCS: dict[str, Callable[[int], None]] = {
+    "fsync": os.fsync,
+    "fdatasync": os.fdatasync,
+}
+
+
+def run_mode(mode: str, turns: int, sync: str) -> None:
     """Prints ``MODE cpu_us wall_us`` for one process's run of ``mode``."""
     with tempfile.TemporaryDirectory(prefix="turnlog-fsync-") as folder:
         fd = os.open(Path(folder) / "flush", os.O_WRONLY | os.O_CREAT)
         try:
-            measure(mode, turns, fd)
+            measure(mode, turns, fd, SYNCS[sync])
         finally:
             os.close(fd)
 
 
-def measure(mode: str, turns: int, fd: int) -> None:
-    """As :func:`run_mode`, flushing the scratch file ``fd``."""
+def measure(mode: str, turns: int, fd: int, sync: Callable[[int], None]) -> None:
+    """As :func:`run_mode`, flushing the scratch file ``fd`` with ``sync``."""
 
     def flush() -> None:
         os.pwrite(fd, PAGE, 0)
-        os.fsync(fd)
+        sync(fd)
 
     if mode == "bare":
         for _ in range(200):
@@ -128,16 +140,20 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--turns", type=int, default=600)
+    parser.add_argument("--sync", choices=sorted(SYNCS), default="fsync")
     parser.add_argument("--mode", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.mode:
-        run_mode(args.mode, args.turns)
+        run_mode(args.mode, args.turns, args.sync)
         return
     for number in range(1, args.rounds + 1):
         got = {}
         for mode in ("none", "fsync", "handed", "sleep", "bare"):
             out = subprocess.run(
-                [sys.executable, __file__, "--mode", mode, "--turns", str(args.turns)],
+                [
+                    *(sys.executable, __file__, "--mode", mode),
+                    *("--turns", str(args.turns), "--sync", args.sync),
+                ],
                 capture_output=True,
                 text=True,
                 check=True,
