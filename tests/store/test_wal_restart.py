@@ -299,6 +299,32 @@ def test_a_closed_gate_holds_readers_until_it_opens(tmp_path: Path) -> None:
         store.close()
 
 
+def test_the_gate_stays_closed_until_every_restart_that_closed_it_is_over(
+    tmp_path: Path,
+) -> None:
+    # Two stores of this process on one file, each with a keeper, share
+    # the gate: the first restart to end must not let readers in while
+    # the other still runs.
+    path = tmp_path / "log.sqlite3"
+    store = Store(f"sqlite:///{path}")
+    store.save(_padded_session("s"))
+    gate = _keeper(store).gate
+    read: list[int] = []
+    reader = threading.Thread(
+        target=lambda: read.append(len(store.notifications(1, 5)))
+    )
+    try:
+        with gate.closed():
+            with gate.closed():
+                reader.start()
+            reader.join(0.2)
+            assert reader.is_alive()  # the outer restart is still under way
+        reader.join(10)
+        assert read == [1]
+    finally:
+        store.close()
+
+
 FORKED_MID_RESTART = """
 import os, sys, threading
 from turnlog.store.log import Store

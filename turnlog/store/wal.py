@@ -111,14 +111,20 @@ class ReadGate:
     while its WAL is restarted.
 
     Thread-safe. A reader calls :meth:`wait_open` before its transaction;
-    :meth:`closed` holds new ones back (the ones under way go on).
+    :meth:`closed` holds new ones back (the ones under way go on). Every
+    store of this process open on the file shares its gate, and each has a
+    keeper of its own: the gate stays closed until the last of the
+    restarts that closed it is over.
     """
 
-    __slots__ = ("__weakref__", "_open")
+    __slots__ = ("__weakref__", "_closers", "_lock", "_open")
 
     def __init__(self) -> None:
         self._open = threading.Event()
         self._open.set()
+        self._lock = threading.Lock()
+        self._closers = 0
+        """Restarts under way that hold the gate closed."""
 
     def wait_open(self) -> None:
         """Returns at once unless a restart is under way, else after it.
@@ -130,18 +136,29 @@ class ReadGate:
         if not self._open.is_set():
             self._open.wait()
 
-    def reopen(self) -> None:
-        """Lets readers in again (a forked child's gates)."""
+    def open_in_child(self) -> None:
+        """Lets readers in again in a forked child, whoever closed the gate:
+        no restart is under way there, and a lock a parent's thread held
+        at the fork is held for ever."""
+        self._lock = threading.Lock()
+        self._closers = 0
         self._open.set()
 
     @contextmanager
     def closed(self) -> Iterator[None]:
-        """Holds new readers back for the block."""
-        self._open.clear()
+        """Holds new readers back for the block (and for any other closer's)."""
+        with self._lock:
+            self._closers += 1
+            self._open.clear()
         try:
             yield
         finally:
-            self.reopen()
+            with self._lock:
+                # Not below 0: a forked child may leave a block its forking
+                # thread was in after its gates were opened.
+                self._closers = max(0, self._closers - 1)
+                if self._closers == 0:
+                    self._open.set()
 
 
 _gates: weakref.WeakValueDictionary[str, ReadGate] = weakref.WeakValueDictionary()
@@ -154,7 +171,7 @@ def _open_gates_in_child() -> None:
     global _gates_lock  # noqa: PLW0603 - a lock a parent thread held is lost
     _gates_lock = threading.Lock()
     for gate in list(_gates.values()):
-        gate.reopen()
+        gate.open_in_child()
 
 
 os.register_at_fork(after_in_child=_open_gates_in_child)
