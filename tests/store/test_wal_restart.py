@@ -108,19 +108,12 @@ def _restart(
     return saved
 
 
-@pytest.fixture
-def quiet_keeper(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No checkpoint comes due on its own: the test runs the one it needs."""
-    monkeypatch.setattr(turnlog.store.wal, "CHECKPOINT_PAGES", 10**9)
-    monkeypatch.setattr(turnlog.store.wal, "WAL_CHECKPOINT_BYTES", 10**9)
-
-
-@pytest.mark.usefixtures("quiet_keeper")
 def test_a_restart_holds_writers_and_readers_back_and_starts_the_wal_over(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "log.sqlite3"
     store = Store(f"sqlite:///{path}")
+    _quiet(store, monkeypatch)
     other = Store(f"sqlite:///{path}")  # another store of this process, reading
     read: list[int] = []
     readers: list[threading.Thread] = []
@@ -154,7 +147,6 @@ def test_a_restart_holds_writers_and_readers_back_and_starts_the_wal_over(
         store.close()
 
 
-@pytest.mark.usefixtures("quiet_keeper")
 def test_a_restart_waits_for_a_reader_of_the_wal_to_finish(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -165,6 +157,7 @@ def test_a_restart_waits_for_a_reader_of_the_wal_to_finish(
     monkeypatch.setattr(turnlog.store.wal, "WAL_CHECKPOINT_WAIT", 30.0)
     path = tmp_path / "log.sqlite3"
     store = Store(f"sqlite:///{path}")
+    _quiet(store, monkeypatch)
     reader = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     ended = threading.Event()
 
@@ -239,12 +232,12 @@ def test_a_restart_readers_hold_off_is_tried_again_a_bound_later(
         store.close()
 
 
-@pytest.mark.usefixtures("quiet_keeper")
 def test_a_failed_restart_lets_writers_and_readers_go_on(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "log.sqlite3"
     store = Store(f"sqlite:///{path}")
+    _quiet(store, monkeypatch)
 
     def fail() -> None:
         raise sqlite3.OperationalError("disk I/O error")
