@@ -18,13 +18,20 @@ and the sessions/s the machine's cores would allow at that CPU a session.
 ``--sqlite`` first runs one process on an SQLite file (the same workload,
 for the budget that PostgreSQL be at least as fast as SQLite).
 
+``--pin`` keeps each worker process on a core of its own (the one
+process on the first core, two on the first two), as a deployment that
+runs a process per core would: a CPython process runs Python on one core
+at a time, and its threads hand each turn's work to each other; left
+free, the kernel spreads them over the cores, which cost two processes a
+third of their throughput here, and one a fifth (bench/RESULTS.md).
+
 ``--rounds N`` runs the throughputs N times in turn and prints the median
 of each ratio over the rounds, each ratio taken within its round: one
 process's throughput moves by a third from run to run on a shared
 machine, and a ratio of two runs far apart carries all of that.
 
 Run: python bench/cluster.py [--sessions 400] [--turns 5] [--no-failover]
-     [--sqlite] [--rounds N]
+     [--sqlite] [--rounds N] [--pin]
      (TURNLOG_BENCH_POSTGRES_URL, default postgresql://postgres@127.0.0.1:5432/test)
 """
 
@@ -79,8 +86,11 @@ def charge(amount: int, context: ToolContext) -> str:
 # -- a worker process ----------------------------------------------------------
 
 
-def worker(url: str, ledger: str) -> None:
+def worker(url: str, ledger: str, core: int | None) -> None:
     """Runs ``run|resume S1,S2,... TURNS`` from stdin; prints TAKEN/DONE."""
+    if core is not None:
+        # Before any thread starts: each thread inherits its creator's cores.
+        os.sched_setaffinity(0, {core})
     global LEDGER  # noqa: PLW0603 - the tool is module level (type hints)
     LEDGER = Path(ledger)
     lock = threading.Lock()
@@ -140,9 +150,10 @@ def worker(url: str, ledger: str) -> None:
 
 
 class Worker:
-    def __init__(self, url: str, ledger: Path) -> None:
+    def __init__(self, url: str, ledger: Path, core: int | None = None) -> None:
+        pinned = [] if core is None else [str(core)]
         self.process = subprocess.Popen(
-            [sys.executable, __file__, "--worker", url, str(ledger)],
+            [sys.executable, __file__, "--worker", url, str(ledger), *pinned],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -191,14 +202,25 @@ def prepare(url: str) -> None:
 
 
 def throughput(
-    base: str, processes: int, sessions: int, turns: int, ledger: Path
+    base: str,
+    processes: int,
+    sessions: int,
+    turns: int,
+    ledger: Path,
+    *,
+    pin: bool = False,
 ) -> float:
     """Sessions/s of ``processes`` workers on a fresh schema of ``base``, or
-    on a fresh file where ``base`` is an SQLite URL ending in a folder."""
+    on a fresh file where ``base`` is an SQLite URL ending in a folder;
+    with ``pin``, each worker on a core of its own."""
     sqlite = base.startswith("sqlite:///")
     url = f"{base}/{uuid.uuid4().hex[:10]}.sqlite3" if sqlite else fresh_schema(base)
     prepare(url)
-    workers = [Worker(url, ledger) for _ in range(processes)]
+    cores = sorted(os.sched_getaffinity(0))
+    workers = [
+        Worker(url, ledger, cores[n % len(cores)] if pin else None)
+        for n in range(processes)
+    ]
     pids = [w.process.pid for w in workers]
     ids = [f"s{n}" for n in range(sessions)]
     before = CpuSnapshot.take(pids)
@@ -316,7 +338,9 @@ def check(url: str, ids: list[str], turns: int, ledger: Path) -> None:
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
-        worker(sys.argv[2], sys.argv[3])
+        worker(
+            sys.argv[2], sys.argv[3], int(sys.argv[4]) if len(sys.argv) > 4 else None
+        )
         return
     parser = argparse.ArgumentParser()
     parser.add_argument("--sessions", type=int, default=400)
@@ -334,6 +358,9 @@ def main() -> None:
         type=int,
         default=1,
         help="the throughputs this many times; the median of each ratio",
+    )
+    parser.add_argument(
+        "--pin", action="store_true", help="each worker process on a core of its own"
     )
     args = parser.parse_args()
     base = os.environ.get(
@@ -361,13 +388,15 @@ def throughputs(base: str, folder: Path, args: argparse.Namespace) -> dict[str, 
     ratios = {}
     if args.sqlite:
         ledger = folder / "ledger-sqlite"
-        sqlite = throughput(f"sqlite:///{folder}", 1, args.sessions, args.turns, ledger)
+        sqlite = throughput(
+            f"sqlite:///{folder}", 1, args.sessions, args.turns, ledger, pin=args.pin
+        )
         print(f"1 process on an SQLite file: {sqlite:.1f} sessions/s", flush=True)
     rates = {}
     for processes in (1, 2):
         ledger = folder / f"ledger-{processes}"
         rates[processes] = throughput(
-            base, processes, args.sessions, args.turns, ledger
+            base, processes, args.sessions, args.turns, ledger, pin=args.pin
         )
         print(f"{processes} process(es): {rates[processes]:.1f} sessions/s", flush=True)
     if args.sqlite:

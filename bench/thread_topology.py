@@ -1,0 +1,163 @@
+"""What a turn's hand-overs between threads cost in place, not in a ping-pong.
+
+``bench/handover_cost.py`` times a bare hand-over (6-18 us of CPU) and the
+second pass read from it that hand-overs are under a tenth of a turn.
+That misses what a hand-over does to the work around it: the thread that
+takes the work up may run on the other core, away from the objects the
+sender just made, and wait there for the GIL. This runs
+``bench/turn_cpu.py``'s workload (one session on memory://, 10 warm-up
+turns, then ``turns`` turns of one tool call each) in a fresh process a
+variant, with the threads' arrangement changed:
+
+- ``free``: as turnlog runs;
+- ``one-core``: the process kept on one core (``os.sched_setaffinity``
+  before any thread starts): the same hand-overs, none across cores;
+- ``tool-inline``: a sync tool run on the session's own thread, not a
+  tool worker's (one round trip fewer a turn);
+- ``on-loop``: every pooled actor's messages run on the I/O loop's thread
+  (the model's two round trips a turn gone);
+- ``both``: ``tool-inline`` and ``on-loop`` together: only the caller's
+  round trip is left.
+
+The last three are stand-ins, not correct runtimes (a tool on the
+session's thread cannot time out; a save on the loop holds it): a
+measurement of what a design with fewer threads could save, no more.
+Each round runs every variant once, in a shuffled order; printed are
+each variant's CPU a turn (the whole process) and its ratio to ``free``
+within the round, as medians over the rounds.
+
+Run: python bench/thread_topology.py [--rounds 6] [--turns 600]
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import os
+import random
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+VARIANTS = ("free", "one-core", "tool-inline", "on-loop", "both")
+
+
+def run_tools_inline() -> None:
+    """Sync tools run where the session starts them, not on a tool worker."""
+    from turnlog.actors import tool_executor
+
+    pooled = tool_executor.ToolExecutor._submit
+
+    def submit(self: Any, call: Any) -> concurrent.futures.Future[Any]:
+        if call.request.tool.is_async:
+            return pooled(self, call)
+        done: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        try:
+            done.set_result(self._run_sync(call))
+        except BaseException as error:  # noqa: BLE001 - as the pool would keep it
+            done.set_exception(error)
+        return done
+
+    tool_executor.ToolExecutor._submit = submit  # type: ignore[method-assign]
+
+
+def run_actors_on_loop() -> None:
+    """Every pooled actor's run goes to the runtime's I/O loop, not a worker."""
+    from turnlog.actors import actor_pool, io_loop
+
+    loops: list[Any] = []
+    made = io_loop.IoLoop.__init__
+
+    def init(self: Any, name: str = "turnlog-io") -> None:
+        made(self, name)
+        if name == "turnlog-io":
+            loops.append(self)
+
+    def submit(self: Any, run: Callable[[], None]) -> None:
+        loop = loops[-1]._loop
+        if threading.current_thread().name == "turnlog-io":
+            loop.call_soon(run)
+        else:
+            loop.call_soon_threadsafe(run)
+
+    io_loop.IoLoop.__init__ = init  # type: ignore[method-assign]
+    actor_pool.ActorPool.submit = submit  # type: ignore[method-assign]
+
+
+def child(variant: str, turns: int) -> None:
+    """One variant's run; prints CPU and wall microseconds a turn."""
+    if variant == "one-core":
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+    if variant in ("tool-inline", "both"):
+        run_tools_inline()
+    if variant in ("on-loop", "both"):
+        run_actors_on_loop()
+    from turnlog import Agent, Runtime, ScriptedModel, calls, function_tool, tool_call
+    from turnlog.store import Store
+
+    @function_tool
+    def echo(text: str) -> str:
+        """Returns its argument."""
+        return text
+
+    model = ScriptedModel()
+    for _ in range(turns + 10):
+        model.add(calls(tool_call("echo", {"text": "hi"})), "done")
+    with Runtime(Store("memory://")) as rt:
+        session = rt.create_session(Agent("b", model=model, tools=[echo]))
+        for turn in range(10):
+            session.prompt(f"warm-up {turn}", timeout=30)
+        cpu, wall = time.process_time(), time.perf_counter()
+        for turn in range(turns):
+            session.prompt(f"turn {turn}", timeout=30)
+            model.requests.clear()
+        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    print(f"{cpu / turns * 1e6:.1f} {wall / turns * 1e6:.1f}")
+
+
+def measure(variant: str, turns: int) -> tuple[float, float]:
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", variant, str(turns)],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    ).stdout.split()
+    return float(out[0]), float(out[1])
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        child(sys.argv[2], int(sys.argv[3]))
+        return
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--turns", type=int, default=600)
+    args = parser.parse_args()
+    cpu: dict[str, list[float]] = {variant: [] for variant in VARIANTS}
+    ratios: dict[str, list[float]] = {variant: [] for variant in VARIANTS}
+    for number in range(args.rounds):
+        order = list(VARIANTS)
+        random.shuffle(order)
+        got = {variant: measure(variant, args.turns) for variant in order}
+        for variant, (used, _wall) in got.items():
+            cpu[variant].append(used)
+            ratios[variant].append(used / got["free"][0])
+        listed = ", ".join(f"{v} {got[v][0]:.0f}/{got[v][1]:.0f}" for v in VARIANTS)
+        print(f"round {number + 1} (CPU/wall us a turn): {listed}", flush=True)
+    print("variant: CPU us a turn, median (range); ratio to free, median (range)")
+    for variant in VARIANTS:
+        used, ratio = cpu[variant], ratios[variant]
+        spread = f"{min(used):.0f}-{max(used):.0f}"
+        print(
+            f"{variant}: {statistics.median(used):.0f} ({spread});"
+            f" {statistics.median(ratio):.3f} ({min(ratio):.2f}-{max(ratio):.2f})"
+        )
+
+
+if __name__ == "__main__":
+    main()
