@@ -22,8 +22,10 @@ for the budget that PostgreSQL be at least as fast as SQLite).
 process on the first core, two on the first two), as a deployment that
 runs a process per core would: a CPython process runs Python on one core
 at a time, and its threads hand each turn's work to each other; left
-free, the kernel spreads them over the cores, which cost two processes a
-third of their throughput here, and one a fifth (bench/RESULTS.md).
+free, the kernel spreads them over the cores, which cost one process
+27% of its throughput here and two 40% (the medians of eight pairs,
+bench/RESULTS.md). One process gains about as much as two, so the ratio
+of two over one moves little.
 
 ``--rounds N`` runs the throughputs N times in turn and prints the median
 of each ratio over the rounds, each ratio taken within its round: one
