@@ -39,7 +39,7 @@ def close(
     """
     state.check_open()
     if waiter is not None:
-        state.close_waiters.append(waiter)
+        state.close_waiters = [*state.close_waiters, waiter]
     if not state.session.running:
         state.close_session()
         return

@@ -83,8 +83,11 @@ class SessionState:
         self.run: RunState | None = None
         self.latest_run: RunResult | None = None
         self.close_when_idle = False
-        # Callers of close() waiting for the running turn to end first.
-        self.close_waiters: list[concurrent.futures.Future[None]] = []
+        # Callers of close() waiting for the running turn to end first:
+        # replaced, never changed in place, so that it is no list until
+        # someone waits (a list is an object the collector walks, for every
+        # live session, on every full run).
+        self.close_waiters: Sequence[concurrent.futures.Future[None]] = ()
         # The SessionClosedMsg event as delivered, for subscribers that come
         # after the close (actors.closing.add_subscriber).
         self.closed_event: Event | None = None
@@ -282,7 +285,7 @@ class SessionState:
             for waiter in self.close_waiters:
                 if not waiter.done():
                     waiter.set_exception(error)
-            self.close_waiters.clear()
+            self.close_waiters = ()
             raise
         for subscriber in self.subscribers:
             subscriber.close()
@@ -290,7 +293,7 @@ class SessionState:
         for waiter in self.close_waiters:
             if not waiter.done():
                 waiter.set_result(None)
-        self.close_waiters.clear()
+        self.close_waiters = ()
 
     def closed_notice(self) -> RunEvent:
         """The session's SessionClosedMsg event, as it was delivered.

@@ -105,7 +105,7 @@ class JobResultsTaken(TurnlogEvent):
         taken = set(self.job_ids)
         aggregate.job_results = [
             r for r in aggregate.job_results if r["job_id"] not in taken
-        ]
+        ] or ()
 
 
 class JobResultTaken(TurnlogEvent):

@@ -86,14 +86,16 @@ class SessionForked(TurnlogCreated):
     """The first input of the history the fork shares ("" if none), for listings."""
 
     def apply(self, aggregate: Any) -> None:
-        aggregate.set_aside_positions = [list(s) for s in self.set_aside_positions]
+        aggregate.set_aside_positions = [
+            list(span) for span in self.set_aside_positions
+        ] or ()
         aggregate.session_id = self.session_id
         aggregate.agent_name = self.agent_name
         aggregate.agent_digest = self.agent_digest
         aggregate.shared_state = dict(self.shared_state)
         aggregate.model_route = self.model_route
         aggregate.turn_count = self.turn_count
-        aggregate.turn_owners = [list(owner) for owner in self.turn_owners]
+        aggregate.turn_owners = [list(owner) for owner in self.turn_owners] or ()
         aggregate.usage_totals = dict(self.usage_totals)
         aggregate.last_usage = (
             None if self.last_usage is None else dict(self.last_usage)
@@ -101,10 +103,10 @@ class SessionForked(TurnlogCreated):
         aggregate.context_epoch = self.context_epoch
         aggregate.context_start_turn = self.context_start_turn
         aggregate.compaction_count = self.compaction_count
-        aggregate.last_rewrite_reasons = list(self.last_rewrite_reasons)
+        aggregate.last_rewrite_reasons = list(self.last_rewrite_reasons) or ()
         aggregate.handed_to = self.handed_to
         aggregate.allowed_tools = frozenset(self.allowed_tools)
-        aggregate.set_aside = [list(span) for span in self.set_aside]
+        aggregate.set_aside = [list(span) for span in self.set_aside] or ()
 
 
 class SessionRewound(TurnlogEvent):
@@ -145,7 +147,7 @@ class SessionRewound(TurnlogEvent):
         aggregate.context_start_turn = self.context_start_turn
 
 
-def set_aside_turns(spans: list[list[int]]) -> set[int]:
+def set_aside_turns(spans: Sequence[Sequence[int]]) -> set[int]:
     """The turn numbers in ``spans`` ([first, last] ranges)."""
     return {n for first, last in spans for n in range(first, last + 1)}
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from eventsourcing.domain import Aggregate
 
@@ -34,7 +34,7 @@ from turnlog.domain.handoff import AgentHandedOff  # noqa: F401 - loads with it
 from turnlog.domain.ids import session_uuid, turn_id_text, turn_uuid
 from turnlog.domain.inputs import check_input, check_json_data
 from turnlog.domain.jobs import CLOSED_JOB_OUTPUT, interrupt_jobs
-from turnlog.domain.lineage import SessionForked, TurnOwners
+from turnlog.domain.lineage import SessionForked
 from turnlog.domain.model import check_usage
 from turnlog.domain.session_changes import (
     ModelRouteChanged,
@@ -93,9 +93,10 @@ class TurnStarted(TurnlogEvent):
     def apply(self, aggregate: Session) -> None:
         aggregate.active_turn = self.number
         aggregate.turn_count = self.number
-        aggregate.queued = [
-            q for q in aggregate.queued if q["submission_id"] != self.submission_id
-        ]
+        if aggregate.queued:
+            aggregate.queued = [
+                q for q in aggregate.queued if q["submission_id"] != self.submission_id
+            ] or ()
         aggregate.note_input_id(self.input_id, self.input_digest, self.submission_id)
 
 
@@ -147,7 +148,7 @@ class ContextRewritten(TurnlogEvent):
     def apply(self, aggregate: Session) -> None:
         aggregate.context_epoch += 1
         aggregate.context_start_turn = self.turn_number
-        aggregate.last_rewrite_reasons = list(self.reasons)
+        aggregate.last_rewrite_reasons = list(self.reasons) or ()
         if "compaction" in self.reasons:
             aggregate.compaction_count += 1
 
@@ -167,6 +168,15 @@ class Session(Aggregate):
     agent_digest: str
     shared_state: dict[str, Any]
     model_route: str
+    EMPTY_AS_TUPLE: ClassVar[tuple[str, ...]] = (
+        "queued",
+        "last_rewrite_reasons",
+        "turn_owners",
+        "set_aside",
+        "set_aside_positions",
+        "job_results",
+    )
+    """The sequences that are ``()`` whenever empty (see ``__init__``)."""
     # Class defaults: snapshots taken before these existed load without them.
     parent_session: str = ""
     parent_call: str = ""
@@ -182,16 +192,22 @@ class Session(Aggregate):
         self.usage_totals: dict[str, int] = {}
         self.last_usage: dict[str, int] | None = None
         self.closed = False
-        self.queued: list[dict[str, Any]] = []
+        # The sequences in EMPTY_AS_TUPLE are replaced whenever they change,
+        # never changed in place, and are the one empty tuple whenever empty:
+        # a list is an object the cyclic collector walks on every full run,
+        # for every live session, and these are nearly always empty (issue
+        # 24). Every event that sets one keeps to it, and so does loading a
+        # snapshot, so a Session loaded either way is the same.
+        self.queued: Sequence[dict[str, Any]] = ()
         self.allowed_tools: frozenset[str] = frozenset()
         self.context_epoch = 0
         self.context_start_turn = 1
         self.compaction_count = 0
-        self.last_rewrite_reasons: list[str] = []
+        self.last_rewrite_reasons: Sequence[str] = ()
         self.handed_to = ""  # the agent a handoff put in charge (AgentHandedOff)
-        self.turn_owners: TurnOwners = []  # a fork's sources' turns (lineage)
-        self.set_aside: list[list[int]] = []  # turn ranges rewound (lineage)
-        self.set_aside_positions: list[list[int]] = []  # their log positions
+        self.turn_owners: Sequence[list[Any]] = ()  # a fork's sources' turns
+        self.set_aside: Sequence[list[int]] = ()  # turn ranges rewound (lineage)
+        self.set_aside_positions: Sequence[list[int]] = ()  # their log positions
         # Every input id recorded: id -> [digest, submission id] (input_ids).
         self.input_ids: dict[str, list[str]] = {}
         # How the approval requests of ended turns were decided: id -> decision.
@@ -199,7 +215,7 @@ class Session(Aggregate):
         # Background jobs (domain.jobs): job id -> what JobStarted said, and
         # the results that wait for the model's next step.
         self.running_jobs: dict[str, dict[str, Any]] = {}
-        self.job_results: list[dict[str, Any]] = []
+        self.job_results: Sequence[dict[str, Any]] = ()
 
     def note_input_id(self, input_id: str, digest: str, submission_id: str) -> None:
         """Remembers input ``input_id`` (from an event being applied)."""

@@ -61,7 +61,7 @@ class QueuedInputTaken(TurnlogEvent):
     def apply(self, aggregate: Any) -> None:
         aggregate.queued = [
             q for q in aggregate.queued if q["submission_id"] != self.submission_id
-        ]
+        ] or ()
 
 
 class QueuedInputDropped(TurnlogEvent):
@@ -74,4 +74,4 @@ class QueuedInputDropped(TurnlogEvent):
         dropped = set(self.submission_ids)
         aggregate.queued = [
             q for q in aggregate.queued if q["submission_id"] not in dropped
-        ]
+        ] or ()

@@ -50,13 +50,14 @@ class SessionSnapshot(Snapshot):
         state["_modified_on"] = datetime.fromisoformat(state["_modified_on"])
         state["allowed_tools"] = frozenset(state["allowed_tools"])
         state.setdefault("handed_to", "")  # snapshots from before handoffs
-        state.setdefault("turn_owners", [])  # snapshots from before forks
-        state.setdefault("set_aside", [])
-        state.setdefault("set_aside_positions", [])
         state.setdefault("input_ids", {})  # snapshots from before input ids
         state.setdefault("decided_approvals", {})
         state.setdefault("running_jobs", {})  # snapshots from before jobs
-        state.setdefault("job_results", [])
+        for name in Session.EMPTY_AS_TUPLE:
+            # Missing from snapshots taken before forks or jobs; a list when
+            # decoded: empty, it is the empty tuple, as a Session folded from
+            # its events holds it.
+            state[name] = state.get(name) or ()
         state["_id"] = self.originator_id
         state["_version"] = self.originator_version
         state["_pending_events"] = []

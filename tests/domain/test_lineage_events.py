@@ -116,8 +116,9 @@ def test_a_snapshot_taken_before_forks_loads_with_no_lineage() -> None:
     for key in ("turn_owners", "set_aside", "set_aside_positions"):
         snapshot.state.pop(key)
     loaded = snapshot.mutate(None)
+    # Empty, as a Session folded from its events holds them: the empty tuple.
     assert (loaded.turn_owners, loaded.set_aside, loaded.set_aside_positions) == (
-        [],
-        [],
-        [],
+        (),
+        (),
+        (),
     )

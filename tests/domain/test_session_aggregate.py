@@ -115,3 +115,24 @@ def test_a_session_with_a_running_turn_cannot_close() -> None:
     with pytest.raises(SessionBusyError):
         session.close()
     assert not session.closed
+
+
+def test_queued_input_once_gone_leaves_the_empty_tuple_not_a_list() -> None:
+    # Session.EMPTY_AS_TUPLE: an empty list is one more object for the
+    # collector to walk in every live session; and a Session loaded from a
+    # snapshot (where empty is the empty tuple) must equal one folded.
+    session = new_session()
+    assert session.queued == ()
+    session.queue_input("sub-1", "follow_up", "first", [])
+    session.queue_input("sub-2", "follow_up", "second", [])
+    assert [q["submission_id"] for q in session.queued] == ["sub-1", "sub-2"]
+    number = session.start_turn("sub-1")
+    assert [q["submission_id"] for q in session.queued] == ["sub-2"]
+    session.take_queued("sub-2", number)
+    assert session.queued == ()
+    session.queue_input("sub-3", "follow_up", "third", [])
+    assert session.drop_queued("closing") == ["sub-3"]
+    assert session.queued == ()
+    session.complete_turn(number, "ok")
+    session.start_turn("sub-4")  # nothing queued: no list made on the way
+    assert session.queued == ()
