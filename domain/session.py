@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any
 
 from eventsourcing.domain import Aggregate
 
@@ -168,15 +168,6 @@ class Session(Aggregate):
     agent_digest: str
     shared_state: dict[str, Any]
     model_route: str
-    EMPTY_AS_TUPLE: ClassVar[tuple[str, ...]] = (
-        "queued",
-        "last_rewrite_reasons",
-        "turn_owners",
-        "set_aside",
-        "set_aside_positions",
-        "job_results",
-    )
-    """The sequences that are ``()`` whenever empty (see ``__init__``)."""
     # Class defaults: snapshots taken before these existed load without them.
     parent_session: str = ""
     parent_call: str = ""
@@ -192,12 +183,8 @@ class Session(Aggregate):
         self.usage_totals: dict[str, int] = {}
         self.last_usage: dict[str, int] | None = None
         self.closed = False
-        # The sequences in EMPTY_AS_TUPLE are replaced whenever they change,
-        # never changed in place, and are the one empty tuple whenever empty:
-        # a list is an object the cyclic collector walks on every full run,
-        # for every live session, and these are nearly always empty (issue
-        # 24). Every event that sets one keeps to it, and so does loading a
-        # snapshot, so a Session loaded either way is the same.
+        # queued, last_rewrite_reasons, turn_owners, set_aside(_positions),
+        # job_results: () when empty (domain.session_snapshot.EMPTY_AS_TUPLE).
         self.queued: Sequence[dict[str, Any]] = ()
         self.allowed_tools: frozenset[str] = frozenset()
         self.context_epoch = 0

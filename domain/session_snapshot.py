@@ -16,6 +16,21 @@ from eventsourcing.utils import get_topic, register_topic
 
 from turnlog.domain.session import Session
 
+EMPTY_AS_TUPLE = (
+    "queued",
+    "last_rewrite_reasons",
+    "turn_owners",
+    "set_aside",
+    "set_aside_positions",
+    "job_results",
+)
+"""The Session's sequences that are replaced whenever they change, never
+changed in place, and the one empty tuple whenever empty: a list is an
+object the cyclic collector walks on every full run, for every live
+session, and these are nearly always empty (issue 24). Every event that
+sets one keeps to it, and so does loading a snapshot: a Session loaded
+either way is the same."""
+
 
 class SessionSnapshot(Snapshot):
     """A Session's whole state at a version, so loading it stays cheap.
@@ -53,7 +68,7 @@ class SessionSnapshot(Snapshot):
         state.setdefault("input_ids", {})  # snapshots from before input ids
         state.setdefault("decided_approvals", {})
         state.setdefault("running_jobs", {})  # snapshots from before jobs
-        for name in Session.EMPTY_AS_TUPLE:
+        for name in EMPTY_AS_TUPLE:
             # Missing from snapshots taken before forks or jobs; a list when
             # decoded: empty, it is the empty tuple, as a Session folded from
             # its events holds it.

@@ -118,9 +118,10 @@ def test_a_session_with_a_running_turn_cannot_close() -> None:
 
 
 def test_queued_input_once_gone_leaves_the_empty_tuple_not_a_list() -> None:
-    # Session.EMPTY_AS_TUPLE: an empty list is one more object for the
-    # collector to walk in every live session; and a Session loaded from a
-    # snapshot (where empty is the empty tuple) must equal one folded.
+    # domain.session_snapshot.EMPTY_AS_TUPLE: an empty list is one more
+    # object for the collector to walk in every live session; and a Session
+    # loaded from a snapshot (where empty is the empty tuple) must equal one
+    # folded.
     session = new_session()
     assert session.queued == ()
     session.queue_input("sub-1", "follow_up", "first", [])

@@ -70,7 +70,7 @@ def test_close_drops_queued_input_recorded_and_it_stays_dropped(
         assert names(rt, "s")[-2:] == ["QueuedInputDroppedMsg", "SessionClosedMsg"]
         stored = rt.store.get_session("s")
         assert stored is not None
-        assert stored.queued == ()  # empty (Session.EMPTY_AS_TUPLE)
+        assert stored.queued == ()  # empty (session_snapshot.EMPTY_AS_TUPLE)
         assert stored.closed
 
 
