@@ -24,11 +24,16 @@ last end); failures by type; peak RSS and peak thread count (sampled from
 /proc/self/status); and whether any thread died (``threading.excepthook``)
 or anything logged an error. With ``--gc-pauses``, each full collection of
 the garbage collector (which stops every thread) with how long it took
-and how many objects it walked.
+and how many objects it walked, and the younger collections' count,
+longest and sum. ``--service-collector`` sets the collector as ``turnlog
+serve`` does (turnlog.collector): the start-up frozen, the young
+generation widened; ``--freeze-startup`` does only the first, and
+``--gc-threshold N`` sets the collector's first threshold before the
+run.
 
 Run: python bench/latency.py [--mode burst|arrivals] [--sessions 2000]
 [--rate 200] [--seconds 10] [--latency 1.0] [--store URL] [--freeze-startup]
-[--gc-pauses]
+[--service-collector] [--gc-threshold N] [--gc-pauses]
 """
 
 from __future__ import annotations
@@ -55,8 +60,8 @@ from turnlog import (
     reply,
     tool_call,
 )
+from turnlog.collector import freeze_startup_objects, prepare_collector
 from turnlog.domain.streaming import DeltaSink, discard_deltas
-from turnlog.service.startup_objects import freeze_startup_objects
 
 DELTAS = 4
 """Text fragments a model call streams, spread over its latency."""
@@ -206,32 +211,53 @@ async def arrivals(
     return await asyncio.gather(*tasks, return_exceptions=True)
 
 
-class FullCollections:
-    """Times the collector's full collections, which stop every thread."""
+class Collections:
+    """Times the collector's collections, each of which stops every thread.
+
+    A full one also counts the objects it walked (counting adds a few ms
+    before it, untimed); the younger ones are only timed, per generation.
+    """
 
     def __init__(self) -> None:
         self.pauses: list[tuple[float, int]] = []
+        self.younger: dict[int, list[float]] = {0: [], 1: []}
         self._started = 0.0
         self._objects = 0
         gc.callbacks.append(self._note)
 
     def _note(self, phase: str, info: dict[str, Any]) -> None:
-        if info["generation"] != 2:
-            return
+        generation = info["generation"]
         if phase == "start":
-            self._objects = sum(len(gc.get_objects(g)) for g in range(3))
+            if generation == 2:
+                self._objects = sum(len(gc.get_objects(g)) for g in range(3))
             self._started = time.perf_counter()
+            return
+        seconds = time.perf_counter() - self._started
+        if generation == 2:
+            self.pauses.append((seconds, self._objects))
         else:
-            self.pauses.append((time.perf_counter() - self._started, self._objects))
+            self.younger[generation].append(seconds)
 
     def close(self) -> None:
         gc.callbacks.remove(self._note)
 
     def describe(self) -> str:
-        """Each as ``MILLISECONDS ms/THOUSANDS k`` objects, in order."""
+        """Each full one as ``MILLISECONDS ms/THOUSANDS k`` objects, in order."""
         return (
             " ".join(f"{s * 1e3:.0f} ms/{n // 1000}k" for s, n in self.pauses) or "none"
         )
+
+    def describe_younger(self) -> str:
+        """How many of each younger generation, their longest and their sum."""
+        parts = []
+        for generation, pauses in self.younger.items():
+            if pauses:
+                parts.append(
+                    f"generation {generation}: {len(pauses)},"
+                    f" longest {max(pauses) * 1e3:.1f} ms,"
+                    f" {sum(pauses) * 1e3:.0f} ms in all"
+                )
+        return "; ".join(parts) or "none"
 
 
 def main() -> None:
@@ -247,8 +273,8 @@ def main() -> None:
     parser.add_argument(
         "--gc-pauses",
         action="store_true",
-        help="time every full collection of the garbage collector and count "
-        "the objects it walked (counting adds a few ms to each, untimed)",
+        help="time every collection of the garbage collector, and count the "
+        "objects each full one walked (counting adds a few ms to each, untimed)",
     )
     parser.add_argument(
         "--freeze-startup",
@@ -256,15 +282,35 @@ def main() -> None:
         help="freeze the start-up objects once the runtime is open, as "
         "`turnlog serve` does before it serves (see the README's Service section)",
     )
+    parser.add_argument(
+        "--service-collector",
+        action="store_true",
+        help="the collector as `turnlog serve` sets it before it serves: the "
+        "start-up frozen and the young generation widened "
+        "(turnlog.collector.prepare_collector)",
+    )
+    parser.add_argument(
+        "--gc-threshold",
+        type=int,
+        help="the collector's first threshold (the objects allocated between "
+        "young collections; Python's default is 700), set before the run",
+    )
     args = parser.parse_args()
+    if args.gc_threshold is not None:
+        gc.set_threshold(args.gc_threshold, *gc.get_threshold()[1:])
     logging.basicConfig(level=logging.WARNING)
     model = SlowModel(args.latency)
     agent = Agent("bench", model=model, tools=[lookup])
-    pauses = FullCollections() if args.gc_pauses else None
+    pauses = Collections() if args.gc_pauses else None
     with tempfile.TemporaryDirectory() as folder, Watch() as watch:
         url = args.store or f"sqlite:///{Path(folder) / 'bench.sqlite3'}"
         with Runtime.open(url) as rt:
-            if args.freeze_startup:
+            if args.service_collector:
+                print(
+                    f"froze {prepare_collector()} start-up objects, "
+                    f"first threshold {gc.get_threshold()[0]}"
+                )
+            elif args.freeze_startup:
                 print(f"froze {freeze_startup_objects()} start-up objects")
             if args.mode == "burst":
                 # Created first, so that every prompt starts at once.
@@ -288,6 +334,7 @@ def main() -> None:
     if pauses is not None:
         pauses.close()
         print(f"  full collections: {pauses.describe()}")
+        print(f"  younger collections: {pauses.describe_younger()}")
     if len(model.creations) >= 2:
         values = [seconds * 1e3 for seconds in model.creations.values()]
         print(

@@ -81,10 +81,10 @@ def test_serve_names_its_agents_as_words(
     # Only uvicorn.run is stubbed: the service imports the rest of uvicorn
     # (its config and protocol classes) to hold connections to limits.
     monkeypatch.setattr(uvicorn, "run", lambda app, **settings: served.append(settings))
-    # Nor is this test process's collector to be frozen for the tests after
-    # it (tests/service/test_startup_objects.py sees the freeze in a process
+    # Nor is this test process's collector to be frozen or widened for the
+    # tests after it (tests/service/test_collector.py sees both in a process
     # of its own).
-    monkeypatch.setattr(serving, "freeze_startup_objects", lambda: 0)
+    monkeypatch.setattr(serving, "prepare_collector", lambda: 0)
     module = types.ModuleType("served_agents")
     module.helper = Agent("helper", model=ScriptedModel(["x"]))  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "served_agents", module)

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from turnlog.agent import Agent
+from turnlog.collector import prepare_collector
 from turnlog.domain.errors import InvalidInputError
 from turnlog.runtime import Runtime
 from turnlog.service.app import create_app
@@ -23,7 +24,6 @@ from turnlog.service.auth import TOKENS_ENV, ServiceTokens
 from turnlog.service.context import AgentSource
 from turnlog.service.limits import MAX_BODY, ConnectionLimits
 from turnlog.service.malloc_arenas import limit_malloc_arenas
-from turnlog.service.startup_objects import freeze_startup_objects
 
 DEFAULT_TENANT = "default"
 
@@ -115,8 +115,9 @@ def serve(
         )
         limits = limits or ConnectionLimits()
         # Everything is imported and set up: what exists now lives as long
-        # as the process, and no full collection need walk it again.
-        freeze_startup_objects()
+        # as the process, and no full collection need walk it again; and
+        # the young generation is widened (turnlog.collector says why).
+        prepare_collector()
         uvicorn.run(
             app,
             host=host,

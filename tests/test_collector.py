@@ -1,10 +1,12 @@
-"""``turnlog serve`` freezes its start-up objects before it serves.
+"""``turnlog serve`` sets the collector before it serves: start-up objects
+frozen, the young generation widened.
 
 The cases that freeze for good run in a fresh interpreter (a frozen
 collector would stay frozen for the rest of a test process): ``turnlog
 serve`` with uvicorn's ``run`` replaced by one that reports what the
-collector tracks at the moment serving would begin, and garbage left
-before the freeze.
+collector tracks, and its first threshold, at the moment serving would
+begin, and garbage left before the freeze. The threshold cases in this
+process put Python's thresholds back after each.
 """
 
 from __future__ import annotations
@@ -12,16 +14,25 @@ from __future__ import annotations
 import gc
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
-from turnlog.service.startup_objects import freeze_startup_objects
+import pytest
+
+from turnlog.collector import (
+    SERVICE_YOUNG_GENERATION,
+    freeze_startup_objects,
+    widen_young_generation,
+)
 
 SERVE_AND_REPORT = """
 import gc, sys
 import uvicorn
 
 def report(app, **settings):
-    print(gc.get_freeze_count(), len(gc.get_objects()), flush=True)
+    print(
+        gc.get_freeze_count(), len(gc.get_objects()), gc.get_threshold()[0], flush=True
+    )
 
 uvicorn.run = report
 from turnlog.cli import main
@@ -30,7 +41,9 @@ sys.exit(main(["--store", sys.argv[1], "serve", "--demo", "--port", "8123"]))
 """
 
 
-def test_serving_begins_with_the_start_up_objects_frozen(tmp_path: Path) -> None:
+def test_serving_begins_with_start_up_frozen_and_the_young_generation_wide(
+    tmp_path: Path,
+) -> None:
     done = subprocess.run(
         [sys.executable, "-c", SERVE_AND_REPORT, f"sqlite:///{tmp_path}/log.sqlite3"],
         capture_output=True,
@@ -40,17 +53,18 @@ def test_serving_begins_with_the_start_up_objects_frozen(tmp_path: Path) -> None
         cwd=tmp_path,  # not the checkout, whose folders would shadow the install
     )
     assert done.returncode == 0, done.stderr
-    frozen, tracked = (int(n) for n in done.stdout.split())
+    frozen, tracked, first_threshold = (int(n) for n in done.stdout.split())
     # Tens of thousands frozen (the imports, the runtime, the app); a full
     # collection walks only the few made after.
     assert frozen > 20_000
     assert tracked < frozen / 10
+    assert first_threshold == SERVICE_YOUNG_GENERATION
 
 
 def test_garbage_is_collected_before_the_rest_is_frozen(tmp_path: Path) -> None:
     script = """
 import gc
-from turnlog.service.startup_objects import freeze_startup_objects
+from turnlog.collector import freeze_startup_objects
 
 class Cycle:
     pass
@@ -85,3 +99,37 @@ def test_it_reports_what_it_froze() -> None:
         assert frozen == gc.get_freeze_count() > 0
     finally:
         gc.unfreeze()
+
+
+@pytest.fixture
+def thresholds_put_back() -> Iterator[None]:
+    """This process's collector thresholds as they were, after the test."""
+    before = gc.get_threshold()
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
+
+
+@pytest.mark.usefixtures("thresholds_put_back")
+def test_widening_raises_only_the_first_threshold() -> None:
+    gc.set_threshold(700, 10, 10)
+
+    assert widen_young_generation(5_000) == 5_000
+    assert gc.get_threshold() == (5_000, 10, 10)
+
+
+@pytest.mark.usefixtures("thresholds_put_back")
+def test_a_wider_young_generation_already_set_is_kept() -> None:
+    gc.set_threshold(50_000, 20, 5)
+
+    assert widen_young_generation(5_000) == 50_000
+    assert gc.get_threshold() == (50_000, 20, 5)
+
+
+@pytest.mark.usefixtures("thresholds_put_back")
+def test_automatic_collection_switched_off_stays_off() -> None:
+    gc.set_threshold(0, 10, 10)
+
+    assert widen_young_generation() == 0
+    assert gc.get_threshold() == (0, 10, 10)
