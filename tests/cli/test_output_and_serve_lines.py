@@ -82,8 +82,8 @@ def test_serve_names_its_agents_as_words(
     # (its config and protocol classes) to hold connections to limits.
     monkeypatch.setattr(uvicorn, "run", lambda app, **settings: served.append(settings))
     # Nor is this test process's collector to be frozen or widened for the
-    # tests after it (tests/service/test_collector.py sees both in a process
-    # of its own).
+    # tests after it (tests/test_collector.py sees both in a process of its
+    # own).
     monkeypatch.setattr(serving, "prepare_collector", lambda: 0)
     module = types.ModuleType("served_agents")
     module.helper = Agent("helper", model=ScriptedModel(["x"]))  # type: ignore[attr-defined]
