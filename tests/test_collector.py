@@ -29,23 +29,37 @@ SERVE_AND_REPORT = """
 import gc, sys
 import uvicorn
 
+pythons_own = gc.get_threshold()[0]
+
 def report(app, **settings):
     print(
-        gc.get_freeze_count(), len(gc.get_objects()), gc.get_threshold()[0], flush=True
+        gc.get_freeze_count(),
+        len(gc.get_objects()),
+        gc.get_threshold()[0],
+        pythons_own,
+        flush=True,
     )
 
 uvicorn.run = report
 from turnlog.cli import main
 
-sys.exit(main(["--store", sys.argv[1], "serve", "--demo", "--port", "8123"]))
+options = sys.argv[2:]
+sys.exit(main(["--store", sys.argv[1], "serve", "--demo", "--port", "8123", *options]))
 """
 
 
-def test_serving_begins_with_start_up_frozen_and_the_young_generation_wide(
-    tmp_path: Path,
-) -> None:
+def serve_and_report(tmp_path: Path, *options: str) -> tuple[int, int, int, int]:
+    """What ``turnlog serve --demo OPTIONS`` has done to the collector as it
+    would begin serving: objects frozen, objects tracked, the first
+    threshold, and the first threshold Python started with."""
     done = subprocess.run(
-        [sys.executable, "-c", SERVE_AND_REPORT, f"sqlite:///{tmp_path}/log.sqlite3"],
+        [
+            sys.executable,
+            "-c",
+            SERVE_AND_REPORT,
+            f"sqlite:///{tmp_path}/log.sqlite3",
+            *options,
+        ],
         capture_output=True,
         text=True,
         timeout=60,
@@ -53,12 +67,33 @@ def test_serving_begins_with_start_up_frozen_and_the_young_generation_wide(
         cwd=tmp_path,  # not the checkout, whose folders would shadow the install
     )
     assert done.returncode == 0, done.stderr
-    frozen, tracked, first_threshold = (int(n) for n in done.stdout.split())
+    frozen, tracked, first_threshold, pythons_own = (
+        int(n) for n in done.stdout.split()
+    )
+    return frozen, tracked, first_threshold, pythons_own
+
+
+def test_serving_begins_with_start_up_frozen_and_the_young_generation_wide(
+    tmp_path: Path,
+) -> None:
+    frozen, tracked, first_threshold, pythons_own = serve_and_report(tmp_path)
+
     # Tens of thousands frozen (the imports, the runtime, the app); a full
     # collection walks only the few made after.
     assert frozen > 20_000
     assert tracked < frozen / 10
-    assert first_threshold == SERVICE_YOUNG_GENERATION
+    assert first_threshold == SERVICE_YOUNG_GENERATION > pythons_own
+
+
+def test_an_operator_sets_the_young_generation_or_keeps_pythons(
+    tmp_path: Path,
+) -> None:
+    _, _, chosen, _ = serve_and_report(tmp_path, "--young-generation", "5000")
+    frozen, _, kept, pythons_own = serve_and_report(tmp_path, "--young-generation", "0")
+
+    assert chosen == 5_000
+    assert kept == pythons_own
+    assert frozen > 20_000  # the start-up is frozen either way
 
 
 def test_garbage_is_collected_before_the_rest_is_frozen(tmp_path: Path) -> None:

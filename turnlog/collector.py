@@ -66,17 +66,19 @@ def widen_young_generation(objects: int = SERVICE_YOUNG_GENERATION) -> int:
     return objects
 
 
-def prepare_collector() -> int:
+def prepare_collector(young_generation: int = SERVICE_YOUNG_GENERATION) -> int:
     """Both settings, as ``turnlog serve`` makes them right before it serves;
     returns how many objects were frozen.
 
-    Call it once, when everything the process needs is imported and set
-    up. What exists then is left out of every later collection: still
-    freed when nothing refers to it, but never found as part of a garbage
-    cycle.
+    ``young_generation`` 0 leaves the first threshold as it is (Python's
+    own, or what the process set). Call it once, when everything the
+    process needs is imported and set up. What exists then is left out of
+    every later collection: still freed when nothing refers to it, but
+    never found as part of a garbage cycle.
     """
     frozen = freeze_startup_objects()
-    widen_young_generation()
+    if young_generation:
+        widen_young_generation(young_generation)
     return frozen
 
 

@@ -84,7 +84,7 @@ def test_serve_names_its_agents_as_words(
     # Nor is this test process's collector to be frozen or widened for the
     # tests after it (tests/test_collector.py sees both in a process of its
     # own).
-    monkeypatch.setattr(serving, "prepare_collector", lambda: 0)
+    monkeypatch.setattr(serving, "prepare_collector", lambda _young: 0)
     module = types.ModuleType("served_agents")
     module.helper = Agent("helper", model=ScriptedModel(["x"]))  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "served_agents", module)
@@ -98,3 +98,17 @@ def test_serve_names_its_agents_as_words(
     [shown] = [text for text in done.err.splitlines() if "on http://" in text]
     assert shown.startswith(line), shown
     assert "[" not in shown
+
+
+def test_serve_refuses_a_negative_young_generation(
+    turnlog, store: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    served = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **settings: served.append(app))
+    monkeypatch.setattr(serving, "prepare_collector", lambda _young: 0)
+
+    done = turnlog("--store", store, "serve", "--demo", "--young-generation", "-1")
+
+    assert done.code == 2, done.err
+    assert "--young-generation must be 0 or more, not -1" in done.err
+    assert served == []

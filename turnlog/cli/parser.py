@@ -9,6 +9,7 @@ from pathlib import Path
 
 from turnlog import __version__
 from turnlog.cli.lineage_parsers import add_lineage_parsers
+from turnlog.collector import SERVICE_YOUNG_GENERATION
 from turnlog.domain.errors import UsageError
 from turnlog.projections.rebuild import REBUILD_BATCH
 
@@ -343,6 +344,15 @@ def _add_serve_parser(
         type=float,
         default=15.0,
         help="seconds between keep-alive comments on idle streams (default: 15)",
+    )
+    serve.add_argument(
+        "--young-generation",
+        metavar="OBJECTS",
+        type=int,
+        default=SERVICE_YOUNG_GENERATION,
+        help="the garbage collector's first threshold while serving: objects "
+        "made between young collections (default: "
+        f"{SERVICE_YOUNG_GENERATION}; 0 leaves Python's own; README: Service)",
     )
     # The connection's limits (turnlog.service.limits.ConnectionLimits holds
     # the defaults; an option not given keeps them).

@@ -43,6 +43,9 @@ def command_serve(args: argparse.Namespace) -> int:
     if not 0 < args.port < 65536:
         msg = f"--port must be 1-65535, not {args.port}"
         raise UsageError(msg)
+    if args.young_generation < 0:
+        msg = f"--young-generation must be 0 or more, not {args.young_generation}"
+        raise UsageError(msg)
     serve(
         store_url(args),
         agents,
@@ -52,6 +55,7 @@ def command_serve(args: argparse.Namespace) -> int:
         cors_origins=tuple(args.cors_origin),
         heartbeat=args.heartbeat,
         limits=ConnectionLimits(**_given_limits(args)),
+        young_generation=args.young_generation,
     )
     return EXIT_OK
 

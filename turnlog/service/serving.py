@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from turnlog.agent import Agent
-from turnlog.collector import prepare_collector
+from turnlog.collector import SERVICE_YOUNG_GENERATION, prepare_collector
 from turnlog.domain.errors import InvalidInputError
 from turnlog.runtime import Runtime
 from turnlog.service.app import create_app
@@ -77,11 +77,14 @@ def serve(
     max_body: int = MAX_BODY,
     heartbeat: float = 15.0,
     limits: ConnectionLimits | None = None,
+    young_generation: int = SERVICE_YOUNG_GENERATION,
 ) -> None:
     """Serves ``agents`` over the log at ``store`` until stopped.
 
     Each connection is held to ``limits`` (the defaults of
-    :class:`ConnectionLimits` if None) before the app sees a request.
+    :class:`ConnectionLimits` if None) before the app sees a request. The
+    garbage collector's first threshold is raised to ``young_generation``
+    (0: left as Python has it) when serving begins (turnlog.collector).
     """
     # uvicorn is the optional extra, needed only to serve.
     import uvicorn  # noqa: PLC0415
@@ -117,7 +120,7 @@ def serve(
         # Everything is imported and set up: what exists now lives as long
         # as the process, and no full collection need walk it again; and
         # the young generation is widened (turnlog.collector says why).
-        prepare_collector()
+        prepare_collector(young_generation)
         uvicorn.run(
             app,
             host=host,
