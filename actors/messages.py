@@ -9,7 +9,7 @@ the process.
 from __future__ import annotations
 
 import concurrent.futures
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import msgspec
 
@@ -21,6 +21,22 @@ from turnlog.domain.rewrites import InputRewrite
 from turnlog.domain.run import QueuedInput, RunResult
 
 Reply = TypeVar("Reply")
+
+Answer_contra = TypeVar("Answer_contra", contravariant=True)
+
+
+class RunWaiter(Protocol[Answer_contra]):
+    """What the session's actor answers a run's caller through: a
+    ``concurrent.futures.Future`` for a caller on a thread, or one that
+    goes straight onto an asyncio caller's loop (turnlog.handles.run_waiting).
+    Answered once, from the session's thread."""
+
+    def done(self) -> bool: ...
+
+    def set_result(self, result: Answer_contra) -> None: ...
+
+    def set_exception(self, exception: BaseException) -> None: ...
+
 
 # --- asks to the SessionActor (from handles, on caller threads) ---------------
 
@@ -37,7 +53,7 @@ class StartPrompt(msgspec.Struct, frozen=True):
 
     text: str
     attachments: tuple[Any, ...]
-    waiter: concurrent.futures.Future[Any]
+    waiter: RunWaiter[Any]
     deps: Any = None
     """The run's dependencies (None: the session's). Live: never recorded."""
     input_id: str = ""
@@ -70,7 +86,7 @@ class AbandonRun(msgspec.Struct, frozen=True):
     interrupt the turn running for that run, if it is still the running one.
     ``done`` is set once that is recorded (or there was nothing to do)."""
 
-    waiter: concurrent.futures.Future[Any]
+    waiter: RunWaiter[Any]
     done: concurrent.futures.Future[None]
 
 

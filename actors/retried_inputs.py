@@ -17,13 +17,13 @@ it too. Everything here runs on the session actor's thread.
 
 from __future__ import annotations
 
-import concurrent.futures
 import uuid
 from collections.abc import Sequence
 from typing import Any
 
 import msgspec
 
+from turnlog.actors.messages import RunWaiter
 from turnlog.actors.session_state import SessionState
 from turnlog.domain import session as s
 from turnlog.domain.answers import AnswerAccepted
@@ -59,7 +59,7 @@ def retried_submission(
 def answer_retried_prompt(
     state: SessionState,
     submission_id: str,
-    waiter: concurrent.futures.Future[RunResult],
+    waiter: RunWaiter[RunResult],
 ) -> None:
     """Answers ``waiter`` with the result of the run ``submission_id`` is in.
 

@@ -59,6 +59,7 @@ from turnlog.actors.messages import (
     RecordedInputQuery,
     Rewind,
     RunningQuery,
+    RunWaiter,
     SessionQuery,
     SharedStateQuery,
     StartPrompt,
@@ -430,7 +431,7 @@ class SessionActor(PooledActor):
 
     def _end(self, error: TurnlogError) -> None:
         self._slot.stop()
-        waiters: list[concurrent.futures.Future[Any]] = [
+        waiters: list[RunWaiter[Any]] = [
             *self._state.run_waiters(),
             *self._state.close_waiters,
         ]

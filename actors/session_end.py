@@ -10,13 +10,13 @@ orderly close.
 
 from __future__ import annotations
 
-import concurrent.futures
 import queue
 from collections.abc import Iterable
 from typing import Any
 
 from turnlog.actors.messages import (
     AbandonRun,
+    RunWaiter,
     StartPrompt,
     UpdateSharedState,
 )
@@ -26,7 +26,7 @@ from turnlog.domain.errors import SessionFailedError, TurnlogError
 
 def answer_everyone(
     inbox: Any,  # its get_nowait raises queue.Empty when it is empty
-    waiters: Iterable[concurrent.futures.Future[Any]],
+    waiters: Iterable[RunWaiter[Any]],
     subscribers: Iterable[Subscriber],
     error: TurnlogError,
 ) -> None:

@@ -17,7 +17,7 @@ import msgspec
 
 from turnlog.actors.hooks import HookFailedError
 from turnlog.actors.input_review import InputReviews, PendingInput
-from turnlog.actors.messages import QueuedInputReviewed, StartPrompt
+from turnlog.actors.messages import QueuedInputReviewed, RunWaiter, StartPrompt
 from turnlog.actors.retried_inputs import (
     already_decided,
     answer_retried_prompt,
@@ -211,7 +211,7 @@ class SessionInputs:
         self,
         text: str,
         attachments: tuple[SessionFileReference, ...],
-        waiter: concurrent.futures.Future[RunResult],
+        waiter: RunWaiter[RunResult],
         message: StartPrompt,
     ) -> str:
         check_text(text)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import concurrent.futures
 import uuid
 from collections.abc import Sequence
 from typing import Any, Protocol
@@ -14,6 +13,7 @@ from eventsourcing.persistence import Recording
 
 from turnlog.actors.contracts import ApprovalDecider
 from turnlog.actors.io_loop import IoLoop
+from turnlog.actors.messages import RunWaiter
 from turnlog.actors.tool_executor import ToolExecutor
 from turnlog.domain.errors import RunEndedError
 from turnlog.domain.run import RunResult, RunStatus
@@ -95,7 +95,7 @@ class RunState:
         self.submission_id = submission_id
         self.deps = deps
         """The dependencies the prompt gave (None: the session's)."""
-        self.waiters: list[concurrent.futures.Future[RunResult]] = []
+        self.waiters: list[RunWaiter[RunResult]] = []
         self.turn_ids: list[str] = []
         self.final_output: str | None = None
         self.status: RunStatus = "completed"

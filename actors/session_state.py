@@ -22,6 +22,7 @@ from typing import Any
 import pykka
 
 from turnlog.actors.contracts import AgentDefinition
+from turnlog.actors.messages import RunWaiter
 from turnlog.actors.revive import load_context, load_conversation, load_turn
 from turnlog.actors.session_parts import RunState, SessionServices, SessionSettings
 from turnlog.actors.subscribers import Subscriber
@@ -340,6 +341,6 @@ class SessionState:
             "session": self.actor_ref,
         }
 
-    def run_waiters(self) -> list[concurrent.futures.Future[RunResult]]:
+    def run_waiters(self) -> list[RunWaiter[RunResult]]:
         """The callers waiting on the run in progress."""
         return list(self.run.waiters) if self.run is not None else []

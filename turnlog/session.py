@@ -11,6 +11,7 @@ checks of its arguments, are turnlog/handles/requests.py.
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import threading
 from collections.abc import Callable, Sequence
@@ -29,6 +30,7 @@ from turnlog.actors.messages import (
     PendingApprovalsQuery,
     QueuedQuery,
     RunningQuery,
+    RunWaiter,
     SharedStateQuery,
     Submit,
 )
@@ -40,7 +42,7 @@ from turnlog.domain.protocol import SessionFileReference
 from turnlog.domain.run import QueuedInput, RunResult, SessionEvent
 from turnlog.handles import requests
 from turnlog.handles.actor_handle import ActorHandle, Subscription
-from turnlog.handles.run_waiting import await_run
+from turnlog.handles.run_waiting import LoopWaiter, await_run
 
 
 class RunHandle:
@@ -135,9 +137,12 @@ class AgentSession:
         deps: object,
         input_id: str | None,
     ) -> concurrent.futures.Future[RunResult]:
-        start = requests.prompt(text, attachments, deps, input_id, self._check_deps)
+        waiter: concurrent.futures.Future[RunResult] = concurrent.futures.Future()
+        start = requests.prompt(
+            text, attachments, deps, input_id, self._check_deps, waiter=waiter
+        )
         self._actor.tell(start)
-        return start.waiter
+        return waiter
 
     def prompt(
         self,
@@ -184,14 +189,16 @@ class AgentSession:
         if not isinstance(detach_on_cancel, bool):
             msg = "detach_on_cancel must be a bool"
             raise InvalidInputError(msg)
-        # a tell: it never blocks
-        waiter = self._start(text, attachments, deps, input_id)
+        # Answered straight onto this loop (turnlog.handles.run_waiting).
+        waiter: LoopWaiter[RunResult] = LoopWaiter(asyncio.get_running_loop())
+        start = requests.prompt(
+            text, attachments, deps, input_id, self._check_deps, waiter=waiter
+        )
+        self._actor.tell(start)  # a tell: it never blocks
         abandon = None if detach_on_cancel else lambda: self._abandon(waiter)
         return await await_run(waiter, abandon)
 
-    def _abandon(
-        self, waiter: concurrent.futures.Future[RunResult]
-    ) -> concurrent.futures.Future[None]:
+    def _abandon(self, waiter: RunWaiter[RunResult]) -> concurrent.futures.Future[None]:
         """Asks the session to interrupt the run ``waiter`` waits on."""
         abandon = requests.abandon(waiter)
         self._actor.tell(abandon)

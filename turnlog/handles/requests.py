@@ -20,6 +20,7 @@ from turnlog.actors.messages import (
     FollowUp,
     RecordedInputQuery,
     Rewind,
+    RunWaiter,
     StartPrompt,
     Submit,
     UpdateSharedState,
@@ -46,18 +47,19 @@ def prompt(
     deps: object,
     input_id: str | None,
     check_deps: Callable[[object], None] | None,
+    *,
+    waiter: RunWaiter[RunResult],
 ) -> StartPrompt:
-    """A prompt to run; its ``waiter`` is resolved when the run ends."""
+    """A prompt to run; its ``waiter`` is answered when the run ends."""
     check_input("prompt", text)
     refs = check_attachments(attachments)
     given_id = given_input_id(input_id)
     if deps is not None and check_deps is not None:
         check_deps(deps)
-    waiter: concurrent.futures.Future[RunResult] = concurrent.futures.Future()
     return StartPrompt(text, refs, waiter, deps, given_id)
 
 
-def abandon(waiter: concurrent.futures.Future[Any]) -> AbandonRun:
+def abandon(waiter: RunWaiter[Any]) -> AbandonRun:
     """Interrupt the run ``waiter`` waits on; ``done`` is set once it is."""
     return AbandonRun(waiter, concurrent.futures.Future())
 

@@ -1,12 +1,18 @@
 """How an asyncio caller waits for a run, and what its cancellation does.
 
-``prompt_async`` hands the session a ``concurrent.futures.Future`` that the
-session's actor resolves when the run ends. ``asyncio.wrap_future`` would
-cancel that future when the awaiting task is cancelled, and a session
-whose waiter was cancelled under it could not answer it any more; so the
-loop gets a future of its own here, fed from the waiter and never
-feeding back. What a cancellation does to the run is the caller's choice
-(asyncio's convention by default: it interrupts the run).
+``prompt_async`` hands the session a :class:`LoopWaiter`, which the
+session's actor answers when the run ends straight onto the caller's
+loop: one ``call_soon_threadsafe`` sets a future of that loop. A
+``concurrent.futures.Future`` bridged onto the loop did the same with a
+condition, a re-entrant lock and its five bound methods, two closures
+and their cells besides: objects a session waiting on its model holds,
+and which the garbage collector walks and promotes while it waits.
+``asyncio.wrap_future`` would also cancel the session's waiter when the
+awaiting task is cancelled, and a session whose waiter was cancelled
+under it could not answer it any more; the loop's future here is fed
+from the waiter and never feeds back. What a cancellation does to the
+run is the caller's choice (asyncio's convention by default: it
+interrupts the run).
 """
 
 from __future__ import annotations
@@ -15,9 +21,56 @@ import asyncio
 import concurrent.futures
 import contextlib
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 T = TypeVar("T")
+
+
+class LoopWaiter(Generic[T]):
+    """A run's waiter for a caller on an asyncio loop (actors.messages.RunWaiter).
+
+    Answered once, from the session's thread, never cancelled by it; the
+    loop's future may be cancelled by its caller meanwhile, and then the
+    answer is dropped.
+    """
+
+    __slots__ = ("_answered", "_loop", "future")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._answered = False
+        self.future: asyncio.Future[T] = loop.create_future()
+        """What the caller awaits."""
+
+    def done(self) -> bool:
+        return self._answered
+
+    def set_result(self, result: T) -> None:
+        self._answer(result, None)
+
+    def set_exception(self, exception: BaseException) -> None:
+        self._answer(None, exception)
+
+    def _answer(self, result: T | None, error: BaseException | None) -> None:
+        if self._answered:
+            # As a concurrent.futures.Future answered twice says.
+            msg = "a run's waiter is answered once"
+            raise concurrent.futures.InvalidStateError(msg)
+        self._answered = True
+        with contextlib.suppress(RuntimeError):  # the loop has closed
+            self._loop.call_soon_threadsafe(_deliver, self.future, result, error)
+
+
+def _deliver(
+    future: asyncio.Future[T], result: T | None, error: BaseException | None
+) -> None:
+    """Sets ``future`` on its loop, unless its caller has given up on it."""
+    if future.done():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)  # type: ignore[arg-type]
 
 
 def loop_future(source: concurrent.futures.Future[T]) -> asyncio.Future[T]:
@@ -47,7 +100,7 @@ def loop_future(source: concurrent.futures.Future[T]) -> asyncio.Future[T]:
 
 
 async def await_run(
-    waiter: concurrent.futures.Future[T],
+    waiter: LoopWaiter[T] | concurrent.futures.Future[T],
     abandon: Callable[[], concurrent.futures.Future[None]] | None,
 ) -> T:
     """Waits for ``waiter``; on cancellation, ``abandon``s the run first.
@@ -58,8 +111,9 @@ async def await_run(
     the cancelled task knows the interrupt is in the log. With ``abandon``
     None the run goes on, and only the wait ends.
     """
+    waited = waiter.future if isinstance(waiter, LoopWaiter) else loop_future(waiter)
     try:
-        return await loop_future(waiter)
+        return await waited
     except asyncio.CancelledError:
         if abandon is None or waiter.done():
             raise

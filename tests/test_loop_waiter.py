@@ -1,0 +1,96 @@
+"""A run's waiter for an asyncio caller: answered once from the session's
+thread, straight onto the caller's loop, and never onto a future its
+caller has given up on.
+
+Each case answers from a thread of its own, as the session's actor does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from collections.abc import Callable
+
+import pytest
+
+from turnlog.handles.run_waiting import LoopWaiter
+
+
+def answer_from_a_thread(answer: Callable[[], None]) -> None:
+    """Calls ``answer`` on another thread, as the session's actor would, and
+    raises here what it raised there."""
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            answer()
+        except BaseException as error:  # raised again in the test
+            raised.append(error)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(timeout=10)
+    assert not thread.is_alive()
+    if raised:
+        raise raised[0]
+
+
+def test_the_result_reaches_the_callers_loop() -> None:
+    async def scenario() -> tuple[bool, str]:
+        waiter: LoopWaiter[str] = LoopWaiter(asyncio.get_running_loop())
+        answer_from_a_thread(lambda: waiter.set_result("done"))
+        return waiter.done(), await asyncio.wait_for(waiter.future, 10)
+
+    assert asyncio.run(scenario()) == (True, "done")
+
+
+def test_an_error_reaches_the_callers_loop_as_raised() -> None:
+    async def scenario() -> None:
+        waiter: LoopWaiter[str] = LoopWaiter(asyncio.get_running_loop())
+        answer_from_a_thread(lambda: waiter.set_exception(KeyError("gone")))
+        await asyncio.wait_for(waiter.future, 10)
+
+    with pytest.raises(KeyError, match="gone"):
+        asyncio.run(scenario())
+
+
+def test_a_waiter_is_answered_once() -> None:
+    async def scenario() -> str:
+        waiter: LoopWaiter[str] = LoopWaiter(asyncio.get_running_loop())
+        waiter.set_result("first")
+        with pytest.raises(concurrent.futures.InvalidStateError):
+            waiter.set_result("second")
+        with pytest.raises(concurrent.futures.InvalidStateError):
+            waiter.set_exception(RuntimeError("late"))
+        return await asyncio.wait_for(waiter.future, 10)
+
+    assert asyncio.run(scenario()) == "first"
+
+
+def test_an_answer_after_the_caller_gave_up_is_dropped() -> None:
+    async def scenario() -> list[dict[str, object]]:
+        loop = asyncio.get_running_loop()
+        problems: list[dict[str, object]] = []
+        loop.set_exception_handler(lambda _loop, context: problems.append(context))
+        waiter: LoopWaiter[str] = LoopWaiter(loop)
+        waiter.future.cancel()  # the awaiting task was cancelled
+        answer_from_a_thread(lambda: waiter.set_result("too late"))
+        # The answer's callback runs on the next pass of the loop.
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        return problems
+
+    # Setting a cancelled future would raise InvalidStateError in the
+    # callback, which the loop reports to its exception handler.
+    assert asyncio.run(scenario()) == []
+
+
+def test_an_answer_after_the_callers_loop_closed_is_dropped() -> None:
+    loop = asyncio.new_event_loop()
+    waiter: LoopWaiter[str] = LoopWaiter(loop)
+    loop.close()
+
+    answer_from_a_thread(lambda: waiter.set_result("nobody waits"))
+
+    assert waiter.done()
