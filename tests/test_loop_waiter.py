@@ -76,9 +76,11 @@ def test_an_answer_after_the_caller_gave_up_is_dropped() -> None:
         waiter: LoopWaiter[str] = LoopWaiter(loop)
         waiter.future.cancel()  # the awaiting task was cancelled
         answer_from_a_thread(lambda: waiter.set_result("too late"))
-        # The answer's callback runs on the next pass of the loop.
-        await asyncio.sleep(0)
-        await asyncio.sleep(0)
+        # The loop runs its callbacks in the order they came: once this
+        # one has run, so has the answer's, queued before it.
+        after_the_answer = loop.create_future()
+        loop.call_soon(after_the_answer.set_result, None)
+        await asyncio.wait_for(after_the_answer, 10)
         return problems
 
     # Setting a cancelled future would raise InvalidStateError in the
