@@ -74,7 +74,8 @@ def _deliver(
 
 
 def loop_future(source: concurrent.futures.Future[T]) -> asyncio.Future[T]:
-    """A future of the running loop that takes ``source``'s outcome.
+    """A future of the running loop that takes ``source``'s outcome (an
+    interrupt's ``done``, answered on the session's thread).
 
     Cancelling it leaves ``source`` alone (unlike ``asyncio.wrap_future``).
     """
@@ -100,7 +101,7 @@ def loop_future(source: concurrent.futures.Future[T]) -> asyncio.Future[T]:
 
 
 async def await_run(
-    waiter: LoopWaiter[T] | concurrent.futures.Future[T],
+    waiter: LoopWaiter[T],
     abandon: Callable[[], concurrent.futures.Future[None]] | None,
 ) -> T:
     """Waits for ``waiter``; on cancellation, ``abandon``s the run first.
@@ -111,9 +112,8 @@ async def await_run(
     the cancelled task knows the interrupt is in the log. With ``abandon``
     None the run goes on, and only the wait ends.
     """
-    waited = waiter.future if isinstance(waiter, LoopWaiter) else loop_future(waiter)
     try:
-        return await waited
+        return await waiter.future
     except asyncio.CancelledError:
         if abandon is None or waiter.done():
             raise
