@@ -20,14 +20,21 @@ from typing import Any
 from eventsourcing.persistence import (
     ConnectionNotFromPoolError,
     ConnectionPoolClosedError,
+    DatabaseError,
+    DataError,
+    IntegrityError,
     InterfaceError,
+    InternalError,
+    NotSupportedError,
+    OperationalError,
+    PersistenceError,
+    ProgrammingError,
 )
 from eventsourcing.sqlite import (
     SQLITE3_DEFAULT_LOCK_TIMEOUT,
     SQLiteConnection,
     SQLiteConnectionPool,
     SQLiteCursor,
-    SQLiteTransaction,
 )
 
 from turnlog.store.wal import WalKeeper, connection_settings
@@ -171,7 +178,8 @@ class CachingConnectionPool(SQLiteConnectionPool):
                 msg = "Connection not in use in this pool"
                 raise ConnectionNotFromPoolError(msg)
             # With no max_age timer, nothing marks a connection as closing.
-            if not conn.closed:
+            # Its ``closed`` property, read without a Python call.
+            if not conn._closed:
                 if len(self._pool) < self.pool_size:
                     self._pool.append(conn)
                 else:
@@ -251,13 +259,17 @@ class WriteTransaction:
     ``SQLiteDatastore.transaction(commit=True)`` does the same in three
     nested generator context managers (the datastore's, its connection
     getter's, the connection's), a third of the Python a lone save runs
-    outside SQLite: the same pool call (a writer's connection, with its
-    read and write interlocking), the same ``SQLiteTransaction`` (BEGIN,
-    then COMMIT, or ROLLBACK on an error, sqlite3's errors raised as
-    eventsourcing's), the cursor closed, the connection returned.
+    outside SQLite; its ``SQLiteTransaction`` and ``SQLiteCursor`` then
+    spend seven more Python calls a save passing BEGIN, the commit and the
+    cursor's close through to sqlite3. This runs those on sqlite3's own
+    connection and cursor: the same pool call (a writer's connection, with
+    its read and write interlocking), BEGIN, then COMMIT, or ROLLBACK on an
+    error, sqlite3's errors raised as eventsourcing's (``persistence_error``),
+    the cursor closed, the connection returned. The body gets the cursor
+    in eventsourcing's wrapper, as the recorders' statements expect it.
     """
 
-    __slots__ = ("_connection", "_cursor", "_pool", "_transaction")
+    __slots__ = ("_connection", "_cursor", "_pool")
 
     def __init__(self, pool: SQLiteConnectionPool) -> None:
         self._pool = pool
@@ -265,12 +277,16 @@ class WriteTransaction:
     def __enter__(self) -> SQLiteCursor:
         connection = self._connection = self._pool.get_connection(is_writer=True)
         try:
-            self._transaction = SQLiteTransaction(connection, commit=True)
-            self._cursor = self._transaction.__enter__()
+            # eventsourcing's SQLiteConnection keeps sqlite3's connection
+            # here; SQLiteTransaction.__enter__ issues BEGIN on a new cursor
+            # of it, with no error mapping, as this does.
+            cursor = connection._sqlite_conn.cursor()
+            cursor.execute("BEGIN")
         except BaseException:
             self._pool.put_connection(connection)
             raise
-        return self._cursor
+        self._cursor = cursor
+        return SQLiteCursor(cursor)
 
     def __exit__(
         self,
@@ -279,7 +295,35 @@ class WriteTransaction:
         traceback: TracebackType | None,
     ) -> None:
         try:
-            self._cursor.__exit__()
-            self._transaction.__exit__(exc_type, exc_value, traceback)
+            self._cursor.close()
+            sqlite_connection = self._connection._sqlite_conn
+            try:
+                if exc_value is not None:
+                    sqlite_connection.rollback()
+                    raise exc_value
+                sqlite_connection.commit()
+            except sqlite3.Error as error:
+                raise persistence_error(error) from error
         finally:
             self._pool.put_connection(self._connection)
+
+
+_PERSISTENCE_ERRORS: tuple[tuple[type[sqlite3.Error], type[PersistenceError]], ...] = (
+    (sqlite3.InterfaceError, InterfaceError),
+    (sqlite3.DataError, DataError),
+    (sqlite3.OperationalError, OperationalError),
+    (sqlite3.IntegrityError, IntegrityError),
+    (sqlite3.InternalError, InternalError),
+    (sqlite3.ProgrammingError, ProgrammingError),
+    (sqlite3.NotSupportedError, NotSupportedError),
+    (sqlite3.DatabaseError, DatabaseError),
+)
+
+
+def persistence_error(error: sqlite3.Error) -> PersistenceError:
+    """``error`` as eventsourcing's SQLiteTransaction raises it from a
+    transaction's end: the persistence error of its kind."""
+    for sqlite_class, persistence_class in _PERSISTENCE_ERRORS:
+        if isinstance(error, sqlite_class):
+            return persistence_class(error)
+    return PersistenceError(error)
