@@ -76,15 +76,28 @@ def link_state(
     originator_version: int,
     state: dict[str, Any],
 ) -> str:
-    """``link(previous, canonical_bytes(..., canonical_state(state)))`` with
-    one call fewer: every save links each of its events this way.
+    """``link(previous, canonical_bytes(..., canonical_state(state)))`` in
+    one formatting: every save links each of its events this way.
 
-    ``state`` is the stored state without ``chain``.
+    ``state`` is the stored state without ``chain``. The same bytes as
+    :func:`canonical_bytes` (tests/store/test_stamped_encoding.py holds
+    them equal): an int's JSON is its decimal digits, and a topic's JSON
+    is encoded once and kept, since a process saves few distinct topics.
     """
-    body = canonical_bytes(
-        topic, originator_id, originator_version, _encoder.encode(state)
+    topic_json = _topic_json.get(topic)
+    if topic_json is None:
+        topic_json = _topic_json[topic] = _encoder.encode(topic)
+    body = b'{"originator_id":%b,"originator_version":%d,"state":%b,"topic":%b}' % (
+        _encoder.encode(originator_id),
+        originator_version,
+        _encoder.encode(state),
+        topic_json,
     )
     return hashlib.sha256(previous.encode("ascii") + body).hexdigest()
+
+
+_topic_json: dict[str, bytes] = {}
+"""Each topic linked so far, as JSON (event classes' topics: a few dozen)."""
 
 
 class ChainHead(msgspec.Struct, frozen=True):

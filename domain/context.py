@@ -156,6 +156,8 @@ def apply_to_context(items: list[Item], event: object) -> None:
         items[:] = [dict(item) for item in event.items]
         items.append(compaction_marker())
         return
+    if _ADDS_ITEMS.get(type(event)) is False:
+        return  # most events, known to add none: no call to ask again
     items.extend(context_items(event))
 
 

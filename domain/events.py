@@ -44,8 +44,17 @@ def register_stable_topic(cls: type[Any]) -> None:
 
 
 def in_decision_order(aggregates: Any) -> list[Any]:
-    """The pending events of ``aggregates``, collected, in decision order."""
-    events = [event for aggregate in aggregates for event in aggregate.collect_events()]
+    """The pending events of ``aggregates``, collected, in decision order.
+
+    What eventsourcing's ``collect_events`` does for each (the pending
+    list emptied into the returned one), without its Python call and its
+    ``pop(0)`` an event: every save collects a Session and a Turn.
+    """
+    events: list[Any] = []
+    for aggregate in aggregates:
+        pending = aggregate._pending_events
+        events += pending
+        pending.clear()
     events.sort(key=_timestamp)
     return events
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
-from turnlog.domain.chain import GENESIS, ChainHead, canonical, link
+from turnlog.domain.chain import GENESIS, ChainHead, canonical, link, link_state
 from turnlog.domain.session import Session
 from turnlog.store.application import LOG_MAPPER
 from turnlog.store.chaining import stamp_stored
@@ -70,3 +70,15 @@ def test_canonical_bytes_are_the_sorted_encoding_of_the_whole_event() -> None:
             canonical(row.topic, str(row.originator_id), row.originator_version, state)
             == expected
         )
+
+
+def test_a_link_hashes_the_canonical_bytes_whatever_the_topic() -> None:
+    # link_state formats the bytes itself; an audit recomputes them with
+    # canonical. Topics and ids that JSON must escape, and a long version.
+    state = {"z": [1, {"b": None}], "a": "ü\u2028"}
+    for topic in ("turnlog:Probe", 'odd:"quoted"\\\u2028é', "turnlog:Probe"):
+        for originator_id in ("7f1c3a52-0d8e-4c1b-9d2e-5a6b7c8d9e0f", 'id-"é"'):
+            for version in (1, 10**15):
+                assert link_state(GENESIS, topic, originator_id, version, state) == (
+                    link(GENESIS, canonical(topic, originator_id, version, state))
+                )

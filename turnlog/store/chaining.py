@@ -80,11 +80,13 @@ def stamp_stored(
     seq, digest = head.seq, head.digest
     stamped: list[Any] = []
     stored: list[StoredEvent] = []
-    # A save's events belong to one or two aggregates, in runs: the text of
-    # the last id is kept rather than formatted again (UUID.__str__ is
-    # Python, a tenth of stamping an event).
+    # A save's events belong to one or two aggregates (a Session and its
+    # Turn), interleaved: the text of each id is kept rather than formatted
+    # again (UUID.__str__ is Python, a tenth of stamping an event).
     last_id: Any = None
     id_text = ""
+    other_id: Any = None
+    other_text = ""
     for event in events:
         seq += 1
         cls = type(event)
@@ -101,7 +103,11 @@ def stamp_stored(
         topic = cls.__dict__.get("TOPIC") or get_topic(cls)
         state.pop(CHAIN_FIELD, None)  # the link hashes the state without it
         if originator_id is not last_id:
-            last_id, id_text = originator_id, str(originator_id)
+            if originator_id is other_id:
+                other_text, id_text = id_text, other_text
+            else:
+                other_text, id_text = id_text, str(originator_id)
+            other_id, last_id = last_id, originator_id
         digest = link_state(digest, topic, id_text, originator_version, state)
         # Stored in the event's own key order, ``chain`` where it stands.
         state = dict(vars(event))
