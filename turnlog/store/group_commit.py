@@ -168,9 +168,12 @@ class GroupCommit:
 
     def _write(self) -> None:
         """Commits what is queued, then hands the writer's role on."""
+        queue = self._queue
         with self._lock:
-            count = min(len(self._queue), MAX_BATCH)
-            batch = [self._queue.popleft() for _ in range(count)]
+            if len(queue) == 1:  # a lone save, the usual case: no comprehension
+                batch = [queue.popleft()]
+            else:
+                batch = [queue.popleft() for _ in range(min(len(queue), MAX_BATCH))]
         try:
             self._commit(batch)
         finally:

@@ -30,7 +30,7 @@ def snapshot_sessions(
     for aggregate in aggregates:
         if not isinstance(aggregate, Session):
             continue
-        version = aggregate.version
+        version = aggregate._version  # eventsourcing's ``version``, without its call
         if version % SNAPSHOT_INTERVAL >= len(events):
             continue  # no multiple of the interval among its new versions
         saved = sum(1 for event in events if event.originator_id == aggregate.id)
