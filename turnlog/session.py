@@ -42,7 +42,7 @@ from turnlog.domain.protocol import SessionFileReference
 from turnlog.domain.run import QueuedInput, RunResult, SessionEvent
 from turnlog.handles import requests
 from turnlog.handles.actor_handle import ActorHandle, Subscription
-from turnlog.handles.run_waiting import LoopWaiter, await_run
+from turnlog.handles.run_waiting import LoopWaiter, ThreadWaiter, await_run
 
 
 class RunHandle:
@@ -136,8 +136,8 @@ class AgentSession:
         attachments: Sequence[SessionFileReference],
         deps: object,
         input_id: str | None,
-    ) -> concurrent.futures.Future[RunResult]:
-        waiter: concurrent.futures.Future[RunResult] = concurrent.futures.Future()
+    ) -> ThreadWaiter[RunResult]:
+        waiter: ThreadWaiter[RunResult] = ThreadWaiter()
         start = requests.prompt(
             text, attachments, deps, input_id, self._check_deps, waiter=waiter
         )

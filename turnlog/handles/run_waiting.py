@@ -1,18 +1,25 @@
-"""How an asyncio caller waits for a run, and what its cancellation does.
+"""How a caller waits for a run, and what an asyncio caller's cancellation does.
 
-``prompt_async`` hands the session a :class:`LoopWaiter`, which the
-session's actor answers when the run ends straight onto the caller's
-loop: one ``call_soon_threadsafe`` sets a future of that loop. A
-``concurrent.futures.Future`` bridged onto the loop did the same with a
-condition, a re-entrant lock and its five bound methods, two closures
-and their cells besides: objects a session waiting on its model holds,
-and which the garbage collector walks and promotes while it waits.
-``asyncio.wrap_future`` would also cancel the session's waiter when the
-awaiting task is cancelled, and a session whose waiter was cancelled
-under it could not answer it any more; the loop's future here is fed
-from the waiter and never feeds back. What a cancellation does to the
-run is the caller's choice (asyncio's convention by default: it
+The session's actor answers a run's caller once, from its own thread,
+through the waiter the caller handed it (actors.messages.RunWaiter).
+
+``prompt_async`` hands it a :class:`LoopWaiter`, answered straight onto
+the caller's loop: one ``call_soon_threadsafe`` sets a future of that
+loop. A ``concurrent.futures.Future`` bridged onto the loop did the same
+with a condition, a re-entrant lock and its five bound methods, two
+closures and their cells besides: objects a session waiting on its model
+holds, and which the garbage collector walks and promotes while it
+waits. ``asyncio.wrap_future`` would also cancel the session's waiter
+when the awaiting task is cancelled, and a session whose waiter was
+cancelled under it could not answer it any more; the loop's future here
+is fed from the waiter and never feeds back. What a cancellation does to
+the run is the caller's choice (asyncio's convention by default: it
 interrupts the run).
+
+``prompt`` hands it a :class:`ThreadWaiter`, which the blocked thread
+waits on with one lock: what a ``concurrent.futures.Future`` does with
+that condition, its lock and its waiters' locks, in a dozen Python calls
+a run between the two threads.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import threading
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
@@ -59,6 +67,53 @@ class LoopWaiter(Generic[T]):
         self._answered = True
         with contextlib.suppress(RuntimeError):  # the loop has closed
             self._loop.call_soon_threadsafe(_deliver, self.future, result, error)
+
+
+class ThreadWaiter(Generic[T]):
+    """A run's waiter for a caller blocked on a thread (actors.messages.RunWaiter).
+
+    Answered once, from the session's thread; ``result`` blocks until then,
+    as ``concurrent.futures.Future.result`` does, and may be called again.
+    """
+
+    __slots__ = ("_answered", "_error", "_result", "_signal")
+
+    def __init__(self) -> None:
+        self._answered = False
+        self._result: T | None = None
+        self._error: BaseException | None = None
+        # Held until the answer: a waiting thread blocks on acquiring it.
+        self._signal = threading.Lock()
+        self._signal.acquire()
+
+    def done(self) -> bool:
+        return self._answered
+
+    def set_result(self, result: T) -> None:
+        self._answer(result, None)
+
+    def set_exception(self, exception: BaseException) -> None:
+        self._answer(None, exception)
+
+    def _answer(self, result: T | None, error: BaseException | None) -> None:
+        if self._answered:
+            # As a concurrent.futures.Future answered twice says.
+            msg = "a run's waiter is answered once"
+            raise concurrent.futures.InvalidStateError(msg)
+        self._result, self._error = result, error
+        self._answered = True
+        self._signal.release()
+
+    def result(self, timeout: float | None = None) -> T:
+        """The run's result once answered; raises its error, or TimeoutError
+        if ``timeout`` seconds pass first (the run goes on)."""
+        if not self._signal.acquire(timeout=-1 if timeout is None else timeout):
+            msg = f"the run did not end within {timeout} s"
+            raise TimeoutError(msg)
+        self._signal.release()  # for whoever asks next
+        if self._error is not None:
+            raise self._error
+        return self._result  # type: ignore[return-value]
 
 
 def _deliver(

@@ -1,6 +1,8 @@
-"""A run's waiter for an asyncio caller: answered once from the session's
-thread, straight onto the caller's loop, and never onto a future its
-caller has given up on.
+"""A run's waiters: answered once from the session's thread.
+
+For an asyncio caller, straight onto the caller's loop, and never onto a
+future its caller has given up on; for a caller blocked on a thread, by
+waking that thread, or after its wait timed out.
 
 Each case answers from a thread of its own, as the session's actor does.
 """
@@ -14,7 +16,7 @@ from collections.abc import Callable
 
 import pytest
 
-from turnlog.handles.run_waiting import LoopWaiter
+from turnlog.handles.run_waiting import LoopWaiter, ThreadWaiter
 
 
 def answer_from_a_thread(answer: Callable[[], None]) -> None:
@@ -96,3 +98,54 @@ def test_an_answer_after_the_callers_loop_closed_is_dropped() -> None:
     answer_from_a_thread(lambda: waiter.set_result("nobody waits"))
 
     assert waiter.done()
+
+
+def answer_later(answer: Callable[[], None]) -> threading.Thread:
+    """Starts ``answer`` on another thread, which may run before or while
+    this one waits (the caller joins the thread)."""
+
+    def run() -> None:
+        answer()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+def test_a_blocked_thread_gets_the_result_and_may_ask_again() -> None:
+    waiter: ThreadWaiter[str] = ThreadWaiter()
+    assert not waiter.done()
+    answering = answer_later(lambda: waiter.set_result("done"))
+    assert waiter.result(timeout=10) == "done"
+    answering.join(timeout=10)
+    assert waiter.done()
+    assert waiter.result(timeout=0) == "done"  # asked again, at once
+
+
+def test_a_blocked_thread_gets_the_error_raised() -> None:
+    waiter: ThreadWaiter[str] = ThreadWaiter()
+    answering = answer_later(lambda: waiter.set_exception(KeyError("gone")))
+    with pytest.raises(KeyError, match="gone"):
+        waiter.result(timeout=10)
+    answering.join(timeout=10)
+    with pytest.raises(KeyError, match="gone"):
+        waiter.result()
+
+
+def test_a_thread_waiter_is_answered_once() -> None:
+    waiter: ThreadWaiter[str] = ThreadWaiter()
+    answer_from_a_thread(lambda: waiter.set_result("first"))
+    with pytest.raises(concurrent.futures.InvalidStateError):
+        waiter.set_result("second")
+    with pytest.raises(concurrent.futures.InvalidStateError):
+        waiter.set_exception(RuntimeError("late"))
+    assert waiter.result(timeout=10) == "first"
+
+
+def test_a_wait_that_times_out_leaves_the_answer_to_come() -> None:
+    waiter: ThreadWaiter[str] = ThreadWaiter()
+    with pytest.raises(TimeoutError):
+        waiter.result(timeout=0.01)
+    assert not waiter.done()
+    answer_from_a_thread(lambda: waiter.set_result("late"))
+    assert waiter.result(timeout=10) == "late"
