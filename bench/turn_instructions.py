@@ -4,9 +4,10 @@ Runs ``bench/turn_cpu.py`` under ``valgrind --tool=callgrind`` twice, at
 ``--low`` and ``--high`` turns, and divides the difference in instructions
 by the difference in turns: start-up, imports and warm-up cancel out, and
 what is left is what one more turn costs (every thread, the interpreter
-included). Repeat runs of one build agree to within about 0.5% (the
-views fold in batches timed by the clock, which callgrind slows), where
-CPU time on a shared machine moves by 20% or more.
+included). Repeat runs of one build mostly agree to within 1% (once in
+seven runs, 4% more: the views fold in batches timed by the clock, which
+callgrind slows), where CPU time on a shared machine moves by 20% or
+more: compare builds in alternating runs, more than one each.
 
 ``--split``: also where a turn's instructions run, from each function's
 own count in the two runs (``callgrind_annotate``), differenced the same
