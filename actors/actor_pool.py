@@ -284,8 +284,11 @@ class PooledActor(pykka.ThreadingActor):
     def _run_messages(self) -> None:
         """Handles what the inbox holds, on this worker, until it is empty
         or the actor has stopped."""
-        inbox, stopped = self.actor_inbox, self.actor_stopped
-        while not stopped.is_set():
+        inbox = self.actor_inbox
+        # The StopFlag made in __init__ (pykka types the attribute as the
+        # Event it would have made).
+        flag: StopFlag = self.actor_stopped  # type: ignore[assignment]
+        while not flag.stopped:
             envelope = inbox.next_or_release()
             if envelope is None:
                 return

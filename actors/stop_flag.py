@@ -22,20 +22,22 @@ every flag, since it is held only for those two rare moments."""
 class StopFlag:
     """What pykka reads of ``actor_stopped``: ``is_set``, ``set`` and ``wait``."""
 
-    __slots__ = ("_event", "_set")
+    __slots__ = ("_event", "stopped")
 
     def __init__(self) -> None:
-        self._set = False
+        self.stopped = False
+        """Whether the actor has stopped: what ``is_set`` says, read
+        without a call (the pool reads it before every message)."""
         self._event: threading.Event | None = None
 
     def is_set(self) -> bool:
         """Whether the actor has stopped."""
-        return self._set
+        return self.stopped
 
     def set(self) -> None:
         """Marks the actor stopped; wakes whoever waits."""
         with _LOCK:
-            self._set = True
+            self.stopped = True
             event = self._event
         if event is not None:
             event.set()
@@ -43,10 +45,10 @@ class StopFlag:
     def wait(self, timeout: float | None = None) -> bool:
         """Waits until the actor has stopped, or ``timeout`` seconds;
         returns whether it has."""
-        if self._set:
+        if self.stopped:
             return True
         with _LOCK:
-            if self._set:
+            if self.stopped:
                 return True
             if self._event is None:
                 self._event = threading.Event()

@@ -28,7 +28,9 @@ def snapshot_sessions(
     lost snapshot only makes the next load read more events.
     """
     for aggregate in aggregates:
-        if not isinstance(aggregate, Session):
+        # isinstance would run the aggregates' ABC metaclass's Python
+        # __instancecheck__ for each aggregate of every save.
+        if Session not in type(aggregate).__mro__:
             continue
         version = aggregate._version  # eventsourcing's ``version``, without its call
         if version % SNAPSHOT_INTERVAL >= len(events):
