@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import functools
 import heapq
 import itertools
@@ -372,10 +371,13 @@ def _reply(
     limit = request.max_output or DEFAULT_MAX_TOOL_OUTPUT
     output = limit_output(output, limit)
     # A turn stopped (its session closed, or the runtime) wants no result.
-    with contextlib.suppress(pykka.ActorDeadError):
+    # try, not contextlib.suppress: three Python calls less on every call.
+    try:  # noqa: SIM105
         request.reply_to.tell(
             ToolFinished(request.turn, request.call_id, output, is_error, media=media)
         )
+    except pykka.ActorDeadError:
+        pass
 
 
 def _shown(result: Any) -> tuple[str, bool, tuple[dict[str, str], ...]]:

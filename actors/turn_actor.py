@@ -226,8 +226,12 @@ class TurnActor(LoopActor):
         finally:
             self._inflight.discard(task)
         if fact is not None:
-            with contextlib.suppress(pykka.ActorDeadError):  # it stopped
+            # try, not contextlib.suppress: three Python calls less on every
+            # model step's report.
+            try:  # noqa: SIM105
                 self._session.tell(fact)
+            except pykka.ActorDeadError:
+                pass  # the session stopped
 
     # -- model steps -----------------------------------------------------------
 

@@ -170,7 +170,10 @@ class CachingConnectionPool(SQLiteConnectionPool):
             return
         conn.is_writer = None
         idle = self._put_condition
-        with idle:
+        # The condition's own lock methods (C), as _writer_now takes it,
+        # not its ``with`` (two Python calls).
+        idle.acquire()
+        try:
             if self._closed:
                 msg = "Pool is closed"
                 raise ConnectionPoolClosedError(msg)
@@ -188,6 +191,8 @@ class CachingConnectionPool(SQLiteConnectionPool):
             self._num_writers -= 1
             self._writer_lock.release()
             idle.notify()
+        finally:
+            idle.release()
 
     @contextmanager
     def _writer_held(self) -> Iterator[None]:
