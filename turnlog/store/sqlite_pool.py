@@ -291,7 +291,11 @@ class WriteTransaction:
             self._pool.put_connection(connection)
             raise
         self._cursor = cursor
-        return SQLiteCursor(cursor)
+        # eventsourcing's wrapper, made as its __init__ would make it (it
+        # only keeps the cursor), without that Python call a save.
+        wrapper = object.__new__(SQLiteCursor)
+        wrapper.sqlite_cursor = cursor
+        return wrapper
 
     def __exit__(
         self,
