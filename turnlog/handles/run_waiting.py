@@ -34,21 +34,14 @@ from typing import Generic, TypeVar
 T = TypeVar("T")
 
 
-class LoopWaiter(Generic[T]):
-    """A run's waiter for a caller on an asyncio loop (actors.messages.RunWaiter).
+class _AnsweredOnce(Generic[T]):
+    """A run's waiter (actors.messages.RunWaiter): answered once, from the
+    session's thread; a subclass hands the answer to its caller."""
 
-    Answered once, from the session's thread, never cancelled by it; the
-    loop's future may be cancelled by its caller meanwhile, and then the
-    answer is dropped.
-    """
+    __slots__ = ("_answered",)
 
-    __slots__ = ("_answered", "_loop", "future")
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
+    def __init__(self) -> None:
         self._answered = False
-        self.future: asyncio.Future[T] = loop.create_future()
-        """What the caller awaits."""
 
     def done(self) -> bool:
         return self._answered
@@ -65,43 +58,51 @@ class LoopWaiter(Generic[T]):
             msg = "a run's waiter is answered once"
             raise concurrent.futures.InvalidStateError(msg)
         self._answered = True
+        self._hand_over(result, error)
+
+    def _hand_over(self, result: T | None, error: BaseException | None) -> None:
+        raise NotImplementedError
+
+
+class LoopWaiter(_AnsweredOnce[T]):
+    """A run's waiter for a caller on an asyncio loop.
+
+    Never cancelled by the session; the loop's future may be cancelled by
+    its caller meanwhile, and then the answer is dropped.
+    """
+
+    __slots__ = ("_loop", "future")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__()
+        self._loop = loop
+        self.future: asyncio.Future[T] = loop.create_future()
+        """What the caller awaits."""
+
+    def _hand_over(self, result: T | None, error: BaseException | None) -> None:
         with contextlib.suppress(RuntimeError):  # the loop has closed
             self._loop.call_soon_threadsafe(_deliver, self.future, result, error)
 
 
-class ThreadWaiter(Generic[T]):
-    """A run's waiter for a caller blocked on a thread (actors.messages.RunWaiter).
+class ThreadWaiter(_AnsweredOnce[T]):
+    """A run's waiter for a caller blocked on a thread.
 
-    Answered once, from the session's thread; ``result`` blocks until then,
-    as ``concurrent.futures.Future.result`` does, and may be called again.
+    ``result`` blocks until the answer, as ``concurrent.futures.Future.result``
+    does, and may be called again.
     """
 
-    __slots__ = ("_answered", "_error", "_result", "_signal")
+    __slots__ = ("_error", "_result", "_signal")
 
     def __init__(self) -> None:
-        self._answered = False
+        super().__init__()
         self._result: T | None = None
         self._error: BaseException | None = None
         # Held until the answer: a waiting thread blocks on acquiring it.
         self._signal = threading.Lock()
         self._signal.acquire()
 
-    def done(self) -> bool:
-        return self._answered
-
-    def set_result(self, result: T) -> None:
-        self._answer(result, None)
-
-    def set_exception(self, exception: BaseException) -> None:
-        self._answer(None, exception)
-
-    def _answer(self, result: T | None, error: BaseException | None) -> None:
-        if self._answered:
-            # As a concurrent.futures.Future answered twice says.
-            msg = "a run's waiter is answered once"
-            raise concurrent.futures.InvalidStateError(msg)
+    def _hand_over(self, result: T | None, error: BaseException | None) -> None:
         self._result, self._error = result, error
-        self._answered = True
         self._signal.release()
 
     def result(self, timeout: float | None = None) -> T:
