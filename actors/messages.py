@@ -26,9 +26,10 @@ Answer_contra = TypeVar("Answer_contra", contravariant=True)
 
 
 class RunWaiter(Protocol[Answer_contra]):
-    """What the session's actor answers a run's caller through: a
-    ``concurrent.futures.Future`` for a caller on a thread, or one that
-    goes straight onto an asyncio caller's loop (turnlog.handles.run_waiting).
+    """What the session's actor answers a run's caller through: one a
+    caller's thread blocks on, or one that goes straight onto an asyncio
+    caller's loop (turnlog.handles.run_waiting); a
+    ``concurrent.futures.Future`` (submitted inputs, closes) is one too.
     Answered once, from the session's thread."""
 
     def done(self) -> bool: ...

@@ -18,8 +18,8 @@ interrupts the run).
 
 ``prompt`` hands it a :class:`ThreadWaiter`, which the blocked thread
 waits on with one lock: what a ``concurrent.futures.Future`` does with
-that condition, its lock and its waiters' locks, in a dozen Python calls
-a run between the two threads.
+that condition, its lock and a lock made for each wait, with six Python
+calls fewer a run between the two threads (bench/turn_calls.py).
 """
 
 from __future__ import annotations
