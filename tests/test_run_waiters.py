@@ -149,3 +149,14 @@ def test_a_wait_that_times_out_leaves_the_answer_to_come() -> None:
     assert not waiter.done()
     answer_from_a_thread(lambda: waiter.set_result("late"))
     assert waiter.result(timeout=10) == "late"
+
+
+@pytest.mark.parametrize("timeout", [0, -1, -2.5])
+def test_a_wait_of_no_time_does_not_wait(timeout: float) -> None:
+    # As concurrent.futures.Future.result: zero or less is no wait at all
+    # (the lock underneath would take -1 as "forever").
+    waiter: ThreadWaiter[str] = ThreadWaiter()
+    with pytest.raises(TimeoutError):
+        waiter.result(timeout=timeout)
+    waiter.set_result("now")
+    assert waiter.result(timeout=timeout) == "now"

@@ -108,7 +108,13 @@ class ThreadWaiter(_AnsweredOnce[T]):
     def result(self, timeout: float | None = None) -> T:
         """The run's result once answered; raises its error, or TimeoutError
         if ``timeout`` seconds pass first (the run goes on)."""
-        if not self._signal.acquire(timeout=-1 if timeout is None else timeout):
+        if timeout is None:
+            answered = self._signal.acquire()
+        elif timeout > 0:
+            answered = self._signal.acquire(timeout=timeout)
+        else:  # as a Future's: no wait at all (the lock would take -1 as none)
+            answered = self._signal.acquire(blocking=False)
+        if not answered:
             msg = f"the run did not end within {timeout} s"
             raise TimeoutError(msg)
         self._signal.release()  # for whoever asks next
