@@ -132,17 +132,18 @@ class AgentSession:
 
     def _start(
         self,
+        waiter: RunWaiter[RunResult],
         text: str,
         attachments: Sequence[SessionFileReference],
         deps: object,
         input_id: str | None,
-    ) -> ThreadWaiter[RunResult]:
-        waiter: ThreadWaiter[RunResult] = ThreadWaiter()
+    ) -> None:
+        """Tells the session to run ``text``; ``waiter`` is answered when
+        the run ends (a tell: it never blocks)."""
         start = requests.prompt(
             text, attachments, deps, input_id, self._check_deps, waiter=waiter
         )
         self._actor.tell(start)
-        return waiter
 
     def prompt(
         self,
@@ -167,7 +168,9 @@ class AgentSession:
 
         Raises SessionBusyError, recording nothing, if a run is in progress.
         """
-        return self._start(text, attachments, deps, input_id).result(timeout)
+        waiter: ThreadWaiter[RunResult] = ThreadWaiter()
+        self._start(waiter, text, attachments, deps, input_id)
+        return waiter.result(timeout)
 
     async def prompt_async(
         self,
@@ -191,10 +194,7 @@ class AgentSession:
             raise InvalidInputError(msg)
         # Answered straight onto this loop (turnlog.handles.run_waiting).
         waiter: LoopWaiter[RunResult] = LoopWaiter(asyncio.get_running_loop())
-        start = requests.prompt(
-            text, attachments, deps, input_id, self._check_deps, waiter=waiter
-        )
-        self._actor.tell(start)  # a tell: it never blocks
+        self._start(waiter, text, attachments, deps, input_id)
         abandon = None if detach_on_cancel else lambda: self._abandon(waiter)
         return await await_run(waiter, abandon)
 
