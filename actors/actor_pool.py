@@ -24,6 +24,15 @@ the threads are at most what they were with a thread an actor, and as
 few as the handlers running at once. ``SPARE_WORKERS`` idle workers wait
 ``IDLE_SECONDS`` for more; the rest end sooner.
 
+A run that ends by giving work to another (a sync tool's end tells its
+session, a session's handler starts a sync tool) may instead keep that
+work on its own worker (``hand_on_here``): it starts when the run
+returns, with no other thread woken for it. Each hand-over spared is a
+futex wake, a GIL transfer and the work's objects taken to wherever the
+woken thread runs: on two cores, a turn's tool call and its answer on
+the session's worker cost 6-8% less CPU than on a tool thread
+(bench/RESULTS.md, issue 24's fourteenth pass).
+
 It runs pykka 4's own loop steps (``_actor_loop_setup``,
 ``_handle_receive``, ``_actor_loop_teardown``), which are not public:
 tests/actors/test_actor_pool.py holds the semantics, so a pykka release
@@ -72,6 +81,24 @@ SURPLUS_SECONDS = 5.0
 of sessions waiting on a 1 s model ended just as the answers came."""
 
 
+class KeptRun:
+    """A worker's next run, kept for it by the run it is running now."""
+
+    __slots__ = ("keep", "run")
+
+    def __init__(self) -> None:
+        self.keep = False
+        """The next run this worker submits is kept (``hand_on_here``)."""
+        self.run: Callable[[], None] | None = None
+        """What runs on this worker once its current run returns."""
+
+
+class _Here(threading.local):
+    """What a thread is to its pool: ``kept`` is set on the pool's workers."""
+
+    kept: KeptRun | None = None
+
+
 class ActorPool:
     """Threads that run pooled actors' messages; thread-safe."""
 
@@ -98,9 +125,20 @@ class ActorPool:
         self._numbers = itertools.count(1)
         self.threads_started = 0
         """Workers started so far (for tests and benchmarks)."""
+        self._here = _Here()
 
     def submit(self, run: Callable[[], None]) -> None:
-        """Runs ``run`` on a worker: an idle one, else a new one."""
+        """Runs ``run`` on a worker: an idle one, else a new one; or, right
+        after ``hand_on_here``, on the calling worker once its run returns."""
+        kept = self._here.kept
+        if kept is not None and kept.keep:
+            kept.keep = False
+            kept.run = run
+            return
+        self.submit_anywhere(run)
+
+    def submit_anywhere(self, run: Callable[[], None]) -> None:
+        """Runs ``run`` on an idle worker, else a new one."""
         with self._lock:
             start = self._idle == 0
             if start:
@@ -111,6 +149,23 @@ class ActorPool:
         self._work.put(run)
         if start:
             self._start_worker()
+
+    def hand_on_here(self) -> None:
+        """Keeps the next run the calling worker submits for that worker.
+
+        For a run about to end that has nothing left to wait for (only to
+        hand work on): the work starts on this worker when the run returns,
+        and no other thread is woken. On a thread that is not one of this
+        pool's workers, or a worker that keeps a run already, it does
+        nothing: the work goes to any worker, as ever.
+        """
+        kept = self._here.kept
+        if kept is not None and kept.run is None:
+            kept.keep = True
+
+    def kept_here(self) -> KeptRun | None:
+        """The calling worker's kept run (None off this pool's workers)."""
+        return self._here.kept
 
     def forget_workers(self) -> None:
         """Called in a forked child, which has none of its parent's threads:
@@ -167,6 +222,7 @@ class ActorPool:
 
     def _work_loop(self) -> None:
         work, lock = self._work, self._lock
+        kept = self._here.kept = KeptRun()
         surplus = False
         while True:
             try:
@@ -188,11 +244,17 @@ class ActorPool:
                     if self._watching:
                         self._quiet.notify_all()
                 return
-            try:
-                run()
-            except Exception:  # a run handles its actor's failures itself
-                logger.exception("a pooled actor's run failed")
-            del run  # not kept alive while this worker waits
+            while True:
+                try:
+                    run()
+                except Exception:  # a run handles its actor's failures itself
+                    logger.exception("a pooled actor's run failed")
+                kept.keep = False  # what the run meant to hand on, it did
+                handed = kept.run
+                if handed is None:
+                    break
+                kept.run, run = None, handed
+            del run, handed  # not kept alive while this worker waits
             with lock:
                 self._idle += 1
                 surplus = self._idle > self.spare
@@ -288,10 +350,18 @@ class PooledActor(pykka.ThreadingActor):
         # The StopFlag made in __init__ (pykka types the attribute as the
         # Event it would have made).
         flag: StopFlag = self.actor_stopped  # type: ignore[assignment]
+        kept = self.pool.kept_here()
         while not flag.stopped:
             envelope = inbox.next_or_release()
             if envelope is None:
                 return
+            if kept is not None:
+                kept.keep = False  # a handler's hand_on_here is for its own end
+                if kept.run is not None:
+                    # A handler kept work for after this run, but the run
+                    # goes on: the work is not held back for more messages.
+                    handed, kept.run = kept.run, None
+                    self.pool.submit_anywhere(handed)
             self._handle_envelope(envelope)
         self._actor_loop_teardown()
         inbox.detach()

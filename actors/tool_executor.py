@@ -1,6 +1,6 @@
 """The ToolExecutor: runs tool calls off every actor's thread.
 
-Sync handlers run on a bounded thread pool, async handlers on the I/O
+Sync handlers run on the actor pool's workers, async handlers on the I/O
 loop; at most ``max_concurrency`` calls run at once and the rest wait in
 FIFO order. Each call has an optional timeout. A handler that raises and
 a call past its timeout become error outputs: a tool never crashes the
@@ -17,8 +17,17 @@ starts it; the call reports its own end where it ran (a pool worker, the
 loop), telling the session and freeing its slot; the loop's timer times
 it out. A thread of the executor's own would add two hand-overs (a futex
 wake and a GIL transfer each) to every call, one to take it and one to
-hear that it ended; as it is, a call costs two: to where it runs, and
-back to the session.
+hear that it ended.
+
+A sync call started by a session's handler runs on that handler's
+worker once the session has nothing more to handle, and its output is
+handled there too (``ActorPool.hand_on_here``): the session's thread
+does not change for the call, where a pool of the executor's own cost
+two hand-overs, to the tool's thread and back. A sync call started
+elsewhere (by a TurnActor on the loop) costs those two. Threads held by
+sync calls, running or abandoned at their timeout, are at most
+``max_concurrency``, as a bounded pool's would be: a call due while they
+are all held waits for one (its deadline running) in ``_parked``.
 
 Each call is answered exactly once, by whoever settles it first: its
 handler returning or raising, its timeout, or the executor failing. A
@@ -43,6 +52,7 @@ from typing import Any
 
 import pykka
 
+from turnlog.actors.actor_pool import POOL, ActorPool
 from turnlog.actors.io_loop import IoLoop
 from turnlog.actors.messages import RunTool
 from turnlog.domain.tool_output import DEFAULT_MAX_TOOL_OUTPUT, limit_output
@@ -60,6 +70,8 @@ class _Call:
         self.token = token
         self.request = request
         self.future: concurrent.futures.Future[Any] | None = None
+        """An async call's run on the loop (a sync call's checks ``dropped``
+        when it starts)."""
         self.dropped = False
         """Cancelled or timed out: what it runs is to be cancelled too."""
 
@@ -123,19 +135,23 @@ class ToolExecutor:
     """
 
     def __init__(
-        self, io_loop: IoLoop, max_concurrency: int = DEFAULT_MAX_CONCURRENCY
+        self,
+        io_loop: IoLoop,
+        max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+        pool: ActorPool = POOL,
     ) -> None:
         self._io_loop = io_loop
         self._max = max_concurrency
-        self._pool = concurrent.futures.ThreadPoolExecutor(
-            max_workers=max_concurrency, thread_name_prefix="turnlog-tool"
-        )
+        self._pool = pool
         self._tokens = itertools.count(1)
         self._lock = threading.Lock()
         # Guarded by the lock:
         self._waiting: deque[_Call] = deque()
         self._running: dict[int, _Call] = {}
         self._stopped: str | None = None  # why it takes no more calls
+        self._closed = False  # stopped: a sync call not yet begun never runs
+        self._threads = 0  # held by sync calls: running, or abandoned running
+        self._parked: deque[_Call] = deque()  # due sync calls with no thread yet
         self._deadlines = _Deadlines()
 
     def run(self, request: RunTool) -> None:
@@ -175,7 +191,8 @@ class ToolExecutor:
         with self._lock:
             if self._stopped is None:
                 self._stopped = "the tool executor has stopped"
-        self._pool.shutdown(wait=False, cancel_futures=True)
+            self._closed = True
+            self._parked.clear()
 
     # -- the bookkeeping ---------------------------------------------------------
 
@@ -198,47 +215,79 @@ class ToolExecutor:
                 return
 
     def _start(self, call: _Call) -> None:
-        timeout = call.request.tool.timeout
+        if not call.request.tool.is_async:
+            self._start_sync(call)
+            return
+        coroutine = self._run_async(call)
         try:
-            future = self._submit(call)
-        except Exception as error:  # noqa: BLE001 - the model hears why
+            future = self._io_loop.submit(coroutine)
+        except BaseException as error:
+            coroutine.close()  # never awaited: no warning about it
+            if not isinstance(error, Exception):
+                raise
             self._settle(call, _not_started(error, self._stopped), True)
             return
+        call.future = future
+        if call.dropped:  # cancelled while being started
+            future.cancel()
+
+    def _start_sync(self, call: _Call) -> None:
+        timeout = call.request.tool.timeout
         arm = None
         with self._lock:
-            call.future = future
-            running = call.token in self._running
-            if running and timeout is not None and not call.request.tool.is_async:
+            given = self._threads < self._max
+            if given:
+                self._threads += 1
+            else:
+                self._parked.append(call)
+            if timeout is not None and call.token in self._running:
                 deadline = time.monotonic() + timeout
                 if self._deadlines.add(deadline, call.token, self._running):
                     arm = deadline
-        if call.dropped:  # cancelled (or timed out) while being started
-            future.cancel()
         if arm is not None:
             self._arm(arm)
+        if given:
+            self._give_thread(call)
 
-    def _submit(self, call: _Call) -> concurrent.futures.Future[Any]:
-        # The call reports its own end, on the thread it ran on (a pool
-        # worker, or the I/O loop), so its output is one hand-over away
-        # from the session whichever thread handed it over.
-        if not call.request.tool.is_async:
-            return self._pool.submit(self._run_sync, call)
-        coroutine = self._run_async(call)
+    def _give_thread(self, call: _Call) -> None:
+        """Runs a sync call on a worker: the calling one once its run
+        returns, if that is a session's handler's (see the module's doc)."""
+        pool = self._pool
+        pool.hand_on_here()
         try:
-            return self._io_loop.submit(coroutine)
-        except BaseException:
-            coroutine.close()  # never awaited: no warning about it
-            raise
+            pool.submit(functools.partial(self._run_sync, call))
+        except Exception as error:  # noqa: BLE001 - no thread: the model hears why
+            self._thread_freed()
+            self._settle(call, _not_started(error, self._stopped), True)
 
     def _run_sync(self, call: _Call) -> None:
-        # On a pool worker.
-        request = call.request
-        try:
-            result = request.tool.run_sync(request.arguments, request.context)
-            output, is_error, media = _shown(result)
-        except BaseException as error:  # noqa: BLE001 - an error output, as a pool's
-            output, is_error, media = _failed(error), True, ()
-        self._settle(call, output, is_error, media)
+        # On a pool worker. A call dropped (cancelled, timed out) before it
+        # began does not run, nor does any once the executor stopped.
+        if not (call.dropped or self._closed):
+            request = call.request
+            try:
+                result = request.tool.run_sync(request.arguments, request.context)
+                output, is_error, media = _shown(result)
+            except BaseException as error:  # noqa: BLE001 - an error output
+                output, is_error, media = _failed(error), True, ()
+            # What is left of this run is telling the session: its worker
+            # handles the output next, no other thread woken for it.
+            self._pool.hand_on_here()
+            self._settle(call, output, is_error, media)
+        self._thread_freed()
+
+    def _thread_freed(self) -> None:
+        """A sync call let go of its thread: a parked call may take it."""
+        with self._lock:
+            self._threads -= 1
+            parked = self._parked
+            while parked and parked[0].dropped:
+                parked.popleft()  # answered at its deadline (or cancelled)
+            if not parked:
+                return
+            call = parked.popleft()
+            self._threads += 1
+        self._give_thread(call)
 
     async def _run_async(self, call: _Call) -> None:
         # On the I/O loop, and so is its timer: no hand-over to set or
@@ -329,7 +378,8 @@ class ToolExecutor:
 
 
 def _drop(call: _Call) -> None:
-    """Cancels a call settled or cancelled elsewhere, if it has not started."""
+    """Cancels a call settled or cancelled elsewhere: an async call's run on
+    the loop (a sync call not yet begun sees ``dropped`` and does not run)."""
     if call.future is not None:
         call.future.cancel()
 

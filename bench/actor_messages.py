@@ -9,9 +9,11 @@ them).
 Then the hand-overs: every time one thread gives another work (a futex
 wake and a GIL transfer each), by sending and receiving thread: a tell or
 an ask to a pykka actor, anything scheduled on the I/O loop from another
-thread (LoopActor messages, coroutines, timers), a submission to a thread
-pool (sync tools). The caller's wake by its answer is not wrapped; add
-one a turn. ``tests/actors/test_handovers.py`` holds the count.
+thread (LoopActor messages, coroutines, timers), a sync tool call given
+to a pool worker other than the submitting one (a call a session starts
+runs on the session's own worker: no hand-over). The caller's wake by its
+answer is not wrapped; add one a turn. ``tests/actors/test_handovers.py``
+holds the count.
 
 Run: python bench/actor_messages.py [--turns 20] [--timeout SECONDS]
 """
@@ -19,7 +21,7 @@ Run: python bench/actor_messages.py [--turns 20] [--timeout SECONDS]
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
+import functools
 import threading
 from collections import Counter
 from collections.abc import Callable
@@ -28,6 +30,7 @@ from typing import Any
 import pykka
 
 from turnlog import Agent, Runtime, ScriptedModel, calls, function_tool, tool_call
+from turnlog.actors.actor_pool import ActorPool
 from turnlog.actors.loop_actor import LoopActorRef
 
 SENT: Counter[str] = Counter()
@@ -52,9 +55,7 @@ def thread_kind(thread: threading.Thread) -> str:
         return "I/O loop"
     if thread is threading.main_thread():
         return "caller"
-    if thread.name.startswith("turnlog-tool"):
-        return "tool worker"
-    if thread.name.startswith("SessionWorker"):  # running a session's actor
+    if thread.name.startswith("SessionWorker"):  # a session's actor, or a tool
         return "SessionActor"
     return thread.name.rsplit("-", 1)[0]  # an actor's: "ApprovalBroker-3"
 
@@ -76,13 +77,18 @@ def count_handovers(rt: Runtime) -> None:
         return schedule(callback, *args, **kwargs)
 
     loop.call_soon_threadsafe = on_the_loop  # type: ignore[method-assign]
-    submit = concurrent.futures.ThreadPoolExecutor.submit
+    submit = ActorPool.submit
 
-    def to_a_worker(pool: Any, *args: Any, **kwargs: Any) -> Any:
-        handed("tool worker")
-        return submit(pool, *args, **kwargs)
+    def to_a_worker(pool: ActorPool, run: Any) -> None:
+        # A session's run is counted as its tell; a tool call's, unless its
+        # submitting worker keeps it.
+        submit(pool, run)
+        kept = pool.kept_here()
+        tool = isinstance(run, functools.partial) and run.func.__name__ == "_run_sync"
+        if tool and (kept is None or kept.run is not run):
+            handed("tool worker")
 
-    concurrent.futures.ThreadPoolExecutor.submit = to_a_worker  # type: ignore[method-assign]
+    ActorPool.submit = to_a_worker  # type: ignore[method-assign]
 
 
 def echo_text(text: str) -> str:

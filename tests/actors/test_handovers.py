@@ -5,8 +5,11 @@ paid for mostly in the kernel and in waiting for the GIL, not in Python
 code a profile names. Every way one of turnlog's
 threads gives another work is wrapped here: telling or asking a pykka
 actor (its thread), scheduling on the I/O loop (LoopActor messages,
-coroutines, timers), and submitting to a thread pool (sync tools). A send
-from a thread to itself is no hand-over and is not counted. The caller's
+coroutines, timers), and giving a sync tool call a pool worker other than
+the caller's own. A send from a thread to itself is no hand-over and is
+not counted: a sync call a session starts runs on the session's worker
+after its handler, and its output is handled there (actors.actor_pool's
+``hand_on_here``). The caller's
 prompt is one (caller -> session); its answer (a future set) is not
 wrapped. Counted, not timed: a hand-over that creeps back fails here.
 """
@@ -14,7 +17,7 @@ wrapped. Counted, not timed: a hand-over that creeps back fails here.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
+import functools
 import threading
 from collections import Counter
 from collections.abc import Callable
@@ -24,7 +27,8 @@ import pykka
 import pytest
 
 from turnlog import Agent, Runtime, ScriptedModel, calls, function_tool, tool_call
-from turnlog.actors.actor_pool import POOL
+from turnlog.actors.actor_pool import POOL, ActorPool
+from turnlog.actors.tool_executor import ToolExecutor
 
 TURNS = 5
 
@@ -48,9 +52,7 @@ class HandOvers:
             return "I/O loop"
         if thread is threading.main_thread():
             return "caller"
-        if thread.name.startswith("turnlog-tool"):
-            return "tool worker"
-        if thread.name.startswith(POOL.name):  # one running a session's actor
+        if thread.name.startswith(POOL.name):  # a session's actor, or a tool
             return "SessionActor"
         return thread.name.rsplit("-", 1)[0]  # an actor's: "ApprovalBroker-3"
 
@@ -74,13 +76,24 @@ def handovers(monkeypatch: pytest.MonkeyPatch) -> HandOvers:
 
     monkeypatch.setattr(pykka.ActorRef, "tell", wrapped(pykka.ActorRef.tell, actor))
     monkeypatch.setattr(pykka.ActorRef, "ask", wrapped(pykka.ActorRef.ask, actor))
-    submit = concurrent.futures.ThreadPoolExecutor.submit
-    monkeypatch.setattr(
-        concurrent.futures.ThreadPoolExecutor,
-        "submit",
-        wrapped(submit, lambda _pool: "tool worker"),
-    )
+    submit = ActorPool.submit
+
+    def submit_counted(pool: ActorPool, run: Any) -> None:
+        # A tool call's run (a session's run is counted as its tell) that
+        # is not kept for the worker submitting it: another worker's.
+        submit(pool, run)
+        kept = pool.kept_here()
+        if _is_tool_run(run) and (kept is None or kept.run is not run):
+            counter.note("tool worker")
+
+    monkeypatch.setattr(ActorPool, "submit", submit_counted)
     return counter
+
+
+def _is_tool_run(run: Any) -> bool:
+    return isinstance(run, functools.partial) and run.func.__func__ is (
+        ToolExecutor._run_sync
+    )
 
 
 def count_turns(rt: Runtime, agent: Agent, counter: HandOvers) -> None:
@@ -123,20 +136,18 @@ async def echo_async(text: str) -> str:
     return text
 
 
-def test_a_turn_with_a_sync_tool_call_hands_over_seven_times(
+def test_a_turn_with_a_sync_tool_call_hands_over_five_times(
     handovers: HandOvers,
 ) -> None:
     counter = handovers
     with Runtime.open("memory://") as rt:
         count_turns(rt, one_tool_call_a_turn(echo), counter)
-    # The prompt; two model calls on the loop and their answers; the call
-    # to a pool worker, whose output goes straight back to the session.
+    # The prompt; two model calls on the loop and their answers. The call
+    # runs on the session's worker, which handles its output too.
     assert counter.per_turn() == {
         ("caller", "SessionActor"): 1,
         ("SessionActor", "I/O loop"): 2,
         ("I/O loop", "SessionActor"): 2,
-        ("SessionActor", "tool worker"): 1,
-        ("tool worker", "SessionActor"): 1,
     }
 
 
@@ -176,8 +187,6 @@ async def echo_timed_async(text: str) -> str:
                 ("caller", "SessionActor"): 1,
                 ("SessionActor", "I/O loop"): 2,
                 ("I/O loop", "SessionActor"): 2,
-                ("SessionActor", "tool worker"): 1,
-                ("tool worker", "SessionActor"): 1,
             },
         ),
         (

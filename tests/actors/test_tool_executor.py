@@ -185,3 +185,56 @@ def test_each_sync_call_times_out_at_its_own_deadline(sqlite_url: str) -> None:
             assert results[0].final_output == "ok"
     finally:
         release.set()
+
+
+def test_a_call_abandoned_at_its_timeout_holds_its_thread_until_it_returns(
+    sqlite_url: str,
+) -> None:
+    # A sync handler cannot be stopped: after its timeout it runs on, in
+    # its thread. Such threads count against the limit, as a bounded
+    # pool's would, so a hung tool cannot take a thread per call; the next
+    # call waits for the thread, and runs once it is free.
+    release, began = threading.Event(), threading.Event()
+
+    @function_tool(timeout=0.05)
+    def stuck() -> str:
+        """Returns only when the test releases it."""
+        release.wait(10)
+        return "late"
+
+    @function_tool
+    def after() -> str:
+        """Notes that it began."""
+        began.set()
+        return "after"
+
+    model = ScriptedModel([calls(tool_call("stuck")), calls(tool_call("after")), "ok"])
+    try:
+        with Runtime.open(sqlite_url, max_tool_concurrency=1) as rt:
+            session = rt.create_session(
+                Agent("a", model=model, tools=[stuck, after]), session_id="h"
+            )
+            events = session.subscribe()
+            results = []
+            worker = threading.Thread(
+                target=lambda: results.append(session.prompt("go", timeout=20))
+            )
+            worker.start()
+            wait_for(
+                events,
+                lambda m: isinstance(m, p.ToolCallStartedMsg) and m.name == "after",
+            )
+            assert not began.wait(0.2)  # stuck's thread is not free yet
+            release.set()
+            assert began.wait(10)
+            worker.join(20)
+            assert results[0].final_output == "ok"
+            ends = [
+                (e.name, e.output) for e in replayed(rt, "h", p.ToolCallFinishedMsg)
+            ]
+            assert ends == [
+                ("stuck", "tool timed out after 0.05 s"),
+                ("after", "after"),
+            ]
+    finally:
+        release.set()
