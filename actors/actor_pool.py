@@ -119,6 +119,8 @@ class ActorPool:
         self._lock = threading.Lock()
         self._idle = 0
         """Workers waiting for work and not yet promised any."""
+        self._stranded = 0
+        """Runs queued for a worker that did not start: promised to none."""
         self._workers = 0
         self._quiet = threading.Condition(self._lock)
         self._watching = 0
@@ -173,7 +175,7 @@ class ActorPool:
         self._work = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._quiet = threading.Condition(self._lock)
-        self._idle = self._workers = self._watching = 0
+        self._idle = self._workers = self._watching = self._stranded = 0
 
     @property
     def workers(self) -> int:
@@ -184,7 +186,9 @@ class ActorPool:
         """Waits until no worker is running anything and nothing is queued
         (tests: an actor's last handler has let go of it). False if that
         did not happen within ``timeout`` seconds."""
-        return self._wait(lambda: self._idle == self._workers, timeout)
+        return self._wait(
+            lambda: self._idle == self._workers and not self._stranded, timeout
+        )
 
     def wait_for_workers(self, at_most: int, timeout: float) -> bool:
         """Waits until at most ``at_most`` workers are left (tests,
@@ -218,6 +222,7 @@ class ActorPool:
             with self._lock:
                 self._workers -= 1
                 self.threads_started -= 1
+                self._stranded += 1
             raise
 
     def _work_loop(self) -> None:
@@ -256,6 +261,11 @@ class ActorPool:
                 kept.run, run = None, handed
             del run, handed  # not kept alive while this worker waits
             with lock:
+                if self._stranded:
+                    # A run whose worker never started is queued: this one
+                    # takes it, and is not idle meanwhile.
+                    self._stranded -= 1
+                    continue
                 self._idle += 1
                 surplus = self._idle > self.spare
                 if self._watching:

@@ -307,3 +307,6 @@ def test_work_whose_thread_cannot_start_runs_on_the_next_free_worker(
     assert pool.workers == workers  # the worker that never started is not counted
     release.set()
     assert state(waiting)[2] == [0, 1]
+    # The worker that took the stranded run was promised none: the pool
+    # counts it idle once, and is quiet when each worker is.
+    assert pool.wait_until_quiet(WAIT)
