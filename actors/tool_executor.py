@@ -64,7 +64,7 @@ logger = logging.getLogger(__name__)
 
 
 class _Call:
-    __slots__ = ("dropped", "future", "request", "token")
+    __slots__ = ("dropped", "future", "holds_thread", "request", "token")
 
     def __init__(self, token: int, request: RunTool) -> None:
         self.token = token
@@ -74,6 +74,9 @@ class _Call:
         when it starts)."""
         self.dropped = False
         """Cancelled or timed out: what it runs is to be cancelled too."""
+        self.holds_thread = False
+        """A sync call given one of the threads ``max_concurrency`` allows,
+        until its run ends."""
 
 
 class _Deadlines:
@@ -238,6 +241,7 @@ class ToolExecutor:
             given = self._threads < self._max
             if given:
                 self._threads += 1
+                call.holds_thread = True
             else:
                 self._parked.append(call)
             if timeout is not None and call.token in self._running:
@@ -257,7 +261,10 @@ class ToolExecutor:
         try:
             pool.submit(functools.partial(self._run_sync, call))
         except Exception as error:  # noqa: BLE001 - no thread: the model hears why
-            self._thread_freed()
+            # The pool keeps the run for its next free worker, where it
+            # sees ``dropped``: answered as not run, it never runs.
+            call.dropped = True
+            self._thread_freed(call)
             self._settle(call, _not_started(error, self._stopped), True)
 
     def _run_sync(self, call: _Call) -> None:
@@ -274,20 +281,25 @@ class ToolExecutor:
             # handles the output next, no other thread woken for it.
             self._pool.hand_on_here()
             self._settle(call, output, is_error, media)
-        self._thread_freed()
+        self._thread_freed(call)
 
-    def _thread_freed(self) -> None:
-        """A sync call let go of its thread: a parked call may take it."""
+    def _thread_freed(self, call: _Call) -> None:
+        """``call`` lets go of its thread (if it still holds one): a parked
+        call may take it."""
         with self._lock:
+            if not call.holds_thread:
+                return
+            call.holds_thread = False
             self._threads -= 1
             parked = self._parked
             while parked and parked[0].dropped:
                 parked.popleft()  # answered at its deadline (or cancelled)
             if not parked:
                 return
-            call = parked.popleft()
+            waited = parked.popleft()
             self._threads += 1
-        self._give_thread(call)
+            waited.holds_thread = True
+        self._give_thread(waited)
 
     async def _run_async(self, call: _Call) -> None:
         # On the I/O loop, and so is its timer: no hand-over to set or

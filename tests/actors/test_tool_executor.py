@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import threading
 
 import pytest
 
 from turnlog import Agent, Runtime, ScriptedModel, calls, function_tool, tool_call
+from turnlog.actors.actor_pool import ActorPool
+from turnlog.actors.io_loop import IoLoop
+from turnlog.actors.messages import RunTool
+from turnlog.actors.tool_executor import ToolExecutor
 from turnlog.domain import protocol as p
+from turnlog.domain.turn_facts import ToolFinished
 from turnlog.testing import wait_for
 
 
@@ -238,3 +244,58 @@ def test_a_call_abandoned_at_its_timeout_holds_its_thread_until_it_returns(
             ]
     finally:
         release.set()
+
+
+class Told:
+    """A reply_to that keeps what it is told."""
+
+    def __init__(self) -> None:
+        self.told: list[ToolFinished] = []
+        self.any = threading.Event()
+
+    def tell(self, message: ToolFinished) -> None:
+        self.told.append(message)
+        self.any.set()
+
+
+def test_a_call_with_no_thread_to_run_on_is_answered_and_never_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ran: list[str] = []
+
+    @function_tool
+    def record(text: str) -> str:
+        """Notes that it ran."""
+        ran.append(text)
+        return text
+
+    def order(text: str, reply_to: Told) -> RunTool:
+        arguments = json.dumps({"text": text})
+        return RunTool("k", 1, text, record, arguments, {}, reply_to)
+
+    io_loop = IoLoop()
+    pool = ActorPool(name="NoThreadYet")
+    executor = ToolExecutor(io_loop, max_concurrency=1, pool=pool)
+    try:
+        with monkeypatch.context() as patched:
+
+            def no_thread(_thread: threading.Thread) -> None:
+                raise RuntimeError("can't start new thread")
+
+            patched.setattr(threading.Thread, "start", no_thread)
+            refused = Told()
+            executor.run(order("refused", refused))
+        assert [(m.output, m.is_error) for m in refused.told] == [
+            ("tool not run: the process is exiting", True)
+        ]
+        # The pool kept the run for its next worker, which skips it, and
+        # the one thread the limit allows is free again for the next call.
+        later = Told()
+        executor.run(order("later", later))
+        assert later.any.wait(10)
+        assert [m.output for m in later.told] == ["later"]
+        assert pool.wait_until_quiet(10)
+        assert ran == ["later"]
+    finally:
+        executor.stop()
+        io_loop.close()
