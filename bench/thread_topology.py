@@ -9,19 +9,21 @@ sender just made, and wait there for the GIL. This runs
 turns, then ``turns`` turns of one tool call each) in a fresh process a
 variant, with the threads' arrangement changed:
 
-- ``free``: as turnlog runs;
+- ``free``: as turnlog runs (since the fourteenth pass, a sync tool call
+  runs on its session's worker: no hand-over for it);
 - ``one-core``: the process kept on one core (``os.sched_setaffinity``
   before any thread starts): the same hand-overs, none across cores;
-- ``tool-inline``: a sync tool run on the session's own thread, not a
-  tool worker's (one round trip fewer a turn);
-- ``on-loop``: every pooled actor's messages run on the I/O loop's thread
-  (the model's two round trips a turn gone);
-- ``both``: ``tool-inline`` and ``on-loop`` together: only the caller's
-  round trip is left.
+- ``tool-thread``: a sync tool call on a thread pool of its own, as
+  before the fourteenth pass (a round trip more a turn);
+- ``on-loop``: every pooled actor's messages, and so the sync tools a
+  session starts, run on the I/O loop's thread (the model's two round
+  trips a turn gone): only the caller's round trip is left.
 
-The last three are stand-ins, not correct runtimes (a tool on the
-session's thread cannot time out; a save on the loop holds it): a
-measurement of what a design with fewer threads could save, no more.
+``on-loop`` is a stand-in, not a correct runtime (a save on the loop
+holds it; a tool there cannot time out): a measurement of what a design
+with fewer threads could save, no more. The eleventh to thirteenth
+passes' ``tool-inline`` (a tool run inside the session's handler) is
+what ``free`` does now, and their ``both`` is ``on-loop``.
 Each round runs every variant once, in a shuffled order; printed are
 each variant's CPU a turn (the whole process) and its ratio to ``free``
 within the round, as medians over the rounds.
@@ -42,26 +44,21 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-VARIANTS = ("free", "one-core", "tool-inline", "on-loop", "both")
+VARIANTS = ("free", "one-core", "tool-thread", "on-loop")
 
 
-def run_tools_inline() -> None:
-    """Sync tools run where the session starts them, not on a tool worker."""
+def run_tools_on_their_own_threads() -> None:
+    """Sync tools run on a thread pool of their own, not a session's worker."""
     from turnlog.actors import tool_executor
 
-    pooled = tool_executor.ToolExecutor._submit
+    own = concurrent.futures.ThreadPoolExecutor(
+        max_workers=16, thread_name_prefix="turnlog-tool"
+    )
 
-    def submit(self: Any, call: Any) -> concurrent.futures.Future[Any]:
-        if call.request.tool.is_async:
-            return pooled(self, call)
-        done: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        try:
-            done.set_result(self._run_sync(call))
-        except BaseException as error:  # noqa: BLE001 - as the pool would keep it
-            done.set_exception(error)
-        return done
+    def give_thread(self: Any, call: Any) -> None:
+        own.submit(self._run_sync, call)
 
-    tool_executor.ToolExecutor._submit = submit  # type: ignore[method-assign]
+    tool_executor.ToolExecutor._give_thread = give_thread  # type: ignore[method-assign]
 
 
 def run_actors_on_loop() -> None:
@@ -91,9 +88,9 @@ def child(variant: str, turns: int) -> None:
     """One variant's run; prints CPU and wall microseconds a turn."""
     if variant == "one-core":
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
-    if variant in ("tool-inline", "both"):
-        run_tools_inline()
-    if variant in ("on-loop", "both"):
+    if variant == "tool-thread":
+        run_tools_on_their_own_threads()
+    if variant == "on-loop":
         run_actors_on_loop()
     # turn_cpu.py's workload itself; imported once the stand-ins are in.
     from turn_cpu import timed_turns  # type: ignore[import-not-found]
