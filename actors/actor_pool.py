@@ -29,9 +29,9 @@ session, a session's handler starts a sync tool) may instead keep that
 work on its own worker (``hand_on_here``): it starts when the run
 returns, with no other thread woken for it. Each hand-over spared is a
 futex wake, a GIL transfer and the work's objects taken to wherever the
-woken thread runs: on two cores, a turn's tool call and its answer on
-the session's worker cost 6-8% less CPU than on a tool thread
-(bench/RESULTS.md, issue 24's fourteenth pass).
+woken thread runs: on two cores, a turn whose tool call and its answer
+stay on the session's worker costs about a tenth less CPU than with the
+call on a tool thread (bench/RESULTS.md, issue 24's fourteenth pass).
 
 It runs pykka 4's own loop steps (``_actor_loop_setup``,
 ``_handle_receive``, ``_actor_loop_teardown``), which are not public:
@@ -137,10 +137,6 @@ class ActorPool:
             kept.keep = False
             kept.run = run
             return
-        self.submit_anywhere(run)
-
-    def submit_anywhere(self, run: Callable[[], None]) -> None:
-        """Runs ``run`` on an idle worker, else a new one."""
         with self._lock:
             start = self._idle == 0
             if start:
@@ -371,7 +367,7 @@ class PooledActor(pykka.ThreadingActor):
                     # A handler kept work for after this run, but the run
                     # goes on: the work is not held back for more messages.
                     handed, kept.run = kept.run, None
-                    self.pool.submit_anywhere(handed)
+                    self.pool.submit(handed)  # to any worker: keep is off
             self._handle_envelope(envelope)
         self._actor_loop_teardown()
         inbox.detach()
