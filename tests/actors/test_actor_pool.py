@@ -5,7 +5,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
 
@@ -15,13 +14,6 @@ import pytest
 from turnlog.actors.actor_pool import ActorPool, PooledActor
 
 WAIT = 10.0
-
-
-@pytest.fixture
-def pool() -> Iterator[ActorPool]:
-    own = ActorPool(idle_seconds=WAIT, name="TestWorker")
-    yield own
-    pykka.ActorRegistry.stop_all(timeout=WAIT)
 
 
 def actor_class(pool: ActorPool) -> type[Recorder]:

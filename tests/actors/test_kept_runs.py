@@ -9,22 +9,14 @@ messages goes to any worker, and a handler's promise ends with it.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pykka
-import pytest
 
 from turnlog.actors.actor_pool import ActorPool, PooledActor
 
 WAIT = 10.0
-
-
-@pytest.fixture
-def pool() -> Iterator[ActorPool]:
-    own = ActorPool(idle_seconds=WAIT, name="KeptRunWorker")
-    yield own
-    pykka.ActorRegistry.stop_all(timeout=WAIT)
 
 
 class Ran:
