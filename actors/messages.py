@@ -195,14 +195,6 @@ class ChangeRoute(msgspec.Struct, frozen=True):
 # SessionActor are the turn machine's inputs: turnlog.domain.turn_facts.
 
 
-class TextDelta(msgspec.Struct, frozen=True):
-    """A streamed fragment of the model's text: published, never stored."""
-
-    turn: int
-    step: int
-    text: str
-
-
 class QueuedInputReviewed(msgspec.Struct, frozen=True):
     """The user_prompt hooks settled on input waiting to be queued."""
 

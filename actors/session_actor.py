@@ -65,7 +65,6 @@ from turnlog.actors.messages import (
     StartPrompt,
     Submit,
     Subscribe,
-    TextDelta,
     Unsubscribe,
     UpdateSharedState,
 )
@@ -91,7 +90,6 @@ from turnlog.domain.errors import (
 )
 from turnlog.domain.ids import new_submission_id
 from turnlog.domain.protocol import (
-    AgentMessageDeltaMsg,
     ApprovalResponse,
     Event,
     Interrupt,
@@ -139,7 +137,7 @@ class SessionActor(PooledActor):
         )
         self._slot = TurnActorSlot(
             session=self.actor_ref,
-            session_id=session.session_id,
+            state=self._state,
             agent=agent,
             services=services,
         )
@@ -214,12 +212,6 @@ class SessionActor(PooledActor):
                 return None
             case LeaseLost(error=error):
                 self._state.stop_for_lost_lease(error)
-                return None
-            case TextDelta(turn=turn, text=text):
-                # Transient: published as it comes, never recorded.
-                if self._turns.is_running(turn):
-                    delta = encodable_text(text)[0]
-                    self._state.publish_transient(AgentMessageDeltaMsg(delta))
                 return None
             case Decide() if message.decided_by in ("user",):
                 self._inputs.decide(message)

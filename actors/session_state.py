@@ -15,13 +15,13 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any
 
 import pykka
 
 from turnlog.actors.contracts import AgentDefinition
+from turnlog.actors.delta_gate import DeltaGate
 from turnlog.actors.messages import RunWaiter
 from turnlog.actors.revive import load_context, load_conversation, load_turn
 from turnlog.actors.session_parts import RunState, SessionServices, SessionSettings
@@ -36,7 +36,12 @@ from turnlog.domain.context import (
 )
 from turnlog.domain.errors import LeaseLostError, SessionClosedError
 from turnlog.domain.model import Item
-from turnlog.domain.protocol import Event, SessionClosedMsg
+from turnlog.domain.protocol import (
+    Event,
+    SessionClosedMsg,
+    TurnAbortedMsg,
+    TurnCompletedMsg,
+)
 from turnlog.domain.run import RunEvent, RunResult, SessionEvent
 from turnlog.domain.run_context import RunContext
 from turnlog.domain.session import Session, SessionClosed
@@ -45,6 +50,9 @@ from turnlog.domain.turn import Turn
 from turnlog.domain.turn_facts import Reviewed, Transition
 
 logger = logging.getLogger(__name__)
+
+_ENDS_DELTAS = (TurnCompletedMsg, TurnAbortedMsg, SessionClosedMsg)
+"""Messages after which the running turn streams nothing more."""
 
 
 class SessionState:
@@ -81,6 +89,9 @@ class SessionState:
             root_session=session.root_session,
         )
         self.subscribers: list[Subscriber] = []
+        # Where the running turn's text deltas are published from the loop
+        # (actors.delta_gate); closed before its end is published.
+        self.delta_gate: DeltaGate | None = None
         self.run: RunState | None = None
         self.latest_run: RunResult | None = None
         self.close_when_idle = False
@@ -181,8 +192,10 @@ class SessionState:
                 continue
             # A saved event is stamped: its session_seq is its place.
             for out in translator.translate(event, event.session_seq):
-                if isinstance(out.msg, SessionClosedMsg):
-                    self.closed_event = out
+                if isinstance(out.msg, _ENDS_DELTAS):
+                    self.end_deltas()  # no fragment of the turn after its end
+                    if isinstance(out.msg, SessionClosedMsg):
+                        self.closed_event = out
                 self.publish(RunEvent(self.session_id, out))
 
     def messages(self) -> list[Message]:
@@ -203,10 +216,11 @@ class SessionState:
         for subscriber in self.subscribers:
             subscriber.offer(item)
 
-    def publish_transient(self, msg: Any) -> None:
-        """Publishes an EventMsg that is never recorded (a text delta)."""
-        event = self.translator.transient(msg, datetime.now(UTC))
-        self.publish(RunEvent(self.session_id, event))
+    def end_deltas(self) -> None:
+        """Publishes no more text deltas of the running turn."""
+        gate = self.delta_gate
+        if gate is not None:
+            gate.close()
 
     def reload(self) -> None:
         """Reads all the session state held here again from the log.

@@ -22,7 +22,6 @@ from turnlog.actors.messages import (
     QueuedInputReviewed,
     SessionQuery,
     Submit,
-    TextDelta,
     UpdateSharedState,
 )
 from turnlog.actors.turn_driver import TurnDriver
@@ -38,7 +37,7 @@ def caught_up(turns: TurnDriver, reviews: InputReviews, message: Any) -> bool:
     update answers its waiter with it, and a fact is dropped (its turn has
     ended); queries and lease news pass.
     """
-    if isinstance(message, SessionQuery | TextDelta | LeaseLost):
+    if isinstance(message, SessionQuery | LeaseLost):
         return True
     try:
         turns.catch_up()

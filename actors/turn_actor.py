@@ -46,7 +46,6 @@ from turnlog.actors.messages import (
     ReviewInput,
     RunCalls,
     RunTool,
-    TextDelta,
     UseAgent,
 )
 from turnlog.actors.shared_state_writer import SharedStateWriter
@@ -61,6 +60,7 @@ from turnlog.domain.model import (
     tool_calls_in,
 )
 from turnlog.domain.run_context import RunContext
+from turnlog.domain.streaming import DeltaSink, discard_deltas
 from turnlog.domain.turn_facts import (
     CompactionBegan,
     InputReviewed,
@@ -70,23 +70,6 @@ from turnlog.domain.turn_facts import (
     ToolFinished,
     TurnActorFailed,
 )
-
-
-class DeltaTeller:
-    """Tells the session each text delta of one model step.
-
-    A callable object rather than a closure: it lives as long as the step
-    waits on its model, and is one object for the collector to walk where
-    a closure over the session, turn and step is five.
-    """
-
-    __slots__ = ("_session", "_step", "_turn")
-
-    def __init__(self, session: Any, turn: int, step: int) -> None:
-        self._session, self._turn, self._step = session, turn, step
-
-    def __call__(self, text: str) -> None:
-        self._session.tell(TextDelta(self._turn, self._step, text))
 
 
 class TurnActor(LoopActor):
@@ -102,9 +85,13 @@ class TurnActor(LoopActor):
         agent: AgentDefinition,
         io_loop: IoLoop,
         tool_executor: ToolExecutor,
+        deltas: DeltaSink = discard_deltas,
     ) -> None:
         super().__init__(io_loop)
         self._session = session
+        # Where the model's streamed fragments go: published from the loop
+        # by the turn's DeltaGate (actors.delta_gate), not told the session.
+        self._deltas = deltas
         self._session_id = session_id
         self._turn = turn
         self._turn_id = turn_id
@@ -237,10 +224,9 @@ class TurnActor(LoopActor):
 
     async def _step(self, request: ModelRequest) -> StepSucceeded | StepFailed:
         provider = self._agent.provider_for(request.route)
-        on_delta = DeltaTeller(self._session, self._turn, request.step)
         try:
             response = check_response(
-                await respond_streaming(provider, request, on_delta)
+                await respond_streaming(provider, request, self._deltas)
             )
         except ProviderError as bad:
             return StepFailed(self._turn, request.step, type(bad).__name__, str(bad))

@@ -289,10 +289,6 @@ class TurnDriver:
             return False
         return True
 
-    def is_running(self, number: int) -> bool:
-        """Whether turn ``number`` is the running turn (not a stale one)."""
-        return self._machine.running_turn(number) is not None
-
     def pending_approvals(self) -> list[ApprovalRequest]:
         """The requests of the running turn that wait for a decision."""
         return self._machine.pending_approvals()

@@ -17,9 +17,11 @@ from typing import Any
 import pykka
 
 from turnlog.actors.contracts import AgentDefinition
+from turnlog.actors.delta_gate import DeltaGate
 from turnlog.actors.loop_actor import LoopActorRef
 from turnlog.actors.messages import CancelTurn, RunCalls, UseAgent
 from turnlog.actors.session_parts import SessionServices
+from turnlog.actors.session_state import SessionState
 from turnlog.actors.turn_actor import TurnActor, has_post_tool_hooks, tool_order
 from turnlog.domain.turn import Turn
 from turnlog.domain.turn_facts import TurnActorFailed
@@ -32,12 +34,13 @@ class TurnActorSlot:
         self,
         *,
         session: pykka.ActorRef[Any],
-        session_id: str,
+        state: SessionState,
         agent: AgentDefinition,
         services: SessionServices,
     ) -> None:
         self._session = session
-        self._session_id = session_id
+        self._state = state
+        self._session_id = state.session_id
         self._agent = agent
         self._services = services
         self._post_tool = has_post_tool_hooks(agent)
@@ -50,6 +53,7 @@ class TurnActorSlot:
         self.end()  # a turn left running (there should be none) is cancelled
         turn_id = turn.id_text
         self._turn = (turn.number, turn_id)
+        gate = self._state.delta_gate = DeltaGate(self._state)
         self.running = TurnActor.start(
             session=self._session,
             session_id=self._session_id,
@@ -58,6 +62,7 @@ class TurnActorSlot:
             agent=self._agent,
             io_loop=self._services.io_loop,
             tool_executor=self._services.tool_executor,
+            deltas=gate.publish,
         )
 
     def use_agent(self, agent: AgentDefinition) -> None:
@@ -108,6 +113,8 @@ class TurnActorSlot:
 
     def end(self) -> None:
         """Ends the running turn's actor work, cancelling what is in flight."""
+        self._state.end_deltas()
+        self._state.delta_gate = None
         settled, self._settled = self._settled, False
         running, self.running = self.running, None
         if running is None or settled:
@@ -128,6 +135,7 @@ class TurnActorSlot:
         reported stopped, so the runtime never stops the executor or the
         I/O loop under it.
         """
+        self._state.end_deltas()
         running, self.running = self.running, None
         if running is not None:
             with contextlib.suppress(pykka.ActorDeadError):

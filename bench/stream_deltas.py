@@ -8,9 +8,12 @@ the loop). Three variants, each in a fresh process, alternating over
 
 - ``waits``: the model waits as often but hands no fragment on: what the
   loop's wake-ups cost alone;
-- ``deltas``: each fragment goes to the session (a TextDelta), which
-  publishes it to nobody;
+- ``deltas``: each fragment is handed on, and nobody is subscribed;
 - ``subscribed``: the same, read by a subscriber on a thread of its own.
+
+Each fragment went to the session as a message (a TextDelta), waking its
+worker to publish it; since the fourteenth pass the turn's DeltaGate
+publishes it from the loop (actors/delta_gate.py).
 
 Printed: CPU a turn (the whole process, ``time.process_time``) for each,
 and what a delta adds over ``waits``. The peers' workload streams

@@ -151,6 +151,21 @@ def test_a_turn_with_a_sync_tool_call_hands_over_five_times(
     }
 
 
+def test_streamed_fragments_cost_no_hand_over(handovers: HandOvers) -> None:
+    # Each fragment is published from the loop (actors.delta_gate), not
+    # told to the session: a streamed turn hands over as one that is not.
+    model = ScriptedModel(stream_chunk=2)
+    for _ in range(TURNS + 2):
+        model.add(calls(tool_call("echo", {"text": "hi"})), "done")  # "do", "ne"
+    with Runtime.open("memory://") as rt:
+        count_turns(rt, Agent("streams", model=model, tools=[echo]), handovers)
+    assert handovers.per_turn() == {
+        ("caller", "SessionActor"): 1,
+        ("SessionActor", "I/O loop"): 2,
+        ("I/O loop", "SessionActor"): 2,
+    }
+
+
 def test_a_turn_with_an_async_tool_call_hands_over_seven_times(
     handovers: HandOvers,
 ) -> None:
