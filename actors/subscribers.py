@@ -12,6 +12,8 @@ take a buffer past its size rather than be lost.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -62,6 +64,9 @@ class Subscriber:
         self._closed = False
         self._failure: TurnlogError | None = None
         self._ready = threading.Condition()
+        # asyncio readers waiting (get_async), each on its own loop: woken
+        # there by the next offer or the close, holding no thread meanwhile.
+        self._waking: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
 
     def offer(self, item: SessionEvent) -> None:
         """Adds ``item`` without ever blocking; drops the oldest if full."""
@@ -75,6 +80,9 @@ class Subscriber:
             self._items.append(item)
             self._events += 1
             self._ready.notify()
+            waking = self._take_waking()
+        if waking:
+            _wake(waking)
 
     def _drop_oldest(self) -> None:
         """Replaces the oldest droppable event with (or adds it to) a gap."""
@@ -126,11 +134,49 @@ class Subscriber:
                 raise TimeoutError(msg)
             if self._items:
                 return self._take()
-            if self._failure is not None:
-                # A fresh error per reader: one instance raised in several
-                # threads would pile their tracebacks onto each other.
-                raise type(self._failure)(*self._failure.args)
-            raise SubscriptionClosed(self.session_id)
+            raise self._ended()
+
+    async def get_async(self) -> SessionEvent:
+        """The next item, waited for on the calling event loop; raises as
+        ``get`` does once the subscription has ended.
+
+        No thread waits meanwhile: a thread each (``run_in_executor``) held
+        the loop's default executor, whose few threads (``os.cpu_count()``
+        + 4) a handful of idle subscriptions took, leaving later readers,
+        and the caller's own ``asyncio.to_thread``, waiting behind them.
+        """
+        loop = asyncio.get_running_loop()
+        while True:
+            with self._ready:
+                if self._items:
+                    return self._take()
+                if self._closed:
+                    raise self._ended()
+                woken: asyncio.Future[None] = loop.create_future()
+                self._waking.append((loop, woken))
+            try:
+                await woken
+            finally:
+                if not woken.done():  # cancelled: no longer waiting
+                    with self._ready:
+                        self._waking = [w for w in self._waking if w[1] is not woken]
+
+    def _ended(self) -> Exception:
+        """What a reader gets once the buffered items are read."""
+        if self._failure is not None:
+            # A fresh error per reader: one instance raised in several
+            # threads would pile their tracebacks onto each other.
+            return type(self._failure)(*self._failure.args)
+        return SubscriptionClosed(self.session_id)
+
+    def _take_waking(
+        self,
+    ) -> list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]]:
+        """The asyncio readers to wake (under the condition's lock)."""
+        waking = self._waking
+        if waking:
+            self._waking = []
+        return waking
 
     def drain(self) -> list[SessionEvent]:
         """Every item buffered now, without waiting."""
@@ -147,6 +193,9 @@ class Subscriber:
                 self._failure = failure
             self._closed = True
             self._ready.notify_all()
+            waking = self._take_waking()
+        if waking:
+            _wake(waking)
 
     def end_with(self, item: SessionEvent) -> None:
         """Delivers ``item`` as the last event, then ends the subscription.
@@ -161,3 +210,15 @@ class Subscriber:
     def closed(self) -> bool:
         """Whether the subscription was closed."""
         return self._closed
+
+
+def _wake(waking: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]]) -> None:
+    """Wakes each waiting asyncio reader on its own loop."""
+    for loop, woken in waking:
+        with contextlib.suppress(RuntimeError):  # its loop closed: nobody reads
+            loop.call_soon_threadsafe(_done, woken)
+
+
+def _done(woken: asyncio.Future[None]) -> None:
+    if not woken.done():  # the reader may have been cancelled meanwhile
+        woken.set_result(None)

@@ -8,7 +8,6 @@ again; while a handle lives its session keeps its idle_timeout.
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import threading
 import weakref
@@ -77,10 +76,9 @@ class Subscription:
         return self._aiter()
 
     async def _aiter(self) -> AsyncIterator[SessionEvent]:
-        loop = asyncio.get_running_loop()
         while True:
             try:
-                yield await loop.run_in_executor(None, self._subscriber.get)
+                yield await self._subscriber.get_async()
             except SubscriptionClosed:
                 return
 
