@@ -15,8 +15,9 @@ import threading
 
 import pytest
 
-from turnlog import Agent, Runtime, ScriptedModel
+from turnlog import Agent, Runtime, ScriptedModel, UserInput
 from turnlog.actors.subscribers import Subscriber, SubscriptionClosed
+from turnlog.domain import protocol as p
 from turnlog.domain.errors import TurnlogError
 from turnlog.domain.run import RunFinished, RunStarted
 
@@ -104,5 +105,25 @@ def test_a_cancelled_reader_leaves_the_next_item_to_the_next_reader() -> None:
         subscriber.close()
         with pytest.raises(SubscriptionClosed):
             await subscriber.get_async()
+
+    asyncio.run(main())
+
+
+def test_agent_handles_waiting_beyond_the_default_executors_threads() -> None:
+    readers = DEFAULT_EXECUTOR_THREADS + 2
+
+    async def main() -> None:
+        with Runtime.open("memory://") as rt:
+            agent = Agent("a", model=ScriptedModel(["hi"] * readers))
+            handles = [rt.create_agent(agent) for _ in range(readers)]
+            waits = [asyncio.create_task(h.next_event_async()) for h in handles]
+            await asyncio.sleep(0)  # each read starts waiting
+            handles[-1].submit(UserInput("hello"))
+            event = await asyncio.wait_for(waits[-1], WAIT)
+            assert isinstance(event.msg, p.TurnStartedMsg)
+            for wait in waits[:-1]:
+                wait.cancel()
+            for handle in handles:
+                handle.close()
 
     asyncio.run(main())

@@ -6,6 +6,7 @@ first runs racing on one new id make one session, never a 500."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import uuid
 from collections.abc import Iterator
@@ -95,7 +96,7 @@ def test_a_new_thread_id_starts_a_session_of_the_tenant_under_that_id(
 def test_a_run_that_ends_before_its_start_is_read_still_streams(
     serve, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # On a loaded machine the thread that reads the run's start from the
+    # On a loaded machine the read of the run's start from the
     # subscription may get its turn only after the whole run has ended:
     # that is made certain here. The run must stream all the same.
     from turnlog.service import agui
@@ -110,14 +111,14 @@ def test_a_run_that_ends_before_its_start_is_read_still_streams(
         finally:
             ended.set()
 
-    read_start = agui._run_started
+    read_start = agui.next_run_started
 
-    def read_start_late(subscription: Any) -> str | None:
-        assert ended.wait(10)
-        return read_start(subscription)
+    async def read_start_late(subscription: Any, timeout: float) -> str | None:
+        assert await asyncio.to_thread(ended.wait, 10)
+        return await read_start(subscription, timeout)
 
     monkeypatch.setattr(AgentSession, "prompt_async", prompt_then_note)
-    monkeypatch.setattr(agui, "_run_started", read_start_late)
+    monkeypatch.setattr(agui, "next_run_started", read_start_late)
     served = serve(agents=AGENTS)
     with served.client() as client:
         events = run(client, run_body(str(uuid.uuid4()), agent="chat"))

@@ -8,6 +8,7 @@ again; while a handle lives its session keeps its idle_timeout.
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import threading
 import weakref
@@ -53,6 +54,13 @@ class Subscription:
         """
         try:
             return self._subscriber.get(timeout)
+        except SubscriptionClosed as closed:
+            raise SessionClosedError(f"subscription to {closed} ended") from None
+
+    async def get_async(self, timeout: float | None = None) -> SessionEvent:
+        """``get`` for asyncio callers: waits on their loop, holding no thread."""
+        try:
+            return await asyncio.wait_for(self._subscriber.get_async(), timeout)
         except SubscriptionClosed as closed:
             raise SessionClosedError(f"subscription to {closed} ended") from None
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 from turnlog.actors.messages import Submit
 from turnlog.actors.subscribers import SubscriptionClosed
 from turnlog.domain.approval import check_decision
@@ -76,9 +74,17 @@ class AgentHandle:
         return self.next_event(timeout)  # an EventsMissed marker: skip it
 
     async def next_event_async(self) -> Event:
-        """``next_event`` for asyncio callers."""
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(None, self.next_event, None)
+        """``next_event`` for asyncio callers, waited for on their loop (no
+        thread held: see ``Subscriber.get_async``)."""
+        while True:
+            self.session._actor.check_runtime_open()
+            try:
+                item = await self._events.get_async()
+            except SubscriptionClosed:
+                raise self.session._actor.closed_error() from None
+            if isinstance(item, RunEvent):
+                return item.event
+            # an EventsMissed marker: skip it
 
     def close(self) -> None:
         """Stops reading events (the session stays open)."""

@@ -58,13 +58,14 @@ from turnlog.domain.protocol import (
     ToolCallFinishedMsg,
     ToolCallStartedMsg,
 )
-from turnlog.domain.run import EventsMissed, RunEvent, RunStarted
+from turnlog.domain.run import EventsMissed, RunEvent
 from turnlog.service.agui_events import AguiTranslator
 from turnlog.service.agui_threads import AguiThreads, requested_agent
 from turnlog.service.context import ServiceContext
 from turnlog.service.parsing import parse_json
 from turnlog.service.problems import Problem
 from turnlog.service.retries import replayed_prompt
+from turnlog.service.run_start import next_run_started
 from turnlog.service.sse_framing import sse_response
 from turnlog.session import AgentSession, Subscription
 
@@ -186,7 +187,7 @@ class AguiEndpoint:
                 session.prompt_async(text, input_id=input_id, detach_on_cancel=True)
             )
             started = asyncio.ensure_future(
-                asyncio.to_thread(_run_started, subscription)
+                next_run_started(subscription, START_TIMEOUT)
             )
             await asyncio.wait(
                 {run, started},
@@ -195,9 +196,9 @@ class AguiEndpoint:
             )
             if run.done() and not started.done():
                 run.result()  # raises what refused the prompt
-                # It ran to its end before the thread reading the
-                # subscription took its start (a loaded machine): the start
-                # is in the subscription already, so it comes at once.
+                # It ran to its end before the read of the subscription
+                # took its start (a loaded machine): the start is in the
+                # subscription already, so it comes at once.
                 await asyncio.wait({started}, timeout=START_TIMEOUT)
         submission = started.result() if started.done() else None
         if submission is None:
@@ -463,17 +464,6 @@ def _state(state: Any) -> dict[str, Any] | None:
     if not isinstance(state, dict):
         raise Problem(422, "state must be an object", field="$.state")
     return state
-
-
-def _run_started(subscription: Subscription) -> str | None:
-    """The submission id of the next run to start (a worker thread)."""
-    while True:
-        try:
-            item = subscription.get(START_TIMEOUT)
-        except (TimeoutError, TurnlogError):
-            return None
-        if isinstance(item, RunStarted):
-            return item.submission_id
 
 
 __all__ = ["AguiEndpoint", "Scope"]

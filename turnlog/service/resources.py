@@ -24,10 +24,9 @@ from turnlog.domain.chain import SEQ_FIELD
 from turnlog.domain.errors import (
     InputConflictError,
     SessionBusyError,
-    TurnlogError,
     UsageError,
 )
-from turnlog.domain.run import RunResult, RunStarted
+from turnlog.domain.run import RunResult
 from turnlog.projections.anchors import expected_heads
 from turnlog.projections.readers import TranscriptItem
 from turnlog.service.context import ServiceContext, unknown_session
@@ -35,6 +34,7 @@ from turnlog.service.listing import session_entries
 from turnlog.service.parsing import decode_json, path_session_id, query_integer
 from turnlog.service.problems import Problem
 from turnlog.service.retries import idempotency_key, replayed_prompt, running
+from turnlog.service.run_start import next_run_started
 from turnlog.service.tenancy import OwnedSession
 from turnlog.store.verify import verify_session
 
@@ -252,7 +252,7 @@ class SessionResources:
                     session.prompt_async(body.text, input_id=key, detach_on_cancel=True)
                 )
                 started = asyncio.ensure_future(
-                    asyncio.to_thread(_run_started, subscription)
+                    next_run_started(subscription, START_TIMEOUT)
                 )
                 await asyncio.wait(
                     {run, started},
@@ -428,17 +428,6 @@ class SessionResources:
                 else msgspec.to_builtins(report.head),
             },
         }
-
-
-def _run_started(subscription: Any) -> str | None:
-    """The submission id of the next run to start (a worker thread)."""
-    while True:
-        try:
-            item = subscription.get(START_TIMEOUT)
-        except (TimeoutError, TurnlogError):  # closed (the run ended) or timed out
-            return None
-        if isinstance(item, RunStarted):
-            return item.submission_id
 
 
 def _run_json(result: RunResult) -> dict[str, Any]:
