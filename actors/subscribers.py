@@ -156,10 +156,10 @@ class Subscriber:
                 self._waking.append((loop, woken))
             try:
                 await woken
-            finally:
-                if not woken.done():  # cancelled: no longer waiting
-                    with self._ready:
-                        self._waking = [w for w in self._waking if w[1] is not woken]
+            except asyncio.CancelledError:
+                with self._ready:  # no longer waiting: nothing to wake
+                    self._waking = [w for w in self._waking if w[1] is not woken]
+                raise
 
     def _ended(self) -> Exception:
         """What a reader gets once the buffered items are read."""

@@ -99,6 +99,7 @@ def test_a_cancelled_reader_leaves_the_next_item_to_the_next_reader() -> None:
         first.cancel()
         with pytest.raises(asyncio.CancelledError):
             await first
+        assert not subscriber._waking  # nothing left to wake for it
         item = RunStarted("s", "submission")
         subscriber.offer(item)  # no reader waits: it stays buffered
         assert await asyncio.wait_for(subscriber.get_async(), WAIT) is item
