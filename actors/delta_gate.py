@@ -76,6 +76,10 @@ class DeltaGate:
             for subscriber in subscribers:
                 subscriber.offer(item)
 
+    __call__ = publish
+    """The gate is the model's delta sink itself: no bound method made for
+    it, one object less for the collector while the session waits."""
+
     def close(self) -> None:
         """No fragment is published from now on (the turn ended, or is
         about to be published as ended); waits for one being offered."""

@@ -217,8 +217,9 @@ class SessionState:
             subscriber.offer(item)
 
     def end_deltas(self) -> None:
-        """Publishes no more text deltas of the running turn."""
-        gate = self.delta_gate
+        """Publishes no more text deltas of the running turn (and lets go
+        of its gate, which refers back to this state)."""
+        gate, self.delta_gate = self.delta_gate, None
         if gate is not None:
             gate.close()
 

@@ -34,6 +34,10 @@ def is_terminal(item: SessionEvent) -> bool:
     return isinstance(item, RunEvent) and isinstance(item.event.msg, _TERMINAL_MESSAGES)
 
 
+_Waiting = tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]
+"""An asyncio reader waiting: its loop, and the future it awaits there."""
+
+
 class SubscriptionClosed(Exception):
     """The subscription ended (the session or the subscription was closed)."""
 
@@ -66,7 +70,7 @@ class Subscriber:
         self._ready = threading.Condition()
         # asyncio readers waiting (get_async), each on its own loop: woken
         # there by the next offer or the close, holding no thread meanwhile.
-        self._waking: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+        self._waking: list[_Waiting] = []
 
     def offer(self, item: SessionEvent) -> None:
         """Adds ``item`` without ever blocking; drops the oldest if full."""
@@ -80,7 +84,9 @@ class Subscriber:
             self._items.append(item)
             self._events += 1
             self._ready.notify()
-            waking = self._take_waking()
+            waking = self._waking  # taken here, not in a method: every event
+            if waking:
+                self._waking = []
         if waking:
             _wake(waking)
 
@@ -169,15 +175,6 @@ class Subscriber:
             return type(self._failure)(*self._failure.args)
         return SubscriptionClosed(self.session_id)
 
-    def _take_waking(
-        self,
-    ) -> list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]]:
-        """The asyncio readers to wake (under the condition's lock)."""
-        waking = self._waking
-        if waking:
-            self._waking = []
-        return waking
-
     def drain(self) -> list[SessionEvent]:
         """Every item buffered now, without waiting."""
         with self._ready:
@@ -193,7 +190,9 @@ class Subscriber:
                 self._failure = failure
             self._closed = True
             self._ready.notify_all()
-            waking = self._take_waking()
+            waking = self._waking
+            if waking:
+                self._waking = []
         if waking:
             _wake(waking)
 
@@ -212,7 +211,7 @@ class Subscriber:
         return self._closed
 
 
-def _wake(waking: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]]) -> None:
+def _wake(waking: list[_Waiting]) -> None:
     """Wakes each waiting asyncio reader on its own loop."""
     for loop, woken in waking:
         with contextlib.suppress(RuntimeError):  # its loop closed: nobody reads

@@ -62,7 +62,7 @@ class TurnActorSlot:
             agent=self._agent,
             io_loop=self._services.io_loop,
             tool_executor=self._services.tool_executor,
-            deltas=gate.publish,
+            deltas=gate,
         )
 
     def use_agent(self, agent: AgentDefinition) -> None:
@@ -114,7 +114,6 @@ class TurnActorSlot:
     def end(self) -> None:
         """Ends the running turn's actor work, cancelling what is in flight."""
         self._state.end_deltas()
-        self._state.delta_gate = None
         settled, self._settled = self._settled, False
         running, self.running = self.running, None
         if running is None or settled:

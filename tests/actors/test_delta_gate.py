@@ -81,8 +81,8 @@ def test_closing_waits_for_a_fragment_being_offered() -> None:
 
 
 class StreamsUntilStopped:
-    """Streams a fragment every millisecond; one more once cancelled, as a
-    provider that does not stop at once might."""
+    """Streams a fragment, then waits for more that never comes; sends one
+    more once cancelled, as a provider that does not stop at once might."""
 
     def __init__(self) -> None:
         self.streaming = threading.Event()
@@ -92,10 +92,9 @@ class StreamsUntilStopped:
         self, request: ModelRequest, on_delta: DeltaSink
     ) -> ModelResponse:
         try:
-            while True:
-                on_delta("word ")
-                self.streaming.set()
-                await asyncio.sleep(0.001)
+            on_delta("word ")
+            self.streaming.set()
+            await asyncio.Event().wait()  # the rest of the stream: never
         except asyncio.CancelledError:
             on_delta("after the end")
             self.last_sent.set()
