@@ -9,7 +9,12 @@ the loop). Three variants, each in a fresh process, alternating over
 - ``waits``: the model waits as often but hands no fragment on: what the
   loop's wake-ups cost alone;
 - ``deltas``: each fragment is handed on, and nobody is subscribed;
-- ``subscribed``: the same, read by a subscriber on a thread of its own.
+- ``subscribed``: the same, read by a subscriber on a thread of its own;
+- ``thread-to-loop``: read on a thread of its own that hands each delta
+  to an event loop on another thread (``call_soon_threadsafe``), as the
+  service's delta pump did until the fifteenth pass;
+- ``loop``: read by ``async for`` in a task on that event loop, as the
+  service's pump does since (turnlog.service.delta_pumps).
 
 Each fragment went to the session as a message (a TextDelta), waking its
 worker to publish it; since the fourteenth pass the turn's DeltaGate
@@ -33,10 +38,10 @@ import sys
 import threading
 import time
 
-from turnlog import Agent, ModelRequest, ModelResponse, Runtime, reply
+from turnlog import Agent, ModelRequest, ModelResponse, Runtime, Subscription, reply
 from turnlog.domain.streaming import DeltaSink
 
-VARIANTS = ("waits", "deltas", "subscribed")
+VARIANTS = ("waits", "deltas", "subscribed", "thread-to-loop", "loop")
 
 
 class Streamer:
@@ -55,6 +60,28 @@ class Streamer:
         return reply("word " * self.fragments)
 
 
+def read_on_a_loop(subscription: Subscription, *, handed_on: bool) -> None:
+    """Has an event loop on a thread of its own take every item read, read
+    there (``async for``) or on another thread that hands each one on."""
+    loop = asyncio.new_event_loop()
+    threading.Thread(target=loop.run_forever, daemon=True).start()
+    taken: list[object] = []
+    if handed_on:
+
+        def pump() -> None:
+            for item in subscription:
+                loop.call_soon_threadsafe(taken.append, item)
+
+        threading.Thread(target=pump, daemon=True).start()
+        return
+
+    async def read() -> None:
+        async for item in subscription:
+            taken.append(item)  # noqa: PERF401 (one at a time, as a pump)
+
+    asyncio.run_coroutine_threadsafe(read(), loop)
+
+
 def child(variant: str, deltas: int, spacing: float, turns: int) -> None:
     """One variant's run; prints the CPU microseconds a turn."""
     model = Streamer(deltas, spacing, hand_on=variant != "waits")
@@ -65,6 +92,8 @@ def child(variant: str, deltas: int, spacing: float, turns: int) -> None:
             threading.Thread(
                 target=lambda: sum(1 for _ in subscription), daemon=True
             ).start()
+        elif variant in ("thread-to-loop", "loop"):
+            read_on_a_loop(session.subscribe(), handed_on=variant == "thread-to-loop")
         for turn in range(3):
             session.prompt(f"warm-up {turn}", timeout=60)
         cpu = time.process_time()

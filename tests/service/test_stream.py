@@ -202,12 +202,6 @@ def test_a_stream_behind_the_feed_buffer_reads_the_gap_from_the_log(serve) -> No
     assert ids == later == expected
 
 
-def delta_pump(session_id: str) -> threading.Thread | None:
-    """The thread that passes the session's deltas on, if it runs."""
-    name = f"turnlog-service-deltas-{session_id}"
-    return next((t for t in threading.enumerate() if t.name == name), None)
-
-
 def deltas_of(events: list) -> str:
     return "".join(
         json.loads(e.data)["msg"]["delta"]
@@ -218,25 +212,29 @@ def deltas_of(events: list) -> str:
 
 def test_deltas_are_pumped_only_while_a_stream_reads_them(serve) -> None:
     served = serve()
+    pumps = served.app.state.turnlog.pumps
     with served.client() as client:
         session_id, request_id = run_to_approval(client)
-        watched = delta_pump(session_id)  # of the stream that saw the request
+        watched = pumps.running(session_id)  # of the stream that saw the request
         if watched is not None:
-            watched.join(10)
-        assert not delta_pump(session_id)  # a run nobody watches now: no pump
+            watched.done.result(10)
+        assert pumps.running(session_id) is None  # a run nobody watches: no pump
         with client.stream("GET", f"/sessions/{session_id}/events") as response:
             reader = SSEReader(response)
             read_until(reader, "approval_request")
-            pump = delta_pump(session_id)
+            pump = pumps.running(session_id)
             assert pump is not None
+            # The pump is a task on the service's loop: no thread of its own
+            # (it was one a watched session, named for it).
+            assert not [t for t in threading.enumerate() if session_id in t.name]
             client.post(
                 f"/sessions/{session_id}/approvals/{request_id}",
                 json={"decision": "allow"},
             )
             rest = read_until(reader, "turn_complete")
         assert deltas_of(rest) == "All done: counted and published."
-        pump.join(10)  # the stream closed: its pump ends
-        assert not pump.is_alive()
+        pump.done.result(10)  # the stream closed: its pump ends
+        assert pumps.running(session_id) is None
 
 
 def test_a_stream_gets_the_deltas_of_a_session_opened_after_it(sqlite_url) -> None:
@@ -268,7 +266,7 @@ def test_a_stream_gets_the_deltas_of_a_session_opened_after_it(sqlite_url) -> No
             reader = SSEReader(response)
             reader.next()  # session_configured
             assert app.state.turnlog.live(session_id) is None
-            assert not delta_pump(session_id)
+            assert app.state.turnlog.pumps.running(session_id) is None
             client.post(f"/sessions/{session_id}/prompts", json={"text": "go"})
             read_until(reader, "approval_request")
             request_id = client.get(f"/sessions/{session_id}/approvals").json()[

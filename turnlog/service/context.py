@@ -10,7 +10,6 @@ session is reported exactly like one that does not exist.
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import logging
 import threading
@@ -20,16 +19,16 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from starlette.requests import HTTPConnection
 
 from turnlog.agent import Agent
-from turnlog.domain.errors import InvalidInputError, TurnlogError
+from turnlog.domain.errors import InvalidInputError
 from turnlog.domain.ids import new_submission_id
-from turnlog.domain.run import RunEvent
 from turnlog.runtime import Runtime
 from turnlog.service.auth import ServiceTokens
+from turnlog.service.delta_pumps import DeltaPumps
 from turnlog.service.feed import Feeds
 from turnlog.service.log_tail import CommitSignal, LocalCommitSignal
 from turnlog.service.problems import Problem
 from turnlog.service.tenancy import OwnedSession, SessionOwners
-from turnlog.session import AgentSession, Subscription
+from turnlog.session import AgentSession
 
 logger = logging.getLogger(__name__)
 
@@ -95,12 +94,11 @@ class ServiceContext:
         self._handles: weakref.WeakValueDictionary[str, AgentSession] = (
             weakref.WeakValueDictionary()
         )
-        # Deltas are pumped only for sessions that open streams are reading:
-        # a pump is a subscription and a thread woken for every event of
-        # every run, which a session nobody watches should not pay for.
-        self._delta_readers: collections.Counter[str] = collections.Counter()
-        self._pumps: dict[str, tuple[AgentSession, Subscription]] = {}
-        self._starting: set[str] = set()
+        # Deltas are pumped (turnlog.service.delta_pumps) only for sessions
+        # that open streams are reading.
+        self.pumps = DeltaPumps(
+            self._find, self.feeds.publish_delta, lambda: self._loop
+        )
         # One lock a session while prompts wait on it (the loop's only).
         self._prompt_locks: dict[str, tuple[asyncio.Lock, list[int]]] = {}
         self.running_tasks: set[asyncio.Task[object]] = set()
@@ -184,18 +182,8 @@ class ServiceContext:
         """Remembers an opened session (and pumps its deltas if streams wait)."""
         with self._lock:
             self._handles[session.session_id] = session
-            # A pump of an earlier handle of the session that ended reads a
-            # subscription that ended with it: the new handle needs its own.
-            # (A pump holds its handle: while it runs, the session is found
-            # here, and a new handle means that one ended.)
-            stale = self._pumps.get(session.session_id)
-            if stale is not None and stale[0] is not session:
-                del self._pumps[session.session_id]
-            else:
-                stale = None
-        if stale is not None:
-            stale[1].close()
-        self.pump_deltas(session.session_id)
+        self.pumps.forget_stale(session)
+        self.pumps.start(session.session_id)
 
     @contextlib.asynccontextmanager
     async def prompt_lock(self, session_id: str) -> AsyncIterator[None]:
@@ -224,98 +212,19 @@ class ServiceContext:
         runs), not by the sessions the service ever served.
         """
         with self._lock:
-            held = len(self._handles) + len(self._pumps) + len(self._prompt_locks)
+            held = len(self._handles) + len(self._prompt_locks)
+        held += len(self.pumps)
         return held + self.feeds.open_count() + self.signal.watched()
 
-    def follow_deltas(self, session_id: str) -> None:
-        """A stream of the session opened: it wants the session's deltas.
-
-        Only counts (never blocks); ``pump_deltas``, off the loop, then
-        starts the pump if none runs. Each call needs one ``unfollow``.
-        """
+    def _find(self, session_id: str) -> AgentSession | None:
         with self._lock:
-            self._delta_readers[session_id] += 1
-
-    def unfollow_deltas(self, session_id: str) -> None:
-        """A stream of the session closed; the last one stops the pump."""
-        with self._lock:
-            self._delta_readers[session_id] -= 1
-            if self._delta_readers[session_id] > 0:
-                return
-            del self._delta_readers[session_id]
-            pump = self._pumps.pop(session_id, None)
-        if pump is not None:
-            pump[1].close()  # a tell to the actor: it never blocks
-
-    def pump_deltas(self, session_id: str) -> None:
-        """Starts passing the session's deltas to the loop, if streams want
-        them, the session is open here and no pump runs (blocking: the
-        subscription asks the session's actor)."""
-        with self._lock:
-            session = self._handles.get(session_id)
-            if (
-                session is None
-                or not self._delta_readers[session_id]
-                or session_id in self._pumps
-                or session_id in self._starting
-            ):
-                return
-            self._starting.add(session_id)
-        subscription: Subscription | None = None
-        try:
-            if session.reachable():
-                subscription = session.subscribe()
-        except TurnlogError:  # it closed meanwhile: streams read the log alone
-            logger.debug("no deltas of %s: its session ended", session_id)
-        finally:
-            with self._lock:
-                self._starting.discard(session_id)
-                wanted = bool(self._delta_readers[session_id])
-                if subscription is not None and wanted:
-                    self._pumps[session_id] = (session, subscription)
-        if subscription is None:
-            return
-        if not wanted:  # the last stream closed while this subscribed
-            subscription.close()
-            return
-        threading.Thread(
-            target=self._pump_deltas,
-            args=(session_id, subscription),
-            name=f"turnlog-service-deltas-{session_id}",
-            daemon=True,
-        ).start()
-
-    def _pump_deltas(self, session_id: str, subscription: Subscription) -> None:
-        """Hands a session's streamed deltas to the loop (its own thread)."""
-        try:
-            for item in subscription:
-                loop = self._loop
-                if (
-                    loop is None
-                    or not isinstance(item, RunEvent)
-                    or not item.event.transient
-                ):
-                    continue
-                with contextlib.suppress(RuntimeError):  # the loop has closed
-                    loop.call_soon_threadsafe(self.feeds.publish_delta, item.event)
-        except TurnlogError:  # the session failed: its streams read the log
-            logger.debug("deltas of %s ended with its session", session_id)
-        finally:
-            with self._lock:  # the session ended here: a reopened one pumps anew
-                pump = self._pumps.get(session_id)
-                if pump is not None and pump[1] is subscription:
-                    del self._pumps[session_id]
+            return self._handles.get(session_id)
 
     def close(self) -> None:
         """Stops the streams' feeds and delta pumps (not the runtime)."""
         self.feeds.stop_all()
         self.signal.close()
-        with self._lock:
-            pumps = [subscription for _, subscription in self._pumps.values()]
-            self._pumps.clear()
-            self._delta_readers.clear()
-        for subscription in pumps:
-            subscription.close()
+        self.pumps.close()
         for task in self.running_tasks:
             task.cancel()
 

@@ -71,9 +71,9 @@ class EventStream:
         transcripts = self.context.runtime.transcript
         # The delta pump runs before the first event goes out: a client that
         # has read anything from the stream gets every later delta.
-        self.context.follow_deltas(session_id)
+        self.context.pumps.follow(session_id)
         try:
-            await asyncio.to_thread(self.context.pump_deltas, session_id)
+            await asyncio.to_thread(self.context.pumps.start, session_id)
             feed, listener = feeds.open(session_id)
             try:
                 while True:
@@ -95,7 +95,7 @@ class EventStream:
             finally:
                 feeds.close(feed, listener)
         finally:
-            self.context.unfollow_deltas(session_id)
+            self.context.pumps.unfollow(session_id)
 
 
 __all__ = ["EventStream"]
