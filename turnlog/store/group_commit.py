@@ -60,24 +60,33 @@ class PendingSave:
         """Why this save was not recorded (nothing of it is in the log)."""
         self.lead = False
         """Set, with a wake-up, when this save's thread is to write next."""
-        # Made only for a save that queues behind a writer (see
+        # A latch, made only for a save that queues behind a writer (see
         # GroupCommit.save): a save that writes at once, a lone session's
-        # every save, never waits, and an Event is a lock and a Condition.
-        self._wake: threading.Event | None = None
+        # every save, never waits. A bare lock, taken here and let go by
+        # ``settle``: a threading.Event is a Condition and two locks more,
+        # made in Python, and its wait makes yet another lock.
+        self._wake: threading.Lock | None = None
 
     def queue_behind(self) -> None:
         """Readies this save to wait: called before its writer can settle it."""
-        self._wake = threading.Event()
+        wake = threading.Lock()
+        wake.acquire()
+        self._wake = wake
 
     def wait(self) -> None:
         """Blocks until this save is settled or its thread is to write."""
         assert self._wake is not None, "queue_behind() first"
-        self._wake.wait()
+        self._wake.acquire()
 
     def settle(self) -> None:
-        """Wakes the thread waiting for this save: its outcome is known."""
+        """Wakes the thread waiting for this save: its outcome is known.
+
+        Called at most once before each ``wait`` returns: a save woken to
+        write is settled again only by itself, after it woke (its latch
+        held again by its own wait), when its batch is done.
+        """
         if self._wake is not None:
-            self._wake.set()
+            self._wake.release()
 
 
 class BatchRecorder(Protocol):
