@@ -237,6 +237,25 @@ def test_deltas_are_pumped_only_while_a_stream_reads_them(serve) -> None:
         assert pumps.running(session_id) is None
 
 
+def test_closing_the_pumps_ends_each_pumps_task(serve) -> None:
+    served = serve()
+    pumps = served.app.state.turnlog.pumps
+    with served.client() as client:
+        session_id, _ = run_to_approval(client)
+        watched = pumps.running(session_id)  # of the stream that saw the request
+        if watched is not None:
+            watched.done.result(10)
+        with client.stream("GET", f"/sessions/{session_id}/events") as response:
+            reader = SSEReader(response)  # held: a dropped reader ends the stream
+            read_until(reader, "approval_request")
+            pump = pumps.running(session_id)
+            assert pump is not None
+            pumps.close()  # as the service's shutdown does
+            pump.done.result(10)  # its task ended, on the loop, with no error
+            assert pumps.running(session_id) is None
+            assert len(pumps) == 0
+
+
 def test_a_stream_gets_the_deltas_of_a_session_opened_after_it(sqlite_url) -> None:
     from service_agents import approval_agent
 
