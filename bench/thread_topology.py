@@ -19,7 +19,12 @@ variant, with the threads' arrangement changed:
   session starts, run on the I/O loop's thread (the model's two round
   trips a turn gone): only the caller's round trip is left.
 
-``on-loop`` is a stand-in, not a correct runtime (a save on the loop
+- ``one-thread``: as ``on-loop``, and the caller prompts from a coroutine
+  on that loop too (``prompt_async``): no turn's work leaves the loop's
+  thread, so what is left is the layers' own CPU (the views still fold
+  on their thread, as they do in every variant).
+
+``on-loop`` and ``one-thread`` are stand-ins, not a correct runtime (a save on the loop
 holds it; a tool there cannot time out): a measurement of what a design
 with fewer threads could save, no more. The eleventh to thirteenth
 passes' ``tool-inline`` (a tool run inside the session's handler) is
@@ -44,7 +49,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-VARIANTS = ("free", "one-core", "tool-thread", "on-loop")
+VARIANTS = ("free", "one-core", "tool-thread", "on-loop", "one-thread")
 
 
 def run_tools_on_their_own_threads() -> None:
@@ -84,14 +89,47 @@ def run_actors_on_loop() -> None:
     actor_pool.ActorPool.submit = submit  # type: ignore[method-assign]
 
 
+def turns_prompted_on_the_loop(turns: int) -> tuple[float, float]:
+    """turn_cpu.py's workload, each turn prompted from a coroutine on the
+    runtime's own I/O loop; (CPU seconds, wall seconds) of ``turns``."""
+    import asyncio
+    import time
+
+    from turn_cpu import echo  # type: ignore[import-not-found]
+
+    from turnlog import Agent, Runtime, ScriptedModel, calls, tool_call
+
+    model = ScriptedModel()
+    for _ in range(turns + 10):
+        model.add(calls(tool_call("echo", {"text": "hi"})), "done")
+
+    async def prompts(session: Any) -> tuple[float, float]:
+        for turn in range(10):
+            await session.prompt_async(f"warm-up {turn}")
+        cpu, wall = time.process_time(), time.perf_counter()
+        for turn in range(turns):
+            await session.prompt_async(f"turn {turn}")
+            model.requests.clear()
+        return time.process_time() - cpu, time.perf_counter() - wall
+
+    with Runtime.open("memory://") as rt:
+        session = rt.create_session(Agent("b", model=model, tools=[echo]))
+        loop = rt._io_loop._loop
+        return asyncio.run_coroutine_threadsafe(prompts(session), loop).result(600)
+
+
 def child(variant: str, turns: int) -> None:
     """One variant's run; prints CPU and wall microseconds a turn."""
     if variant == "one-core":
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     if variant == "tool-thread":
         run_tools_on_their_own_threads()
-    if variant == "on-loop":
+    if variant in ("on-loop", "one-thread"):
         run_actors_on_loop()
+    if variant == "one-thread":
+        cpu, wall = turns_prompted_on_the_loop(turns)
+        print(f"{cpu / turns * 1e6:.1f} {wall / turns * 1e6:.1f}")
+        return
     # turn_cpu.py's workload itself; imported once the stand-ins are in.
     from turn_cpu import timed_turns  # type: ignore[import-not-found]
 
