@@ -11,16 +11,26 @@ change's effect on the Python a turn runs shows without timing.
 own and every call under it, on its thread): which operation of a turn
 runs the most Python, where ``by function`` shows only where it ends.
 
+``--sessions S`` runs S sessions at once instead, each ``turns`` turns,
+prompted together from asyncio (``prompt_async``), as the peers' phase B
+does; ``--store sqlite`` puts them on an SQLite file, where their saves
+queue behind each other's commits (group commit). Counts are a turn's:
+every thread's calls over all the sessions' turns.
+
 Run: python bench/turn_calls.py [TURNS] [--top 30] [--beneath]
+[--sessions 1] [--store memory:// | sqlite]
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import collections
 import re
 import sys
+import tempfile
 import threading
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -83,11 +93,56 @@ class CallCounter:
             stack.pop()
 
 
+def scripted(turns: int) -> ScriptedModel:
+    """A model answering ``turns`` turns (and ten more) with a tool call each."""
+    model = ScriptedModel()
+    for _ in range(turns + 10):
+        model.add(calls(tool_call("echo", {"text": "hi"})), "done")
+    return model
+
+
+def count_one_session(counter: CallCounter, url: str, turns: int) -> None:
+    """turn_cpu.py's workload: one session, its turns one after another."""
+    model = scripted(turns)
+    with Runtime.open(url) as rt:
+        session = rt.create_session(Agent("b", model=model, tools=[echo]))
+        for turn in range(10):
+            session.prompt(f"warm-up {turn}", timeout=30)
+        counter.counting = True
+        for turn in range(turns):
+            session.prompt(f"turn {turn}", timeout=30)
+            model.requests.clear()
+        counter.counting = False
+
+
+async def count_sessions(
+    counter: CallCounter, url: str, sessions: int, turns: int
+) -> None:
+    """``sessions`` sessions at once, ``turns`` turns each, after one warm-up."""
+    models = [scripted(turns) for _ in range(sessions)]
+    with Runtime.open(url) as rt:
+        handles = [
+            rt.create_session(Agent("b", model=model, tools=[echo])) for model in models
+        ]
+        await asyncio.gather(*(h.prompt_async("warm-up") for h in handles))
+
+        async def run(handle: Any, model: ScriptedModel) -> None:
+            for turn in range(turns):
+                await handle.prompt_async(f"turn {turn}")
+                model.requests.clear()
+
+        counter.counting = True
+        await asyncio.gather(*(run(h, m) for h, m in zip(handles, models, strict=True)))
+        counter.counting = False
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("turns", type=int, nargs="?", default=200)
     parser.add_argument("--top", type=int, default=30)
     parser.add_argument("--beneath", action="store_true")
+    parser.add_argument("--sessions", type=int, default=1)
+    parser.add_argument("--store", default="memory://")
     args = parser.parse_args()
     counter = CallCounter(beneath=args.beneath)
     counts, beneath = counter.counts, counter.beneath
@@ -95,22 +150,18 @@ def main() -> None:
     # Set before the runtime starts its threads, so that every one has it.
     threading.setprofile(count)
     sys.setprofile(count)
-    model = ScriptedModel()
-    for _ in range(args.turns + 10):
-        model.add(calls(tool_call("echo", {"text": "hi"})), "done")
-    with Runtime.open("memory://") as rt:
-        session = rt.create_session(Agent("b", model=model, tools=[echo]))
-        for turn in range(10):
-            session.prompt(f"warm-up {turn}", timeout=30)
-        counter.counting = True
-        for turn in range(args.turns):
-            session.prompt(f"turn {turn}", timeout=30)
-            model.requests.clear()
-        counter.counting = False
+    with tempfile.TemporaryDirectory() as folder:
+        url = args.store
+        if url == "sqlite":
+            url = f"sqlite:///{Path(folder) / 'calls.sqlite3'}"
+        if args.sessions == 1:
+            count_one_session(counter, url, args.turns)
+        else:
+            asyncio.run(count_sessions(counter, url, args.sessions, args.turns))
     sys.setprofile(None)
     threading.setprofile(None)  # type: ignore[arg-type]
 
-    turns = args.turns
+    turns = args.turns * args.sessions
     print(f"Python calls a turn: {sum(counts.values()) / turns:,.0f}")
     by_thread: collections.Counter[str] = collections.Counter()
     by_module: collections.Counter[str] = collections.Counter()
