@@ -18,7 +18,10 @@ the loop; nothing else that blocks has been looked at):
   (the greenlet switches back to the loop), and the batch, every save
   the iteration made, is committed in one transaction by a callback the
   loop runs next (through the group commit's queue, beside other threads'
-  saves), after which each suspended run resumes where it saved.
+  saves), after which each suspended run resumes where it saved;
+- ``loop-commit-alone``: the same, but a save commits at once when no
+  save waits in the batch and no other run waits on the loop to start:
+  with nothing to share a commit with, the loop's next step only adds.
 
 The workload is the peers' phase B: ``--sessions`` sessions (default 50)
 created together (``create_session_async``) on a fresh SQLite file, then
@@ -31,7 +34,11 @@ rounds, and each variant's sessions/s against ``free``'s in its round.
 
 Needs greenlet (``pip install greenlet``), for ``loop-commit`` only.
 
+``--sessions 1 --turns 300`` measures a lone session instead (its CPU a
+turn is the figure), ``--store memory://`` on memory://.
+
 Run: python bench/loop_commit.py [--rounds 5] [--sessions 50] [--turns 4]
+[--store sqlite | memory://]
 """
 
 from __future__ import annotations
@@ -60,7 +67,7 @@ from turnlog import (
     tool_call,
 )
 
-VARIANTS = ("free", "on-loop", "loop-commit")
+VARIANTS = ("free", "on-loop", "loop-commit", "loop-commit-alone")
 
 
 def add(a: int, b: int) -> int:
@@ -79,20 +86,33 @@ class Adder:
         return calls(tool_call("add", {"a": a, "b": b}))
 
 
-def host_runs_on_loop(in_greenlet: bool) -> Callable[[], asyncio.AbstractEventLoop]:
+class Hosted:
+    """Where the runs went: the loop, and how many wait on it to start."""
+
+    def __init__(self) -> None:
+        self.loops: list[Any] = []
+        self.waiting = 0
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        return self.loops[-1]._loop  # type: ignore[no-any-return]
+
+
+def host_runs_on_loop(in_greenlet: bool) -> Hosted:
     """Every pooled actor's run goes to the runtime's I/O loop (each in a
-    greenlet of its own if ``in_greenlet``); returns where to find the loop."""
+    greenlet of its own if ``in_greenlet``)."""
     from turnlog.actors import actor_pool, io_loop
 
-    loops: list[Any] = []
+    hosted = Hosted()
     made = io_loop.IoLoop.__init__
 
     def init(self: Any, name: str = "turnlog-io") -> None:
         made(self, name)
         if name == "turnlog-io":
-            loops.append(self)
+            hosted.loops.append(self)
 
     def start(run: Callable[[], None]) -> None:
+        hosted.waiting -= 1
         if in_greenlet:
             import greenlet  # type: ignore[import-not-found]
 
@@ -101,7 +121,8 @@ def host_runs_on_loop(in_greenlet: bool) -> Callable[[], asyncio.AbstractEventLo
             run()
 
     def submit(self: Any, run: Callable[[], None]) -> None:
-        loop = loops[-1]._loop
+        loop = hosted.loop
+        hosted.waiting += 1  # (a stand-in: the count is not thread-safe)
         if threading.current_thread().name == "turnlog-io":
             loop.call_soon(start, run)
         else:
@@ -109,11 +130,17 @@ def host_runs_on_loop(in_greenlet: bool) -> Callable[[], asyncio.AbstractEventLo
 
     io_loop.IoLoop.__init__ = init  # type: ignore[method-assign]
     actor_pool.ActorPool.submit = submit  # type: ignore[method-assign]
-    return lambda: loops[-1]._loop  # type: ignore[no-any-return]
+    return hosted
 
 
-def commit_each_iteration(loop_of: Callable[[], asyncio.AbstractEventLoop]) -> None:
-    """A save made in a run on the loop waits for the iteration's batch."""
+def commit_each_iteration(hosted: Hosted, *, alone_now: bool) -> None:
+    """A save made in a run on the loop waits for the iteration's batch.
+
+    ``alone_now``: a save commits at once, as it would on a thread, when
+    no save waits in the batch and no other run waits to start: a lone
+    session has nothing to share a commit with, and waiting for the loop's
+    next step would only add one.
+    """
     import greenlet
 
     from turnlog.store import group_commit
@@ -145,10 +172,12 @@ def commit_each_iteration(loop_of: Callable[[], asyncio.AbstractEventLoop]) -> N
         run = greenlet.getcurrent()
         if run.parent is None or threading.current_thread().name != "turnlog-io":
             return save_now(self, events, fence, claim)
-        pending = group_commit.PendingSave(events, fence, claim)
         batch = batches.setdefault(id(self), [])
+        if alone_now and not batch and not hosted.waiting:
+            return save_now(self, events, fence, claim)
+        pending = group_commit.PendingSave(events, fence, claim)
         if not batch:
-            loop_of().call_soon(commit, self)
+            hosted.loop.call_soon(commit, self)
         batch.append((pending, run))
         run.parent.switch()  # back to the loop until the batch has committed
         if pending.error is not None:
@@ -175,12 +204,12 @@ async def sessions_at_once(
     await asyncio.gather(*(run(n, h) for n, h in enumerate(handles)))
 
 
-def child(variant: str, sessions: int, turns: int) -> None:
+def child(variant: str, sessions: int, turns: int, store: str) -> None:
     """One variant's run: prints sessions/s, CPU ms a session, commits."""
     if variant != "free":
-        loop_of = host_runs_on_loop(in_greenlet=variant == "loop-commit")
-        if variant == "loop-commit":
-            commit_each_iteration(loop_of)
+        hosted = host_runs_on_loop(in_greenlet=variant.startswith("loop-commit"))
+        if variant.startswith("loop-commit"):
+            commit_each_iteration(hosted, alone_now=variant == "loop-commit-alone")
     agent = Agent(
         "adder", model=Adder(), tools=[function_tool(add)], instructions="Add."
     )
@@ -188,7 +217,7 @@ def child(variant: str, sessions: int, turns: int) -> None:
         warm = f"sqlite:///{Path(folder) / 'warm.sqlite3'}"
         with Runtime.open(warm) as rt:  # imports, first connections
             asyncio.run(sessions_at_once(rt, agent, 5, 1))
-        url = f"sqlite:///{Path(folder) / 'b.sqlite3'}"
+        url = store if store != "sqlite" else f"sqlite:///{Path(folder) / 'b.sqlite3'}"
         with Runtime.open(url) as rt:
             writer = rt.store._writer
             commits = writer.commits
@@ -199,9 +228,19 @@ def child(variant: str, sessions: int, turns: int) -> None:
     print(f"{sessions / wall:.1f} {cpu / sessions * 1e3:.3f} {commits}")
 
 
-def measure(variant: str, sessions: int, turns: int) -> tuple[float, float, int]:
+def measure(
+    variant: str, sessions: int, turns: int, store: str
+) -> tuple[float, float, int]:
     out = subprocess.run(
-        [sys.executable, __file__, "--child", variant, str(sessions), str(turns)],
+        [
+            sys.executable,
+            __file__,
+            "--child",
+            variant,
+            str(sessions),
+            str(turns),
+            store,
+        ],
         check=True,
         capture_output=True,
         text=True,
@@ -212,26 +251,27 @@ def measure(variant: str, sessions: int, turns: int) -> tuple[float, float, int]
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
-        child(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+        child(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5])
         return
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--sessions", type=int, default=50)
     parser.add_argument("--turns", type=int, default=4)
+    parser.add_argument("--store", default="sqlite", help="sqlite or memory://")
     args = parser.parse_args()
     got: dict[str, list[tuple[float, float, int]]] = {v: [] for v in VARIANTS}
     ratios: dict[str, list[float]] = {v: [] for v in VARIANTS}
     for number in range(args.rounds):
         order = list(VARIANTS)
         random.shuffle(order)
-        this = {v: measure(v, args.sessions, args.turns) for v in order}
+        this = {v: measure(v, args.sessions, args.turns, args.store) for v in order}
         for variant, figures in this.items():
             got[variant].append(figures)
             ratios[variant].append(figures[0] / this["free"][0])
         listed = ", ".join(f"{v} {this[v][0]:.0f}" for v in VARIANTS)
         print(f"round {number + 1} (sessions/s): {listed}", flush=True)
     print(
-        f"{args.sessions} sessions of {args.turns} turns on an SQLite file;"
+        f"{args.sessions} sessions of {args.turns} turns on {args.store};"
         " medians over the rounds"
     )
     for variant in VARIANTS:
@@ -242,7 +282,8 @@ def main() -> None:
         ratio = statistics.median(ratios[variant])
         print(
             f"{variant}: {rate:.1f} sessions/s ({ratio:.2f} of free),"
-            f" CPU {cpu:.2f} ms a session, {commits:.0f} commits"
+            f" CPU {cpu:.2f} ms a session ({cpu / args.turns * 1e3:.0f} us a turn),"
+            f" {commits:.0f} commits"
         )
 
 
