@@ -210,50 +210,58 @@ def deltas_of(events: list) -> str:
     )
 
 
-def test_deltas_are_pumped_only_while_a_stream_reads_them(serve) -> None:
+@contextlib.contextmanager
+def watched_approval(serve):
+    """A session waiting for an approval, watched by one stream that has
+    read the request: (client, pumps, session, request, reader, pump).
+
+    The pump of the stream that saw the request first (``run_to_approval``
+    reads it from a stream of its own) has ended before this one opens.
+    """
     served = serve()
     pumps = served.app.state.turnlog.pumps
     with served.client() as client:
         session_id, request_id = run_to_approval(client)
-        watched = pumps.running(session_id)  # of the stream that saw the request
-        if watched is not None:
-            watched.done.result(10)
+        earlier = pumps.running(session_id)
+        if earlier is not None:
+            earlier.done.result(10)
         assert pumps.running(session_id) is None  # a run nobody watches: no pump
-        with client.stream("GET", f"/sessions/{session_id}/events") as response:
-            reader = SSEReader(response)
-            read_until(reader, "approval_request")
-            pump = pumps.running(session_id)
-            assert pump is not None
-            # The pump is a task on the service's loop: no thread of its own
-            # (it was one a watched session, named for it).
-            assert not [t for t in threading.enumerate() if session_id in t.name]
-            client.post(
-                f"/sessions/{session_id}/approvals/{request_id}",
-                json={"decision": "allow"},
-            )
-            rest = read_until(reader, "turn_complete")
-        assert deltas_of(rest) == "All done: counted and published."
-        pump.done.result(10)  # the stream closed: its pump ends
-        assert pumps.running(session_id) is None
-
-
-def test_closing_the_pumps_ends_each_pumps_task(serve) -> None:
-    served = serve()
-    pumps = served.app.state.turnlog.pumps
-    with served.client() as client:
-        session_id, _ = run_to_approval(client)
-        watched = pumps.running(session_id)  # of the stream that saw the request
-        if watched is not None:
-            watched.done.result(10)
         with client.stream("GET", f"/sessions/{session_id}/events") as response:
             reader = SSEReader(response)  # held: a dropped reader ends the stream
             read_until(reader, "approval_request")
             pump = pumps.running(session_id)
             assert pump is not None
-            pumps.close()  # as the service's shutdown does
-            pump.done.result(10)  # its task ended, on the loop, with no error
-            assert pumps.running(session_id) is None
-            assert len(pumps) == 0
+            yield client, pumps, session_id, request_id, reader, pump
+
+
+def test_deltas_are_pumped_only_while_a_stream_reads_them(serve) -> None:
+    with watched_approval(serve) as (
+        client,
+        pumps,
+        session_id,
+        request_id,
+        reader,
+        pump,
+    ):
+        # The pump is a task on the service's loop: no thread of its own
+        # (it was one a watched session, named for it).
+        assert not [t for t in threading.enumerate() if session_id in t.name]
+        client.post(
+            f"/sessions/{session_id}/approvals/{request_id}",
+            json={"decision": "allow"},
+        )
+        rest = read_until(reader, "turn_complete")
+    assert deltas_of(rest) == "All done: counted and published."
+    pump.done.result(10)  # the stream closed: its pump ends
+    assert pumps.running(session_id) is None
+
+
+def test_closing_the_pumps_ends_each_pumps_task(serve) -> None:
+    with watched_approval(serve) as (_, pumps, session_id, _, _, pump):
+        pumps.close()  # as the service's shutdown does
+        pump.done.result(10)  # its task ended, on the loop, with no error
+        assert pumps.running(session_id) is None
+        assert len(pumps) == 0
 
 
 def test_a_stream_gets_the_deltas_of_a_session_opened_after_it(sqlite_url) -> None:
