@@ -166,11 +166,15 @@ class DeltaPumps:
                     publish(item.event)
         except TurnlogError:  # the session failed: its streams read the log
             logger.debug("deltas of %s ended with its session", session_id)
+        except Exception:  # a bug here: said, as a thread's would be
+            logger.exception("the delta pump of %s failed", session_id)
         finally:
             with self._lock:  # the session ended here: a reopened one pumps anew
                 pump = self._pumps.get(session_id)
                 if pump is not None and pump.subscription is subscription:
                     del self._pumps[session_id]
+            # Nobody reads it now: the session stops offering to it.
+            subscription.close()
 
     def close(self) -> None:
         """Stops every pump (each task ends at its next read)."""
