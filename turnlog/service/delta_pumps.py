@@ -147,13 +147,13 @@ class DeltaPumps:
             or not self._readers[session.session_id]
         ):
             return False
-        task = self._pump(session.session_id, subscription)
+        coroutine = self._pump(session.session_id, subscription)
         try:
             # The returned future holds the task (the loop holds its tasks
             # weakly) and tells whoever waits on it when the pump ended.
-            done = asyncio.run_coroutine_threadsafe(task, loop)
+            done = asyncio.run_coroutine_threadsafe(coroutine, loop)
         except RuntimeError:  # the loop has closed
-            task.close()
+            coroutine.close()
             return False
         self._pumps[session.session_id] = Pump(session, subscription, done)
         return True
