@@ -89,15 +89,19 @@ def run_actors_on_loop() -> None:
     actor_pool.ActorPool.submit = submit  # type: ignore[method-assign]
 
 
-def turns_prompted_on_the_loop(turns: int) -> tuple[float, float]:
+def turns_prompted_on_the_loop(
+    turns: int, *, follow_projections: bool = True
+) -> tuple[float, float]:
     """turn_cpu.py's workload, each turn prompted from a coroutine on the
-    runtime's own I/O loop; (CPU seconds, wall seconds) of ``turns``."""
+    runtime's own I/O loop; (CPU seconds, wall seconds) of ``turns``.
+    ``follow_projections=False``: with no views kept (turn_ablation.py)."""
     import asyncio
     import time
 
     from turn_cpu import echo  # type: ignore[import-not-found]
 
     from turnlog import Agent, Runtime, ScriptedModel, calls, tool_call
+    from turnlog.store import Store
 
     model = ScriptedModel()
     for _ in range(turns + 10):
@@ -112,7 +116,7 @@ def turns_prompted_on_the_loop(turns: int) -> tuple[float, float]:
             model.requests.clear()
         return time.process_time() - cpu, time.perf_counter() - wall
 
-    with Runtime.open("memory://") as rt:
+    with Runtime(Store("memory://"), follow_projections=follow_projections) as rt:
         session = rt.create_session(Agent("b", model=model, tools=[echo]))
         loop = rt._io_loop._loop
         return asyncio.run_coroutine_threadsafe(prompts(session), loop).result(600)

@@ -12,7 +12,10 @@ switched off by replacing it in this process only:
   runs), and no views kept (they would find the rows missing and read
   the log for them): compare it with ``views``;
 - ``all``: all four at once: what is left is the actors, the domain's
-  decisions and the save's own machinery.
+  decisions and the save's own machinery;
+- ``floor``: ``all``, and every pooled actor's run and the caller on the
+  I/O loop's thread (``bench/thread_topology.py``'s ``one-thread``
+  stand-in): no hand-over between threads either.
 
 A turn without them is not a correct turn (nothing here is for use); the
 differences say which parts a faster design must make cheaper. Count
@@ -40,7 +43,7 @@ from turnlog import Agent, Runtime, ScriptedModel, calls, function_tool, tool_ca
 from turnlog.domain import translation
 from turnlog.store import Store, chaining
 
-VARIANTS = ("none", "views", "translate", "chain", "sql", "all")
+VARIANTS = ("none", "views", "translate", "chain", "sql", "all", "floor")
 
 
 @function_tool
@@ -51,7 +54,7 @@ def echo(text: str) -> str:
 
 def take_away(variant: str) -> None:
     """Replaces the parts ``variant`` names with stand-ins that do nothing."""
-    every = variant == "all"
+    every = variant in ("all", "floor")
     if variant == "translate" or every:
         translation.EventTranslator.translate = (  # type: ignore[method-assign]
             lambda _self, _event, _sequence: []
@@ -73,6 +76,15 @@ def main() -> None:
     if variant not in VARIANTS:
         sys.exit(f"variant must be one of {', '.join(VARIANTS)}")
     take_away(variant)
+    if variant == "floor":
+        from thread_topology import (  # type: ignore[import-not-found]
+            run_actors_on_loop,
+            turns_prompted_on_the_loop,
+        )
+
+        run_actors_on_loop()
+        turns_prompted_on_the_loop(turns, follow_projections=False)
+        return
     model = ScriptedModel()
     for _ in range(turns + 10):
         model.add(calls(tool_call("echo", {"text": "hi"})), "done")
