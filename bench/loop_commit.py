@@ -154,7 +154,10 @@ def commit_each_iteration(hosted: Hosted, *, alone_now: bool) -> None:
         saves = [pending for pending, _ in batch]
         first = saves[0]
         # Into the group commit's queue as one run of saves: whoever writes
-        # next takes them all (a batch is at most MAX_BATCH saves).
+        # next takes them all. Only ``first`` can be woken to write, so a
+        # run of more than MAX_BATCH saves (1,000), which the writer would
+        # split, would leave its rest waiting for ever: a stand-in's limit,
+        # far above the 50 sessions it is run with.
         with self._lock:
             self._queue.extend(saves)
             first.lead = not self._writing
